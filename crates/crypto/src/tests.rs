@@ -1,0 +1,185 @@
+use super::*;
+
+fn supported() -> impl Iterator<Item = Curve> {
+    Curve::ALL.into_iter().filter(|c| c.is_supported())
+}
+
+fn items(n: usize, salt: u8) -> Vec<ItemDigest> {
+    (0..n)
+        .map(|i| item_digest(&[&[salt][..], &i.to_le_bytes()].concat()))
+        .collect()
+}
+
+fn mask(c: &dyn EcdhCipher, xs: &[ItemDigest]) -> Vec<u8> {
+    let mut out = vec![0u8; xs.len() * c.point_len()];
+    c.hash_and_mask(xs, &mut out).unwrap();
+    out
+}
+
+fn remask(c: &dyn EcdhCipher, pts: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; pts.len()];
+    c.remask(pts, &mut out).unwrap();
+    out
+}
+
+#[test]
+fn masking_commutes_on_every_curve() {
+    for curve in supported() {
+        let a = new_cipher(curve, None).unwrap();
+        let b = new_cipher(curve, None).unwrap();
+        let xs = items(17, 1);
+        let ab = remask(&*b, &mask(&*a, &xs));
+        let ba = remask(&*a, &mask(&*b, &xs));
+        assert_eq!(ab, ba, "{curve}");
+        // Different items give different points, and keys matter.
+        let n = a.point_len();
+        assert_ne!(ab[..n], ab[n..2 * n], "{curve}");
+        assert_ne!(mask(&*a, &xs), mask(&*b, &xs), "{curve}");
+    }
+}
+
+#[test]
+fn batching_does_not_change_results() {
+    for curve in supported() {
+        let a = new_cipher(curve, None).unwrap();
+        let xs = items(9, 2);
+        let whole = mask(&*a, &xs);
+        let one_by_one: Vec<u8> = xs
+            .iter()
+            .flat_map(|x| mask(&*a, std::slice::from_ref(x)))
+            .collect();
+        assert_eq!(whole, one_by_one, "{curve}");
+    }
+}
+
+#[test]
+fn fixed_key_is_deterministic() {
+    // Scalar 7 is canonical in both byte orders.
+    let mut le = [0u8; 32];
+    le[0] = 7;
+    let mut be = [0u8; 32];
+    be[31] = 7;
+    for curve in supported() {
+        let key = if curve == Curve::Curve25519 { le } else { be };
+        let a = new_cipher(curve, Some(&key)).unwrap();
+        let b = new_cipher(curve, Some(&key)).unwrap();
+        let xs = items(3, 3);
+        assert_eq!(mask(&*a, &xs), mask(&*b, &xs), "{curve}");
+    }
+}
+
+#[test]
+fn bad_secret_keys_are_rejected() {
+    for curve in supported() {
+        assert!(
+            matches!(
+                new_cipher(curve, Some(&[0u8; 32])),
+                Err(CryptoError::InvalidSecretKey(_))
+            ),
+            "{curve}"
+        );
+        assert!(
+            matches!(
+                new_cipher(curve, Some(&[1u8; 31])),
+                Err(CryptoError::InvalidSecretKey(_))
+            ),
+            "{curve}"
+        );
+        assert!(
+            matches!(
+                new_cipher(curve, Some(&[0xffu8; 32])),
+                Err(CryptoError::InvalidSecretKey(_))
+            ),
+            "{curve}"
+        );
+    }
+}
+
+#[test]
+fn invalid_peer_points_are_typed_errors() {
+    for curve in supported() {
+        let a = new_cipher(curve, None).unwrap();
+        let n = a.point_len();
+        let good = mask(&*a, &items(2, 4));
+        let mut out = vec![0u8; 2 * n];
+        // All-zero bytes: the identity (Ristretto) or no valid SEC1 tag (Weierstrass).
+        let mut bad = good.clone();
+        bad[n..].fill(0);
+        let err = a.remask(&bad, &mut out).unwrap_err();
+        assert!(
+            matches!(err, CryptoError::InvalidPoint { index: 1, .. }),
+            "{curve}: {err}"
+        );
+        // All-ones: non-canonical / off-curve.
+        let mut bad = good.clone();
+        bad[..n].fill(0xff);
+        assert!(
+            matches!(
+                a.remask(&bad, &mut out),
+                Err(CryptoError::InvalidPoint { index: 0, .. })
+            ),
+            "{curve}"
+        );
+        // Ragged input is a typed error, not a panic.
+        assert!(
+            a.remask(&good[..n + 1], &mut vec![0u8; n + 1]).is_err(),
+            "{curve}"
+        );
+        assert!(
+            a.hash_and_mask(&items(2, 4), &mut vec![0u8; n]).is_err(),
+            "{curve}"
+        );
+    }
+}
+
+#[test]
+fn random_peer_bytes_never_panic() {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for curve in supported() {
+        let a = new_cipher(curve, None).unwrap();
+        let n = a.point_len();
+        for _ in 0..200 {
+            let bytes: Vec<u8> = (0..n)
+                .map(|_| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (state >> 56) as u8
+                })
+                .collect();
+            let _ = a.remask(&bytes, &mut vec![0u8; n]);
+        }
+    }
+}
+
+#[test]
+fn curve_names_round_trip() {
+    for curve in Curve::ALL {
+        assert_eq!(curve.config_name().parse::<Curve>().unwrap(), curve);
+    }
+    assert_eq!("25519".parse::<Curve>().unwrap(), Curve::Curve25519);
+    assert_eq!(
+        "CURVE_25519_ELLIGATOR2".parse::<Curve>().unwrap(),
+        Curve::Curve25519
+    );
+    assert!("CURVE_ED448".parse::<Curve>().is_err());
+    assert!(matches!(
+        new_cipher(Curve::FourQ, None),
+        Err(CryptoError::Unsupported { .. })
+    ));
+}
+
+#[test]
+fn ristretto_hash_is_domain_separated_and_deterministic() {
+    let p = ristretto::hash_to_group(b"abc").unwrap();
+    assert_eq!(p, ristretto::hash_to_group(b"abc").unwrap());
+    assert_ne!(p, ristretto::hash_to_group(b"abd").unwrap());
+}
+
+#[test]
+fn tags_are_prefixes() {
+    let t16 = tag_of(b"point", 16);
+    let t10 = tag_of(b"point", 10);
+    assert_eq!(t16 >> 48, t10 >> 48);
+    assert_eq!(t10 & ((1u128 << 48) - 1), 0);
+}

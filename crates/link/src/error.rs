@@ -1,0 +1,105 @@
+use std::time::Duration;
+use thiserror::Error;
+
+/// Everything that can go wrong on a link. Peer faults and local faults are separate variants.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum LinkError {
+    /// Could not listen on our own address.
+    #[error(
+        "cannot listen on {addr} ({source}); is another process using the port, or is the address not this machine's?"
+    )]
+    Bind {
+        /// The address from the link config.
+        addr: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// An address in the link config does not parse or resolve.
+    #[error(
+        "invalid address {addr:?} for party {party:?}: {reason}; expected HOST:PORT, e.g. 127.0.0.1:5300"
+    )]
+    BadAddress {
+        /// The party it belongs to.
+        party: String,
+        /// The address text.
+        addr: String,
+        /// Why it failed.
+        reason: String,
+    },
+    /// The peer did not connect or accept within the deadline.
+    #[error(
+        "peer {peer:?} at {addr} did not connect within {waited:?} (last error: {last}); start the peer, check its address and firewall, or raise the connect timeout"
+    )]
+    ConnectTimeout {
+        /// The peer's id.
+        peer: String,
+        /// Where we tried.
+        addr: String,
+        /// How long we tried.
+        waited: Duration,
+        /// The last OS error seen, if any.
+        last: String,
+    },
+    /// Something connected that is not the blindjoin peer we expect.
+    #[error("the process at the other end is not the expected blindjoin peer: {0}")]
+    WrongPeer(String),
+    /// No message arrived within the receive timeout.
+    #[error(
+        "no message from peer {peer:?} for {waited:?}; it may have stopped or be far slower than this party. Raise link_config.recv_timeout_ms (or --recv-timeout) if it is just slow"
+    )]
+    RecvTimeout {
+        /// The peer's id.
+        peer: String,
+        /// The timeout in force.
+        waited: Duration,
+    },
+    /// The peer reported a failure of its own.
+    #[error("peer {peer:?} aborted: {reason}")]
+    PeerAborted {
+        /// The peer's id.
+        peer: String,
+        /// The reason it sent.
+        reason: String,
+    },
+    /// The connection closed before the session ended.
+    #[error(
+        "peer {peer:?} closed the connection before the session finished; see the peer's own error output"
+    )]
+    PeerClosed {
+        /// The peer's id.
+        peer: String,
+    },
+    /// A frame header announced more than [`crate::MAX_FRAME_LEN`] bytes, or had an unknown kind.
+    #[error("peer {peer:?} sent a malformed frame: {reason}")]
+    BadFrame {
+        /// The peer's id.
+        peer: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The peer sent a data message when the session should have ended.
+    #[error(
+        "peer {peer:?} sent data after this party finished; both sides disagree on the protocol state"
+    )]
+    UnexpectedData {
+        /// The peer's id.
+        peer: String,
+    },
+    /// An OS-level I/O error on an established connection.
+    #[error("connection to peer {peer:?} failed: {source}")]
+    Io {
+        /// The peer's id.
+        peer: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A local message too large to frame (a bug in the caller).
+    #[error(
+        "internal error: message of {len} bytes exceeds the frame limit; please report this bug"
+    )]
+    MessageTooLarge {
+        /// Its size.
+        len: usize,
+    },
+}

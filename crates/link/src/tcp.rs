@@ -1,0 +1,380 @@
+//! The TCP link. Of the two parties, the one whose id sorts first listens on its own address and
+//! the other connects to it, retrying until the connect deadline — so either may start first.
+//! After the connection is up, both exchange a greeting (magic bytes + party id) so a wrong process
+//! on the port, or a peer configured with other party ids, is a clear error, not a hang.
+//!
+//! A reader thread drains the socket into a channel. That keeps both directions flowing when both
+//! parties send large batches at once (no TCP deadlock), and lets `recv` wait with a timeout.
+
+use crate::frame::{HEADER_LEN, Kind, MAX_FRAME_LEN, header};
+use crate::inbox::{Inbox, Incoming};
+use crate::{Link, LinkError, LinkStats, truncate_reason};
+use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::mpsc::{Sender, channel};
+use std::time::{Duration, Instant};
+
+/// Magic bytes opening the greeting; version 1 of the link.
+const MAGIC: &[u8; 8] = b"BLNDJN01";
+/// Longest party id accepted in a greeting.
+const MAX_ID_LEN: usize = 256;
+/// How long a freshly accepted connection may take to greet us.
+const GREETING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the two parties are and how long to wait.
+#[derive(Clone, Debug)]
+pub struct TcpOptions {
+    /// This party's id.
+    pub self_id: String,
+    /// This party's address (`HOST:PORT`): where it listens if it is the listener.
+    pub self_addr: String,
+    /// The peer's id.
+    pub peer_id: String,
+    /// The peer's address.
+    pub peer_addr: String,
+    /// How long to wait for the peer to show up.
+    pub connect_timeout: Duration,
+    /// How long `recv` waits for a message.
+    pub recv_timeout: Duration,
+}
+
+/// A link over one TCP connection.
+pub struct TcpLink {
+    writer: BufWriter<TcpStream>,
+    inbox: Inbox,
+    sent: LinkStats,
+}
+
+impl TcpLink {
+    /// Whether this party listens (its id sorts before the peer's) rather than connects.
+    pub fn is_listener(opts: &TcpOptions) -> bool {
+        opts.self_id < opts.peer_id
+    }
+
+    /// Connects to the peer (or waits for it), greets, and starts the reader thread.
+    ///
+    /// # Errors
+    /// Bad addresses, a port in use, no peer before the deadline, or a wrong peer.
+    pub fn establish(opts: &TcpOptions) -> Result<TcpLink, LinkError> {
+        if opts.self_id == opts.peer_id {
+            return Err(LinkError::WrongPeer(format!(
+                "both parties have the id {:?}; give each party its own id in link_config.parties",
+                opts.self_id
+            )));
+        }
+        let deadline = Instant::now() + opts.connect_timeout;
+        let stream = if Self::is_listener(opts) {
+            let listener = bind(opts)?;
+            accept_peer(&listener, opts, deadline)?
+        } else {
+            connect_peer(opts, deadline)?
+        };
+        stream.set_nodelay(true).map_err(|e| io(opts, e))?;
+        let reader = stream.try_clone().map_err(|e| io(opts, e))?;
+        let (tx, rx) = channel();
+        let peer = opts.peer_id.clone();
+        std::thread::Builder::new()
+            .name(format!("link-reader-{peer}"))
+            .spawn(move || read_frames(reader, &peer, &tx))
+            .map_err(|e| io(opts, e))?;
+        Ok(TcpLink {
+            writer: BufWriter::with_capacity(1 << 16, stream),
+            inbox: Inbox {
+                rx,
+                timeout: opts.recv_timeout,
+                peer: opts.peer_id.clone(),
+                stats: LinkStats::default(),
+                peer_closed: false,
+            },
+            sent: LinkStats::default(),
+        })
+    }
+
+    fn write_frame(&mut self, kind: Kind, payload: &[u8]) -> Result<(), LinkError> {
+        if payload.len() > MAX_FRAME_LEN {
+            return Err(LinkError::MessageTooLarge { len: payload.len() });
+        }
+        let peer = &self.inbox.peer;
+        let io = |source| LinkError::Io {
+            peer: peer.clone(),
+            source,
+        };
+        self.writer
+            .write_all(&header(kind, payload.len()))
+            .map_err(io)?;
+        self.writer.write_all(payload).map_err(io)?;
+        self.writer.flush().map_err(io)?;
+        self.sent.bytes_sent += (HEADER_LEN + payload.len()) as u64;
+        Ok(())
+    }
+}
+
+impl Drop for TcpLink {
+    fn drop(&mut self) {
+        let _ = self.writer.flush();
+        // Wakes the reader thread so it exits.
+        let _ = self.writer.get_ref().shutdown(Shutdown::Both);
+    }
+}
+
+impl Link for TcpLink {
+    fn send(&mut self, payload: &[u8]) -> Result<(), LinkError> {
+        self.write_frame(Kind::Data, payload)?;
+        self.sent.messages_sent += 1;
+        Ok(())
+    }
+
+    fn recv(&mut self) -> Result<Vec<u8>, LinkError> {
+        self.inbox.recv()
+    }
+
+    fn abort(&mut self, reason: &str) {
+        let _ = self.write_frame(Kind::Abort, truncate_reason(reason).as_bytes());
+    }
+
+    fn close(&mut self) -> Result<(), LinkError> {
+        // If the peer closed first and is gone, our close frame may not be deliverable.
+        let sent = self.write_frame(Kind::Close, &[]);
+        self.inbox.await_close()?;
+        if self.inbox.peer_closed { Ok(()) } else { sent }
+    }
+
+    fn stats(&self) -> LinkStats {
+        LinkStats {
+            bytes_sent: self.sent.bytes_sent,
+            messages_sent: self.sent.messages_sent,
+            ..self.inbox.stats
+        }
+    }
+
+    fn peer_id(&self) -> &str {
+        &self.inbox.peer
+    }
+}
+
+fn io(opts: &TcpOptions, source: std::io::Error) -> LinkError {
+    LinkError::Io {
+        peer: opts.peer_id.clone(),
+        source,
+    }
+}
+
+fn resolve(party: &str, addr: &str) -> Result<Vec<SocketAddr>, LinkError> {
+    let bad = |reason: String| LinkError::BadAddress {
+        party: party.to_string(),
+        addr: addr.to_string(),
+        reason,
+    };
+    let addrs: Vec<SocketAddr> = addr
+        .to_socket_addrs()
+        .map_err(|e| bad(e.to_string()))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(bad("it resolves to no address".to_string()));
+    }
+    Ok(addrs)
+}
+
+fn bind(opts: &TcpOptions) -> Result<TcpListener, LinkError> {
+    let addrs = resolve(&opts.self_id, &opts.self_addr)?;
+    let listener = TcpListener::bind(&addrs[..]).map_err(|source| LinkError::Bind {
+        addr: opts.self_addr.clone(),
+        source,
+    })?;
+    listener.set_nonblocking(true).map_err(|e| io(opts, e))?;
+    Ok(listener)
+}
+
+fn accept_peer(
+    listener: &TcpListener,
+    opts: &TcpOptions,
+    deadline: Instant,
+) -> Result<TcpStream, LinkError> {
+    let mut last = String::from("nobody connected");
+    loop {
+        match listener.accept() {
+            Ok((stream, from)) => {
+                stream.set_nonblocking(false).map_err(|e| io(opts, e))?;
+                match greet_as_listener(stream, opts) {
+                    Ok(s) => return Ok(s),
+                    // Garbage from a scanner or another program: keep waiting for our peer.
+                    Err(GreetError::NotBlindjoin(why)) => {
+                        last = format!("{from} is not a blindjoin peer: {why}")
+                    }
+                    Err(GreetError::Fatal(e)) => return Err(e),
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => last = e.to_string(),
+        }
+        if Instant::now() >= deadline {
+            return Err(LinkError::ConnectTimeout {
+                peer: opts.peer_id.clone(),
+                addr: format!("{} (listening; the peer connects here)", opts.self_addr),
+                waited: opts.connect_timeout,
+                last,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn connect_peer(opts: &TcpOptions, deadline: Instant) -> Result<TcpStream, LinkError> {
+    let addrs = resolve(&opts.peer_id, &opts.peer_addr)?;
+    let mut last = String::from("no attempt finished");
+    loop {
+        for addr in &addrs {
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(50));
+            match TcpStream::connect_timeout(addr, left.min(Duration::from_secs(2))) {
+                Ok(stream) => match greet_as_connector(stream, opts) {
+                    Ok(s) => return Ok(s),
+                    Err(GreetError::NotBlindjoin(why)) => last = why,
+                    Err(GreetError::Fatal(e)) => return Err(e),
+                },
+                Err(e) => last = e.to_string(),
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(LinkError::ConnectTimeout {
+                peer: opts.peer_id.clone(),
+                addr: opts.peer_addr.clone(),
+                waited: opts.connect_timeout,
+                last,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+enum GreetError {
+    /// The other end does not speak our greeting: not fatal while the deadline lasts.
+    NotBlindjoin(String),
+    /// A blindjoin peer with the wrong identity: a configuration error.
+    Fatal(LinkError),
+}
+
+/// `MAGIC | own id | the id we expect the other side to have`: both sides check both ids, so a
+/// misconfiguration is reported by both parties, not just the one that noticed.
+fn greeting(opts: &TcpOptions) -> Vec<u8> {
+    let mut g = MAGIC.to_vec();
+    crate::put_bytes_u16(&mut g, opts.self_id.as_bytes());
+    crate::put_bytes_u16(&mut g, opts.peer_id.as_bytes());
+    g
+}
+
+fn read_id(stream: &mut TcpStream) -> Result<String, GreetError> {
+    let not_ours = |e: std::io::Error| GreetError::NotBlindjoin(e.to_string());
+    let mut len = [0u8; 2];
+    stream.read_exact(&mut len).map_err(not_ours)?;
+    let len = u16::from_le_bytes(len) as usize;
+    if len > MAX_ID_LEN {
+        return Err(GreetError::NotBlindjoin(format!(
+            "party id of {len} bytes is too long"
+        )));
+    }
+    let mut id = vec![0u8; len];
+    stream.read_exact(&mut id).map_err(not_ours)?;
+    String::from_utf8(id).map_err(|_| GreetError::NotBlindjoin("party id is not UTF-8".to_string()))
+}
+
+/// Reads the other side's greeting: (its id, the id it expects us to have).
+fn read_greeting(stream: &mut TcpStream) -> Result<(String, String), GreetError> {
+    let mut magic = [0u8; 8];
+    stream
+        .read_exact(&mut magic)
+        .map_err(|e| GreetError::NotBlindjoin(e.to_string()))?;
+    if &magic != MAGIC {
+        return Err(GreetError::NotBlindjoin("wrong greeting bytes".to_string()));
+    }
+    Ok((read_id(stream)?, read_id(stream)?))
+}
+
+fn check_ids(
+    (their_id, they_expect): (String, String),
+    opts: &TcpOptions,
+) -> Result<(), GreetError> {
+    if their_id == opts.peer_id && they_expect == opts.self_id {
+        return Ok(());
+    }
+    Err(GreetError::Fatal(LinkError::WrongPeer(format!(
+        "this party is {:?} and expects peer {:?}, but the connected party is {:?} and expects peer {:?}; \
+         make link_config.parties and self_link_party agree on both sides",
+        opts.self_id, opts.peer_id, their_id, they_expect
+    ))))
+}
+
+fn greet(
+    mut stream: TcpStream,
+    opts: &TcpOptions,
+    speak_first: bool,
+) -> Result<TcpStream, GreetError> {
+    let fatal = |e| GreetError::Fatal(io(opts, e));
+    let send = |s: &mut TcpStream| {
+        s.write_all(&greeting(opts))
+            .map_err(|e| GreetError::NotBlindjoin(e.to_string()))
+    };
+    stream
+        .set_read_timeout(Some(GREETING_TIMEOUT))
+        .map_err(fatal)?;
+    if speak_first {
+        send(&mut stream)?;
+    }
+    let theirs = read_greeting(&mut stream)?;
+    if !speak_first {
+        send(&mut stream)?;
+    }
+    check_ids(theirs, opts)?;
+    stream.set_read_timeout(None).map_err(fatal)?;
+    Ok(stream)
+}
+
+fn greet_as_listener(stream: TcpStream, opts: &TcpOptions) -> Result<TcpStream, GreetError> {
+    greet(stream, opts, false)
+}
+
+fn greet_as_connector(stream: TcpStream, opts: &TcpOptions) -> Result<TcpStream, GreetError> {
+    greet(stream, opts, true)
+}
+
+/// The reader thread: frames in, until EOF, an error, or the receiver is dropped.
+fn read_frames(stream: TcpStream, peer: &str, tx: &Sender<Incoming>) {
+    let mut r = BufReader::with_capacity(1 << 18, stream);
+    loop {
+        let mut head = [0u8; HEADER_LEN];
+        match r.read_exact(&mut head) {
+            Ok(()) => {}
+            // EOF or reset between frames: the channel closes and `recv` reports PeerClosed.
+            Err(_) => return,
+        }
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let bad = |reason: String| {
+            Err(LinkError::BadFrame {
+                peer: peer.to_string(),
+                reason,
+            })
+        };
+        let Some(kind) = Kind::from_byte(head[4]) else {
+            let _ = tx.send(bad(format!("unknown frame kind {}", head[4])));
+            return;
+        };
+        if len > MAX_FRAME_LEN {
+            let _ = tx.send(bad(format!(
+                "frame of {len} bytes exceeds the {MAX_FRAME_LEN}-byte limit"
+            )));
+            return;
+        }
+        let mut payload = vec![0u8; len];
+        if let Err(e) = r.read_exact(&mut payload) {
+            let _ = tx.send(Err(LinkError::Io {
+                peer: peer.to_string(),
+                source: e,
+            }));
+            return;
+        }
+        if tx.send(Ok((kind, payload))).is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,158 @@
+use super::*;
+use std::net::TcpListener;
+use std::time::Duration;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn opts(self_id: &str, self_port: u16, peer_id: &str, peer_port: u16) -> TcpOptions {
+    TcpOptions {
+        self_id: self_id.into(),
+        self_addr: format!("127.0.0.1:{self_port}"),
+        peer_id: peer_id.into(),
+        peer_addr: format!("127.0.0.1:{peer_port}"),
+        connect_timeout: Duration::from_secs(10),
+        recv_timeout: Duration::from_secs(10),
+    }
+}
+
+fn tcp_pair() -> (TcpLink, TcpLink) {
+    let (pa, pb) = (free_port(), free_port());
+    let b = std::thread::spawn(move || TcpLink::establish(&opts("bob", pb, "alice", pa)).unwrap());
+    // The connector (bob) may start first: alice starts late on purpose.
+    std::thread::sleep(Duration::from_millis(300));
+    let a = TcpLink::establish(&opts("alice", pa, "bob", pb)).unwrap();
+    (a, b.join().unwrap())
+}
+
+fn exchange(a: &mut dyn Link, b: &mut dyn Link) {
+    // Both send large batches at once before reading: must not deadlock.
+    let big = vec![7u8; 4 << 20];
+    for _ in 0..4 {
+        a.send(&big).unwrap();
+        b.send(&big).unwrap();
+    }
+    for _ in 0..4 {
+        assert_eq!(a.recv().unwrap().len(), big.len());
+        assert_eq!(b.recv().unwrap().len(), big.len());
+    }
+    a.send(b"").unwrap();
+    assert_eq!(b.recv().unwrap(), b"");
+    let sent = a.stats().bytes_sent;
+    assert_eq!(sent, 4 * (5 + (4 << 20)) + 5);
+    assert_eq!(b.stats().bytes_received, sent);
+}
+
+#[test]
+fn tcp_moves_messages_both_ways_and_counts_bytes() {
+    let (mut a, mut b) = tcp_pair();
+    exchange(&mut a, &mut b);
+    let t = std::thread::spawn(move || b.close().unwrap());
+    a.close().unwrap();
+    t.join().unwrap();
+}
+
+#[test]
+fn mem_moves_messages_both_ways_and_counts_bytes() {
+    let (mut a, mut b) = mem_pair();
+    exchange(&mut a, &mut b);
+    let t = std::thread::spawn(move || b.close().unwrap());
+    a.close().unwrap();
+    t.join().unwrap();
+}
+
+#[test]
+fn abort_reaches_the_peer_with_its_reason() {
+    let (mut a, mut b) = tcp_pair();
+    a.abort("input file has no column `id`");
+    match b.recv() {
+        Err(LinkError::PeerAborted { peer, reason }) => {
+            assert_eq!(peer, "alice");
+            assert!(reason.contains("no column"));
+        }
+        other => panic!("expected abort, got {other:?}"),
+    }
+}
+
+#[test]
+fn silent_peer_times_out() {
+    let (mut a, _b) = mem_pair_with_timeout(Duration::from_millis(100));
+    assert!(matches!(a.recv(), Err(LinkError::RecvTimeout { .. })));
+}
+
+#[test]
+fn missing_peer_is_a_connect_timeout() {
+    let (pa, pb) = (free_port(), free_port());
+    let mut o = opts("bob", pb, "alice", pa);
+    o.connect_timeout = Duration::from_millis(600);
+    assert!(matches!(
+        TcpLink::establish(&o),
+        Err(LinkError::ConnectTimeout { .. })
+    ));
+    let mut o = opts("alice", pa, "bob", pb);
+    o.connect_timeout = Duration::from_millis(300);
+    assert!(matches!(
+        TcpLink::establish(&o),
+        Err(LinkError::ConnectTimeout { .. })
+    ));
+}
+
+#[test]
+fn wrong_party_id_is_refused() {
+    let (pa, pb) = (free_port(), free_port());
+    let b = std::thread::spawn(move || TcpLink::establish(&opts("carol", pb, "alice", pa)));
+    let a = TcpLink::establish(&opts("alice", pa, "bob", pb));
+    assert!(matches!(a, Err(LinkError::WrongPeer(_))));
+    assert!(matches!(b.join().unwrap(), Err(LinkError::WrongPeer(_))));
+}
+
+#[test]
+fn oversized_frame_header_is_rejected_without_allocating() {
+    use std::io::Write;
+    let pa = free_port();
+    let o = opts("alice", pa, "bob", 1);
+    let t = std::thread::spawn(move || TcpLink::establish(&o));
+    std::thread::sleep(Duration::from_millis(200));
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", pa)).unwrap();
+    let mut g = b"BLNDJN01".to_vec();
+    put_bytes_u16(&mut g, b"bob");
+    put_bytes_u16(&mut g, b"alice");
+    s.write_all(&g).unwrap();
+    let mut a = t.join().unwrap().unwrap();
+    s.write_all(&[0xff, 0xff, 0xff, 0xff, 0]).unwrap();
+    assert!(matches!(a.recv(), Err(LinkError::BadFrame { .. })));
+}
+
+#[test]
+fn peer_gone_is_reported() {
+    let (mut a, b) = tcp_pair();
+    drop(b);
+    assert!(matches!(a.recv(), Err(LinkError::PeerClosed { .. })));
+}
+
+#[test]
+fn reader_rejects_lies() {
+    let mut out = Vec::new();
+    put_u32(&mut out, 1_000_000);
+    out.extend_from_slice(&[0u8; 64]);
+    let mut r = Reader::new(&out, "batch");
+    assert!(r.records(32, 4096).is_err());
+    let mut r = Reader::new(&out, "batch");
+    assert!(
+        r.records(32, 2_000_000).is_err(),
+        "count beyond the bytes left"
+    );
+    let mut ok = Vec::new();
+    put_u32(&mut ok, 2);
+    ok.extend_from_slice(&[1u8; 64]);
+    let mut r = Reader::new(&ok, "batch");
+    assert_eq!(r.records(32, 4096).unwrap().0, 2);
+    r.finish().unwrap();
+    let mut r = Reader::new(b"\x05\x00ab", "hello");
+    assert!(r.str_u16(64).is_err());
+}

@@ -1,0 +1,324 @@
+//! ECDH-PSI — Meadows (IEEE S&P 1986); Huberman, Franklin and Hogg (EC 1999), "Enhancing privacy
+//! and trust in electronic communities", §3. Model: semi-honest. Security: DDH in the random-oracle
+//! model, with an RFC 9380 hash-to-curve (see `blindjoin_crypto`).
+//!
+//! Receiver R holds X and secret `a`; sender S holds Y and secret `b`:
+//! 1. R sends `H(x)^a` for x ∈ X in its own order; S sends `H(y)^b` for y ∈ Y in a secret random
+//!    order (so R cannot relate positions to S's input).
+//! 2. S raises each `H(x)^a` to `b` and returns the tag `T(H(x)^ab)` in R's order.
+//! 3. R raises each `H(y)^b` to `a`, computes `T(H(y)^ba)`, and marks its own x whose tag is among
+//!    them. With `broadcast_result`, R then sends S the (shuffled) positions of the matching `H(y)^b`.
+//!
+//! `T` is a hash of the point truncated to ℓ = max(64, λ + ⌈log2(n_R·n_S)⌉) bits, λ = 40, so the
+//! expected number of false matches is at most 2^-40.
+//!
+//! Leakage: R learns X ∩ Y and |Y|; S learns |X| (and X ∩ Y with `broadcast_result`).
+//! Cost per item, each party: one hash-to-curve, two variable-base scalar multiplications.
+//! Communication: (|pt|)·(n_R + n_S) + ℓ/8·n_R bytes, plus 4 bytes per match if broadcast.
+
+use crate::shuffle::random_permutation;
+use crate::{HandshakeChecked, ItemDigest, Progress, ProtocolError, PsiOptions, PsiOutput, Role};
+use blindjoin_crypto::{EcdhCipher, new_cipher, tag_of};
+use blindjoin_link::{Link, Reader, put_u32};
+use rayon::prelude::*;
+
+/// Statistical security parameter λ.
+const STAT_SEC: u32 = 40;
+
+const MSG_POINTS: u8 = 1;
+const MSG_TAGS: u8 = 2;
+const MSG_INDICES: u8 = 3;
+
+/// Batches processed in parallel per step: enough to keep every core busy.
+fn batches_in_flight() -> usize {
+    rayon::current_num_threads().max(1) * 4
+}
+
+/// Match-tag length in bytes: ⌈(λ + ⌈log2(n_r·n_s)⌉)/8⌉, at least 8, at most 16.
+pub fn tag_len(n_r: u64, n_s: u64) -> usize {
+    let product = (n_r.max(1) as u128) * (n_s.max(1) as u128);
+    let log = 128 - (product.saturating_sub(1)).leading_zeros();
+    (((STAT_SEC + log).div_ceil(8)) as usize).clamp(8, 16)
+}
+
+/// Runs ECDH-PSI after a successful handshake.
+pub(crate) fn run(
+    link: &mut dyn Link,
+    hs: &HandshakeChecked,
+    opts: &PsiOptions,
+    items: &[ItemDigest],
+    progress: &dyn Progress,
+) -> Result<PsiOutput, ProtocolError> {
+    let curve = hs.curve.ok_or_else(|| {
+        ProtocolError::Config("PROTOCOL_ECDH needs protocol_config.ecdh_config.curve".into())
+    })?;
+    let cipher = new_cipher(curve, opts.secret_key.as_ref().map(|k| k.as_slice()))?;
+    let (n_r, n_s) = match hs.ours.role {
+        Role::Receiver => (hs.ours.item_count, hs.theirs.item_count),
+        Role::Sender => (hs.theirs.item_count, hs.ours.item_count),
+    };
+    if n_r > u32::MAX as u64 || n_s > u32::MAX as u64 {
+        return Err(ProtocolError::Config(
+            "ECDH-PSI takes at most 2^32 - 1 unique keys per party".into(),
+        ));
+    }
+    let ctx = Ctx {
+        cipher: &*cipher,
+        batch: opts.batch_size,
+        tag_len: tag_len(n_r, n_s),
+        progress,
+    };
+    match hs.ours.role {
+        Role::Receiver => receiver(link, &ctx, items, n_s as usize, hs.ours.broadcast_result),
+        Role::Sender => sender(link, &ctx, items, n_r as usize, hs.ours.broadcast_result),
+    }
+}
+
+struct Ctx<'a> {
+    cipher: &'a dyn EcdhCipher,
+    batch: usize,
+    tag_len: usize,
+    progress: &'a dyn Progress,
+}
+
+fn receiver(
+    link: &mut dyn Link,
+    ctx: &Ctx<'_>,
+    items: &[ItemDigest],
+    n_s: usize,
+    broadcast: bool,
+) -> Result<PsiOutput, ProtocolError> {
+    // Step 1: our masked items, in our order.
+    let order: Vec<usize> = (0..items.len()).collect();
+    send_masked(link, ctx, items, &order)?;
+
+    // Step 3a: the peer's masked items, raised to our key, as (tag, peer position), sorted.
+    ctx.progress.stage("masking the peer's items", n_s as u64);
+    let n = ctx.cipher.point_len();
+    let mut peer_tags: Vec<(u128, u32)> = Vec::with_capacity(n_s);
+    let mut received = 0;
+    while let Some((first, remasked)) = receive_group(link, ctx, n_s, &mut received)? {
+        let all = remasked.iter().flat_map(|out| out.chunks_exact(n));
+        peer_tags.extend(
+            all.enumerate()
+                .map(|(i, p)| (tag_of(p, ctx.tag_len), (first + i) as u32)),
+        );
+    }
+    peer_tags.par_sort_unstable();
+
+    // Step 3b: tags of our items, in our order, from the peer; look each up.
+    ctx.progress.stage("matching", items.len() as u64);
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    let mut next = 0usize;
+    while next < items.len() {
+        let msg = link.recv()?;
+        let mut r = Reader::new(&msg, "tags");
+        expect_type(&mut r, MSG_TAGS)?;
+        let (count, bytes) = r.records(ctx.tag_len, items.len() - next)?;
+        r.finish()?;
+        if count == 0 {
+            return Err(ProtocolError::PeerMisbehaved("empty tag batch".into()));
+        }
+        for (i, t) in bytes.chunks_exact(ctx.tag_len).enumerate() {
+            let mut b = [0u8; 16];
+            b[..ctx.tag_len].copy_from_slice(t);
+            let tag = u128::from_be_bytes(b);
+            let lo = peer_tags.partition_point(|&(pt, _)| pt < tag);
+            if peer_tags.get(lo).is_some_and(|&(pt, _)| pt == tag) {
+                ours.push(next + i);
+                theirs.extend(
+                    peer_tags[lo..]
+                        .iter()
+                        .take_while(|&&(pt, _)| pt == tag)
+                        .map(|&(_, pos)| pos),
+                );
+            }
+        }
+        next += count;
+        ctx.progress.advance(count as u64);
+    }
+
+    if broadcast {
+        theirs.sort_unstable();
+        theirs.dedup();
+        send_indices(link, ctx.batch, &theirs)?;
+    }
+    Ok(PsiOutput {
+        intersection: Some(ours),
+    })
+}
+
+fn sender(
+    link: &mut dyn Link,
+    ctx: &Ctx<'_>,
+    items: &[ItemDigest],
+    n_r: usize,
+    broadcast: bool,
+) -> Result<PsiOutput, ProtocolError> {
+    // Step 1: our masked items, in a secret random order.
+    let order = random_permutation(items.len())?;
+    send_masked(link, ctx, items, &order)?;
+
+    // Step 2: the receiver's masked items, raised to our key, returned as tags in its order.
+    ctx.progress.stage("masking the peer's items", n_r as u64);
+    let (n, tag_len) = (ctx.cipher.point_len(), ctx.tag_len);
+    let mut received = 0;
+    while let Some((_, remasked)) = receive_group(link, ctx, n_r, &mut received)? {
+        // One tag message per received batch, so the receiver sees our batching mirrored.
+        for out in remasked {
+            let count = out.len() / n;
+            let mut msg = Vec::with_capacity(5 + count * tag_len);
+            msg.push(MSG_TAGS);
+            put_u32(&mut msg, count as u32);
+            for p in out.chunks_exact(n) {
+                msg.extend_from_slice(&tag_of(p, tag_len).to_be_bytes()[..tag_len]);
+            }
+            link.send(&msg)?;
+        }
+    }
+
+    if !broadcast {
+        return Ok(PsiOutput { intersection: None });
+    }
+    let positions = receive_indices(link, items.len())?;
+    let mut mine: Vec<usize> = positions.into_iter().map(|p| order[p]).collect();
+    mine.sort_unstable();
+    Ok(PsiOutput {
+        intersection: Some(mine),
+    })
+}
+
+fn expect_type(r: &mut Reader<'_>, want: u8) -> Result<(), ProtocolError> {
+    let got = r.u8()?;
+    if got == want {
+        Ok(())
+    } else {
+        Err(ProtocolError::PeerMisbehaved(format!(
+            "expected message type {want}, got {got}"
+        )))
+    }
+}
+
+/// Sends `H(items[order[i]])^k` for all i, in batches, computing several batches in parallel.
+fn send_masked(
+    link: &mut dyn Link,
+    ctx: &Ctx<'_>,
+    items: &[ItemDigest],
+    order: &[usize],
+) -> Result<(), ProtocolError> {
+    ctx.progress.stage("masking own items", items.len() as u64);
+    let n = ctx.cipher.point_len();
+    for group in order.chunks(ctx.batch * batches_in_flight()) {
+        let msgs = group
+            .par_chunks(ctx.batch)
+            .map(|idx| {
+                let batch: Vec<ItemDigest> = idx.iter().map(|&i| items[i]).collect();
+                let mut msg = vec![0u8; 5 + batch.len() * n];
+                msg[0] = MSG_POINTS;
+                msg[1..5].copy_from_slice(&(batch.len() as u32).to_le_bytes());
+                ctx.cipher.hash_and_mask(&batch, &mut msg[5..])?;
+                Ok(msg)
+            })
+            .collect::<Result<Vec<_>, ProtocolError>>()?;
+        for msg in msgs {
+            link.send(&msg)?;
+            ctx.progress.advance(((msg.len() - 5) / n) as u64);
+        }
+    }
+    Ok(())
+}
+
+/// Receives the next group of peer point batches (up to [`batches_in_flight`]) out of `total`,
+/// re-masks them in parallel, and returns the index of the group's first point with the re-masked
+/// bytes of each batch; `None` once `total` points have arrived.
+fn receive_group(
+    link: &mut dyn Link,
+    ctx: &Ctx<'_>,
+    total: usize,
+    received: &mut usize,
+) -> Result<Option<(usize, Vec<Vec<u8>>)>, ProtocolError> {
+    let n = ctx.cipher.point_len();
+    let first = *received;
+    let mut group: Vec<Vec<u8>> = Vec::new();
+    while *received < total && group.len() < batches_in_flight() {
+        let msg = link.recv()?;
+        let mut r = Reader::new(&msg, "masked points");
+        expect_type(&mut r, MSG_POINTS)?;
+        let (count, _) = r.records(n, total - *received)?;
+        r.finish()?;
+        if count == 0 {
+            return Err(ProtocolError::PeerMisbehaved("empty point batch".into()));
+        }
+        *received += count;
+        group.push(msg);
+    }
+    if group.is_empty() {
+        return Ok(None);
+    }
+    let remasked = group
+        .par_iter()
+        .map(|msg| {
+            let points = msg.get(5..).unwrap_or_default();
+            let mut out = vec![0u8; points.len()];
+            ctx.cipher.remask(points, &mut out)?;
+            Ok(out)
+        })
+        .collect::<Result<Vec<_>, ProtocolError>>()?;
+    ctx.progress.advance((*received - first) as u64);
+    Ok(Some((first, remasked)))
+}
+
+/// Sends sorted positions: a count message, then batches of u32.
+fn send_indices(link: &mut dyn Link, batch: usize, positions: &[u32]) -> Result<(), ProtocolError> {
+    let mut head = vec![MSG_INDICES];
+    put_u32(&mut head, positions.len() as u32);
+    link.send(&head)?;
+    for chunk in positions.chunks(batch) {
+        let mut msg = Vec::with_capacity(5 + 4 * chunk.len());
+        msg.push(MSG_INDICES);
+        put_u32(&mut msg, chunk.len() as u32);
+        for p in chunk {
+            put_u32(&mut msg, *p);
+        }
+        link.send(&msg)?;
+    }
+    Ok(())
+}
+
+/// Receives positions into our shuffled send order; checks each is in range and that they are
+/// strictly increasing (so no duplicates and no more than `n` of them).
+fn receive_indices(link: &mut dyn Link, n: usize) -> Result<Vec<usize>, ProtocolError> {
+    let head = link.recv()?;
+    let mut r = Reader::new(&head, "intersection size");
+    expect_type(&mut r, MSG_INDICES)?;
+    let total = r.u32()? as usize;
+    r.finish()?;
+    if total > n {
+        return Err(ProtocolError::PeerMisbehaved(format!(
+            "claims an intersection of {total} items, but this party has only {n}"
+        )));
+    }
+    let mut out = Vec::with_capacity(total);
+    while out.len() < total {
+        let msg = link.recv()?;
+        let mut r = Reader::new(&msg, "intersection positions");
+        expect_type(&mut r, MSG_INDICES)?;
+        let (count, bytes) = r.records(4, total - out.len())?;
+        r.finish()?;
+        if count == 0 {
+            return Err(ProtocolError::PeerMisbehaved("empty position batch".into()));
+        }
+        for b in bytes.chunks_exact(4) {
+            let p = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+            let increasing = out.last().is_none_or(|&last| p > last);
+            if p >= n || !increasing {
+                return Err(ProtocolError::PeerMisbehaved(format!(
+                    "intersection position {p} is out of range or out of order"
+                )));
+            }
+            out.push(p);
+        }
+    }
+    Ok(out)
+}

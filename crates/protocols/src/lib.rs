@@ -1,0 +1,187 @@
+//! # blindjoin-protocols — PSI protocols over a link
+//!
+//! A protocol sees only a list of [`ItemDigest`]s (128-bit digests of canonical keys, deduplicated
+//! by the data path) and a [`Link`] to the peer, and returns the indices of its own items that are
+//! in the intersection — or `None` when this party does not learn the result. It never touches
+//! files. The data path calls [`handshake`] and then [`run_psi`], the single dispatch point.
+//!
+//! | protocol | module | model |
+//! |---|---|---|
+//! | `PROTOCOL_ECDH` | [`ecdh`] | semi-honest, DDH in the random-oracle model |
+//!
+//! ```
+//! use blindjoin_crypto::{Curve, item_digest};
+//! use blindjoin_link::mem_pair;
+//! use blindjoin_protocols::*;
+//! let (mut la, mut lb) = mem_pair();
+//! let hello = |role, n| Hello::new(Protocol::Ecdh, Some(Curve::Curve25519), role, 1, "INNER", true, n);
+//! let xs: Vec<_> = ["a", "b", "c"].iter().map(|s| item_digest(s.as_bytes())).collect();
+//! let ys: Vec<_> = ["b", "c", "d"].iter().map(|s| item_digest(s.as_bytes())).collect();
+//! let t = std::thread::spawn(move || {
+//!     let hs = handshake(&mut lb, hello(Role::Sender, 3)).unwrap();
+//!     run_psi(&mut lb, &hs, &PsiOptions::default(), &ys, &NoProgress).unwrap()
+//! });
+//! let hs = handshake(&mut la, hello(Role::Receiver, 3)).unwrap();
+//! let mine = run_psi(&mut la, &hs, &PsiOptions::default(), &xs, &NoProgress).unwrap();
+//! assert_eq!(mine.intersection, Some(vec![1, 2]));
+//! assert_eq!(t.join().unwrap().intersection, Some(vec![0, 1]));
+//! ```
+
+pub mod ecdh;
+mod error;
+mod handshake;
+mod progress;
+mod shuffle;
+
+pub use blindjoin_crypto::{Curve, ItemDigest};
+pub use blindjoin_link::Link;
+pub use error::ProtocolError;
+pub use handshake::{HandshakeChecked, Hello, handshake};
+pub use progress::{NoProgress, Progress};
+
+use std::fmt;
+use std::str::FromStr;
+use zeroize::Zeroizing;
+
+/// The PSI protocols, named as in SecretFlow's v2 config.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Protocol {
+    /// ECDH-PSI (Meadows 1986; Huberman–Franklin–Hogg 1999).
+    Ecdh,
+    /// KKRT16 — planned.
+    Kkrt,
+    /// RR22 — planned.
+    Rr22,
+}
+
+impl Protocol {
+    /// SecretFlow's spelling.
+    pub fn config_name(self) -> &'static str {
+        match self {
+            Protocol::Ecdh => "PROTOCOL_ECDH",
+            Protocol::Kkrt => "PROTOCOL_KKRT",
+            Protocol::Rr22 => "PROTOCOL_RR22",
+        }
+    }
+
+    /// Whether this build implements the protocol.
+    pub fn is_supported(self) -> bool {
+        matches!(self, Protocol::Ecdh)
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.config_name())
+    }
+}
+
+impl FromStr for Protocol {
+    type Err = ProtocolError;
+
+    /// `PROTOCOL_ECDH` / `ecdh`, `PROTOCOL_KKRT` / `kkrt`, `PROTOCOL_RR22` / `rr22`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim().to_ascii_uppercase();
+        Ok(match t.strip_prefix("PROTOCOL_").unwrap_or(&t) {
+            "ECDH" => Protocol::Ecdh,
+            "KKRT" => Protocol::Kkrt,
+            "RR22" => Protocol::Rr22,
+            _ => {
+                return Err(ProtocolError::Unsupported {
+                    what: format!("protocol {s:?}"),
+                    hint: "use PROTOCOL_ECDH (PROTOCOL_KKRT and PROTOCOL_RR22 are planned)".into(),
+                });
+            }
+        })
+    }
+}
+
+/// Which side a party plays. The receiver always learns the intersection; the sender learns it
+/// only with `broadcast_result`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Learns the result.
+    Receiver,
+    /// Helps; learns the result only if it is broadcast.
+    Sender,
+}
+
+impl Role {
+    /// SecretFlow's spelling.
+    pub fn config_name(self) -> &'static str {
+        match self {
+            Role::Receiver => "ROLE_RECEIVER",
+            Role::Sender => "ROLE_SENDER",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.config_name())
+    }
+}
+
+/// Local knobs that need not agree between the parties.
+#[derive(Clone, Debug)]
+pub struct PsiOptions {
+    /// Items per message (SecretFlow's `ecdh_config.batch_size`, default 4096).
+    pub batch_size: usize,
+    /// A user-supplied secret key (raw 32 bytes); random per run when `None`.
+    pub secret_key: Option<Zeroizing<Vec<u8>>>,
+}
+
+impl Default for PsiOptions {
+    fn default() -> Self {
+        Self {
+            batch_size: 4096,
+            secret_key: None,
+        }
+    }
+}
+
+/// Largest accepted batch size: keeps one message of 33-byte points under 64 MiB.
+pub const MAX_BATCH_SIZE: usize = 1 << 20;
+
+/// What a party learns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PsiOutput {
+    /// Sorted indices into this party's items that are in the intersection; `None` if this party
+    /// does not learn the result.
+    pub intersection: Option<Vec<usize>>,
+}
+
+/// Runs the agreed protocol on `items` (this party's deduplicated digests).
+///
+/// # Errors
+/// Link failures, a misbehaving peer, or crypto failures; see [`ProtocolError`].
+pub fn run_psi(
+    link: &mut dyn Link,
+    hs: &HandshakeChecked,
+    opts: &PsiOptions,
+    items: &[ItemDigest],
+    progress: &dyn Progress,
+) -> Result<PsiOutput, ProtocolError> {
+    if items.len() as u64 != hs.ours.item_count {
+        return Err(ProtocolError::Unreachable(
+            "item count differs from the handshake",
+        ));
+    }
+    if opts.batch_size == 0 || opts.batch_size > MAX_BATCH_SIZE {
+        return Err(ProtocolError::Config(format!(
+            "batch_size must be between 1 and {MAX_BATCH_SIZE}, got {}",
+            opts.batch_size
+        )));
+    }
+    match hs.protocol {
+        Protocol::Ecdh => ecdh::run(link, hs, opts, items, progress),
+        other => Err(ProtocolError::Unsupported {
+            what: format!("protocol {other}"),
+            hint: "use PROTOCOL_ECDH; this protocol is planned but not built yet".into(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;
