@@ -128,7 +128,7 @@ impl EcdhCipher for RistrettoCipher {
 
     fn remask(&self, points: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
         check_len("remask output", out.len(), points.len())?;
-        if points.len() % POINT_LEN != 0 {
+        if !points.len().is_multiple_of(POINT_LEN) {
             return Err(CryptoError::BufferLength {
                 what: "remask input (not a whole number of points)",
                 got: points.len(),

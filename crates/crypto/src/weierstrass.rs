@@ -98,7 +98,7 @@ macro_rules! weierstrass_cipher {
             fn remask(&self, points: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
                 use elliptic_curve::group::GroupEncoding;
                 check_len("remask output", out.len(), points.len())?;
-                if points.len() % POINT_LEN != 0 {
+                if !points.len().is_multiple_of(POINT_LEN) {
                     return Err(CryptoError::BufferLength {
                         what: "remask input (not a whole number of points)",
                         got: points.len(),

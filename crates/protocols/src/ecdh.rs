@@ -229,6 +229,9 @@ fn send_masked(
     Ok(())
 }
 
+/// The index of a group's first point, and each of its batches re-masked.
+type RemaskedGroup = (usize, Vec<Vec<u8>>);
+
 /// Receives the next group of peer point batches (up to [`batches_in_flight`]) out of `total`,
 /// re-masks them in parallel, and returns the index of the group's first point with the re-masked
 /// bytes of each batch; `None` once `total` points have arrived.
@@ -237,7 +240,7 @@ fn receive_group(
     ctx: &Ctx<'_>,
     total: usize,
     received: &mut usize,
-) -> Result<Option<(usize, Vec<Vec<u8>>)>, ProtocolError> {
+) -> Result<Option<RemaskedGroup>, ProtocolError> {
     let n = ctx.cipher.point_len();
     let first = *received;
     let mut group: Vec<Vec<u8>> = Vec::new();

@@ -1,0 +1,71 @@
+//! The `blindjoin` command: a thin shell over `blindjoin-data`.
+//!
+//! Exit codes: 0 success; 1 the run failed (link, peer, protocol, disk); 2 the config, flags or
+//! input are wrong (the message names the field, or the file, line and column).
+
+mod bench;
+mod demo;
+mod gen_cmd;
+mod progress;
+mod run_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Private set intersection and private joins between two organisations.
+#[derive(Parser)]
+#[command(name = "blindjoin", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one party, from a SecretFlow PSI v2 JSON config (--config) or from flags.
+    Run(Box<run_cmd::RunArgs>),
+    /// Write seeded, shuffled CSV tables with a given overlap, for tests and benchmarks.
+    Gen(gen_cmd::GenArgs),
+    /// Run both parties on loopback on a small built-in example and print the result.
+    Demo(demo::DemoArgs),
+    /// Run both parties as two processes on loopback, check the result, print time and bytes.
+    Bench(bench::BenchArgs),
+}
+
+/// An error whose fix is in the user's hands (config, flags, input): exit code 2.
+#[derive(Debug)]
+pub(crate) struct UserError;
+
+impl std::fmt::Display for UserError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("invalid configuration or input")
+    }
+}
+
+impl std::error::Error for UserError {}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run_cmd::run(*args),
+        Command::Gen(args) => gen_cmd::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::Bench(args) => bench::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let user = e.downcast_ref::<UserError>().is_some()
+                || e.chain().any(|c| {
+                    c.downcast_ref::<blindjoin_data::DataError>()
+                        .is_some_and(|d| d.is_user_error())
+                });
+            eprintln!("blindjoin: error: {e:#}");
+            if user {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! `blindjoin run`: one party, from a SecretFlow v2 config or from flags.
+
+use crate::UserError;
+use crate::progress::Bars;
+use anyhow::{Context, Result};
+use blindjoin_data::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, Protocol, Report, Role, RunSpec,
+    parse_curve, parse_launch_config,
+};
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args)]
+pub(crate) struct RunArgs {
+    /// A SecretFlow PSI v2 launch config (JSON). Mutually exclusive with the run flags below.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["role", "input", "output", "keys", "self_addr", "peer_addr"])]
+    config: Option<PathBuf>,
+    /// This party's role.
+    #[arg(long, value_enum)]
+    role: Option<RoleArg>,
+    /// This party's address, HOST:PORT (where it listens if its id sorts first).
+    #[arg(long = "self", value_name = "HOST:PORT")]
+    self_addr: Option<String>,
+    /// The peer's address, HOST:PORT.
+    #[arg(long = "peer", value_name = "HOST:PORT")]
+    peer_addr: Option<String>,
+    /// This party's id (default: its role, `receiver` or `sender`).
+    #[arg(long)]
+    self_id: Option<String>,
+    /// The peer's id (default: the other role).
+    #[arg(long)]
+    peer_id: Option<String>,
+    /// The protocol.
+    #[arg(long, default_value = "ecdh")]
+    protocol: String,
+    /// The curve for ECDH: 25519, secp256k1, sm2, p256.
+    #[arg(long, default_value = "25519")]
+    curve: String,
+    /// Input CSV file.
+    #[arg(long, value_name = "FILE")]
+    input: Option<PathBuf>,
+    /// Key column(s), comma-separated or repeated.
+    #[arg(long, value_delimiter = ',')]
+    keys: Vec<String>,
+    /// Output CSV file (this party's rows in the intersection).
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Send the result to the sender too.
+    #[arg(long)]
+    broadcast_result: bool,
+    /// Keep input order instead of sorting by key (the outputs then do not line up row by row).
+    #[arg(long)]
+    no_align: bool,
+    /// Items per protocol message.
+    #[arg(long, default_value_t = 4096)]
+    batch_size: usize,
+    /// A file holding this party's 32-byte secret key (random per run otherwise).
+    #[arg(long, value_name = "FILE")]
+    secret_key: Option<PathBuf>,
+    /// Seconds to wait for the peer to connect.
+    #[arg(long, value_name = "SECS")]
+    connect_timeout: Option<f64>,
+    /// Seconds to wait for any one message from the peer.
+    #[arg(long, value_name = "SECS")]
+    recv_timeout: Option<f64>,
+    /// Where to write the JSON report (default: OUTPUT.report.json). Also overrides the config's.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// No progress bars and no summary on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RoleArg {
+    Receiver,
+    Sender,
+}
+
+pub(crate) fn run(args: RunArgs) -> Result<()> {
+    let spec = spec_from_args(&args).context(UserError)?;
+    for w in &spec.warnings {
+        eprintln!("blindjoin: warning: {w}");
+    }
+    let bars = Bars::new(args.quiet);
+    let result = blindjoin_data::run(&spec, &bars);
+    bars.finish();
+    let report = result?;
+    if !args.quiet {
+        eprintln!("{}", summary(&spec, &report));
+    }
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+fn summary(spec: &RunSpec, r: &Report) -> String {
+    let mb = |b: u64| b as f64 / 1e6;
+    let what = if r.intersection_count < 0 {
+        "this party does not receive the result (broadcast_result is false); no output written"
+            .to_string()
+    } else {
+        format!(
+            "intersection: {} keys, {} of {} rows -> {}",
+            r.intersection_key_count,
+            r.intersection_count,
+            r.original_count,
+            r.output_path.as_deref().unwrap_or("-")
+        )
+    };
+    let report = spec
+        .report_path()
+        .map(|p| format!("; report {}", p.display()))
+        .unwrap_or_default();
+    format!(
+        "blindjoin: {what}; {:.2} s, sent {:.2} MB, received {:.2} MB{report}",
+        r.stages.total_s,
+        mb(r.bytes_sent),
+        mb(r.bytes_received)
+    )
+}
+
+fn secs(s: Option<f64>, default: Duration, flag: &str) -> Result<Duration> {
+    match s {
+        None => Ok(default),
+        Some(v) if v.is_finite() && v > 0.0 => Ok(Duration::from_secs_f64(v)),
+        Some(v) => anyhow::bail!("{flag} must be a positive number of seconds, got {v}"),
+    }
+}
+
+fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
+    if let Some(path) = &a.config {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the config file {}", path.display()))?;
+        let base = path.parent().map(PathBuf::from).unwrap_or_default();
+        let mut spec = parse_launch_config(&text, &path.display().to_string(), &base)?;
+        if a.report.is_some() {
+            spec.report = a.report.clone();
+        }
+        if let Some(t) = a.recv_timeout {
+            spec.recv_timeout = secs(Some(t), spec.recv_timeout, "--recv-timeout")?;
+        }
+        if let Some(t) = a.connect_timeout {
+            spec.connect_timeout = secs(Some(t), spec.connect_timeout, "--connect-timeout")?;
+        }
+        return Ok(spec);
+    }
+    let missing = |flag: &str| anyhow::anyhow!("{flag} is required (or give --config FILE)");
+    let role = match a.role.ok_or_else(|| missing("--role"))? {
+        RoleArg::Receiver => Role::Receiver,
+        RoleArg::Sender => Role::Sender,
+    };
+    let (me, other) = match role {
+        Role::Receiver => ("receiver", "sender"),
+        Role::Sender => ("sender", "receiver"),
+    };
+    let protocol: Protocol = a.protocol.parse()?;
+    if !protocol.is_supported() {
+        anyhow::bail!(
+            "--protocol {}: not supported yet; use ecdh (KKRT and RR22 are being built)",
+            a.protocol
+        );
+    }
+    if a.keys.is_empty() {
+        return Err(missing("--keys"));
+    }
+    let learns = role == Role::Receiver || a.broadcast_result;
+    if learns && a.output.is_none() {
+        return Err(missing("--output (this party receives the intersection)"));
+    }
+    Ok(RunSpec {
+        parties: Parties {
+            self_id: a.self_id.clone().unwrap_or_else(|| me.to_string()),
+            self_addr: a.self_addr.clone().ok_or_else(|| missing("--self"))?,
+            peer_id: a.peer_id.clone().unwrap_or_else(|| other.to_string()),
+            peer_addr: a.peer_addr.clone().ok_or_else(|| missing("--peer"))?,
+        },
+        protocol,
+        curve: Some(parse_curve(&a.curve)?),
+        role,
+        broadcast_result: a.broadcast_result,
+        input: a.input.clone().ok_or_else(|| missing("--input"))?,
+        output: a.output.clone(),
+        keys: a.keys.clone(),
+        align: !a.no_align,
+        report: a.report.clone(),
+        batch_size: a.batch_size,
+        secret_key_path: a.secret_key.clone(),
+        connect_timeout: secs(
+            a.connect_timeout,
+            DEFAULT_CONNECT_TIMEOUT,
+            "--connect-timeout",
+        )?,
+        recv_timeout: secs(a.recv_timeout, DEFAULT_RECV_TIMEOUT, "--recv-timeout")?,
+        warnings: Vec::new(),
+    })
+}

@@ -1,0 +1,514 @@
+//! End-to-end: the real `blindjoin` binary as two processes on 127.0.0.1, configured with
+//! SecretFlow PSI v2 JSON, checked against a plaintext join; and every kind of bad input.
+
+// Test helpers outside `#[test]` functions: failing loudly is what a test should do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_blindjoin");
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("bj-e2e-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A port below Linux's ephemeral range (32768+), so no outgoing connection of a concurrent test
+/// can be holding it as its source port; unique per test process and call, and checked free.
+fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 12000 + (std::process::id() % 1000) as u16 * 16;
+    loop {
+        let p = base + NEXT.fetch_add(1, Ordering::Relaxed) % 4000;
+        if std::net::TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            return p;
+        }
+    }
+}
+
+/// The seed's v2 config (with its trailing comma), protocol switched to ECDH plus a curve.
+fn sf_config(
+    dir: &Path,
+    me: &str,
+    role: &str,
+    curve: &str,
+    broadcast: bool,
+    key: &str,
+    ports: (u16, u16),
+) -> PathBuf {
+    let text = format!(
+        r#"{{
+  "psi_config": {{
+    "protocol_config": {{
+      "protocol": "PROTOCOL_ECDH",
+      "ecdh_config": {{ "curve": "{curve}" }},
+      "role": "{role}",
+      "broadcast_result": {broadcast}
+    }},
+    "input_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "{me}.csv" }},
+    "output_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "{me}_out.csv" }},
+    "keys": [
+      "{key}",
+    ],
+    "debug_options": {{ "trace_path": "{me}.trace" }},
+    "skip_duplicates_check": false,
+    "disable_alignment": false,
+    "advanced_join_type": "ADVANCED_JOIN_TYPE_UNSPECIFIED",
+    "left_side": "ROLE_RECEIVER",
+    "check_hash_digest": false,
+    "recovery_config": {{ "enabled": false }}
+  }},
+  "link_config": {{
+    "recv_timeout_ms": 60000,
+    "parties": [
+      {{ "id": "receiver", "host": "127.0.0.1:{}" }},
+      {{ "id": "sender", "host": "127.0.0.1:{}" }}
+    ]
+  }},
+  "self_link_party": "{me}"
+}}"#,
+        ports.0, ports.1
+    );
+    let p = dir.join(format!("{me}.json"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn spawn_config(cfg: &Path) -> Child {
+    Command::new(BIN)
+        .args(["run", "--config"])
+        .arg(cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits at most 120 s, then kills: no test can hang.
+fn finish(mut c: Child) -> Output {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while c.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = c.kill();
+            panic!("a blindjoin process hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.wait_with_output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Reads a CSV written by blindjoin/gen (no quoted commas in these fixtures).
+fn rows(path: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+fn run_pair(dir: &Path, curve: &str, broadcast: bool, keys: (&str, &str)) -> (Output, Output) {
+    let ports = (free_port(), free_port());
+    let r = sf_config(
+        dir,
+        "receiver",
+        "ROLE_RECEIVER",
+        curve,
+        broadcast,
+        keys.0,
+        ports,
+    );
+    let s = sf_config(
+        dir,
+        "sender",
+        "ROLE_SENDER",
+        curve,
+        broadcast,
+        keys.1,
+        ports,
+    );
+    let (cr, cs) = (spawn_config(&r), spawn_config(&s));
+    (finish(cr), finish(cs))
+}
+
+fn gen_tables(dir: &Path, rows: &str, overlap: usize, dups: f64) {
+    let o = Command::new(BIN)
+        .args([
+            "gen",
+            "--rows",
+            rows,
+            "--overlap",
+            &overlap.to_string(),
+            "--seed",
+            "9",
+            "--payload-columns",
+            "2",
+        ])
+        .args(["--duplicates", &dups.to_string(), "--out-dir"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::rename(dir.join("alice.csv"), dir.join("receiver.csv")).unwrap();
+    std::fs::rename(dir.join("bob.csv"), dir.join("sender.csv")).unwrap();
+}
+
+/// Plaintext inner join: each party's rows whose key the other has, sorted by key (stable).
+fn expected(own: &Path, other: &Path) -> Vec<Vec<String>> {
+    let other_keys: HashSet<String> = rows(other)
+        .into_iter()
+        .skip(1)
+        .map(|r| r[0].clone())
+        .collect();
+    let mut by_key: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
+    for r in rows(own).into_iter().skip(1) {
+        if other_keys.contains(&r[0]) {
+            by_key.entry(r[0].clone()).or_default().push(r);
+        }
+    }
+    by_key.into_values().flatten().collect()
+}
+
+fn check_pair(dir: &Path, curve: &str, dups: f64) {
+    gen_tables(dir, "1500,1200", 600, dups);
+    let (r, s) = run_pair(dir, curve, true, ("id", "id"));
+    assert!(
+        r.status.success() && s.status.success(),
+        "{}\n{}",
+        stderr(&r),
+        stderr(&s)
+    );
+    let out_r = rows(&dir.join("receiver_out.csv"));
+    let out_s = rows(&dir.join("sender_out.csv"));
+    assert_eq!(out_r[0], vec!["id", "payload1", "payload2"]);
+    assert_eq!(
+        out_r[1..],
+        expected(&dir.join("receiver.csv"), &dir.join("sender.csv"))[..],
+        "{curve}"
+    );
+    assert_eq!(
+        out_s[1..],
+        expected(&dir.join("sender.csv"), &dir.join("receiver.csv"))[..],
+        "{curve}"
+    );
+    if dups == 0.0 {
+        // Aligned: row i has the same key on both sides.
+        let keys = |o: &[Vec<String>]| o.iter().map(|r| r[0].clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&out_r), keys(&out_s));
+        assert_eq!(out_r.len(), 601);
+    }
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("receiver_out.csv.report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["intersection_key_count"], 600);
+    assert_eq!(report["protocol"], "PROTOCOL_ECDH");
+    assert!(report["bytes_sent"].as_u64().unwrap() > 0);
+    assert!(
+        stderr(&r).contains("trailing comma"),
+        "the seed's trailing comma is accepted with a warning"
+    );
+}
+
+#[test]
+fn secretflow_configs_curve25519() {
+    check_pair(&tmp("c25519"), "CURVE_25519", 0.0);
+}
+
+#[test]
+fn secretflow_configs_secp256k1() {
+    check_pair(&tmp("k256"), "CURVE_SECP256K1", 0.0);
+}
+
+#[test]
+fn secretflow_configs_sm2() {
+    check_pair(&tmp("sm2"), "CURVE_SM2", 0.0);
+}
+
+#[test]
+fn secretflow_configs_p256() {
+    check_pair(&tmp("p256"), "CURVE_P256", 0.0);
+}
+
+#[test]
+fn duplicate_keys_output_every_matching_row() {
+    check_pair(&tmp("dups"), "CURVE_25519", 0.3);
+}
+
+#[test]
+fn without_broadcast_only_the_receiver_gets_a_result() {
+    let dir = tmp("nobroadcast");
+    gen_tables(&dir, "300", 100, 0.0);
+    let (r, s) = run_pair(&dir, "CURVE_25519", false, ("id", "id"));
+    assert!(
+        r.status.success() && s.status.success(),
+        "{}\n{}",
+        stderr(&r),
+        stderr(&s)
+    );
+    assert_eq!(rows(&dir.join("receiver_out.csv")).len(), 101);
+    assert!(!dir.join("sender_out.csv").exists());
+    let report: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert_eq!(report["intersection_count"], -1);
+    assert!(stderr(&s).contains("does not receive the result"));
+}
+
+#[test]
+fn key_columns_may_have_different_names_and_multi_column_keys_are_unambiguous() {
+    let dir = tmp("multikey");
+    std::fs::write(
+        dir.join("receiver.csv"),
+        "a,b,v\n\"x,y\",z,1\nx,\"y,z\",2\nq,r,3\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("sender.csv"), "k2,w,k1\nz,10,\"x,y\"\nr,11,nope\n").unwrap();
+    let ports = (free_port(), free_port());
+    let cfg = |me: &str, role: &str, keys: &str| {
+        let p = sf_config(&dir, me, role, "CURVE_25519", true, "K", ports);
+        let t = std::fs::read_to_string(&p).unwrap().replace("\"K\",", keys);
+        std::fs::write(&p, t).unwrap();
+        p
+    };
+    let r = spawn_config(&cfg("receiver", "ROLE_RECEIVER", "\"a\", \"b\""));
+    let s = spawn_config(&cfg("sender", "ROLE_SENDER", "\"k1\", \"k2\""));
+    let (r, s) = (finish(r), finish(s));
+    assert!(
+        r.status.success() && s.status.success(),
+        "{}\n{}",
+        stderr(&r),
+        stderr(&s)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("receiver_out.csv")).unwrap(),
+        "a,b,v\n\"x,y\",z,1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("sender_out.csv")).unwrap(),
+        "k2,w,k1\nz,10,\"x,y\"\n"
+    );
+}
+
+#[test]
+fn header_only_input_is_an_empty_table() {
+    let dir = tmp("headeronly");
+    std::fs::write(dir.join("receiver.csv"), "id,v\n").unwrap();
+    std::fs::write(dir.join("sender.csv"), "id,v\na,1\n").unwrap();
+    let (r, s) = run_pair(&dir, "CURVE_25519", true, ("id", "id"));
+    assert!(
+        r.status.success() && s.status.success(),
+        "{}\n{}",
+        stderr(&r),
+        stderr(&s)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("receiver_out.csv")).unwrap(),
+        "id,v\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("sender_out.csv")).unwrap(),
+        "id,v\n"
+    );
+}
+
+/// The receiver's input is bad: it exits 2 naming the problem, writes no output, and the sender
+/// is told why (exit 1, "aborted") instead of waiting for a timeout.
+fn bad_receiver_input(name: &str, content: Option<&[u8]>, key: &str, expect: &[&str]) {
+    let dir = tmp(name);
+    if let Some(c) = content {
+        std::fs::write(dir.join("receiver.csv"), c).unwrap();
+    }
+    std::fs::write(dir.join("sender.csv"), "id,v\na,1\n").unwrap();
+    let t = Instant::now();
+    let (r, s) = run_pair(&dir, "CURVE_25519", true, (key, "id"));
+    let err = stderr(&r);
+    assert_eq!(r.status.code(), Some(2), "{name}: {err}");
+    for e in expect {
+        assert!(err.contains(e), "{name}: expected {e:?} in: {err}");
+    }
+    assert!(!dir.join("receiver_out.csv").exists() && !dir.join("sender_out.csv").exists());
+    assert_eq!(s.status.code(), Some(1), "{name}: {}", stderr(&s));
+    assert!(stderr(&s).contains("aborted"), "{name}: {}", stderr(&s));
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "{name} took {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn bad_inputs_are_clear_errors() {
+    bad_receiver_input("missing", None, "id", &["receiver.csv", "No such file"]);
+    bad_receiver_input("empty", Some(b""), "id", &["receiver.csv", "empty"]);
+    bad_receiver_input(
+        "nokey",
+        Some(b"id,v\na,1\n"),
+        "ID",
+        &["no column named \"ID\"", "\"id\""],
+    );
+    bad_receiver_input(
+        "quote",
+        Some(b"id,v\na,1\n\"b,2\n"),
+        "id",
+        &["receiver.csv:3:1", "unterminated"],
+    );
+    bad_receiver_input(
+        "fields",
+        Some(b"id,v\na,1\nb,2,3\n"),
+        "id",
+        &["receiver.csv:3", "field"],
+    );
+    bad_receiver_input(
+        "emptykey",
+        Some(b"id,v\na,1\n,2\n"),
+        "id",
+        &["receiver.csv:3", "empty"],
+    );
+    bad_receiver_input(
+        "utf8",
+        Some(b"id,v\na\xff,1\n"),
+        "id",
+        &["receiver.csv:2", "UTF-8"],
+    );
+}
+
+fn run_config_alone(name: &str, edit: impl Fn(String) -> String) -> Output {
+    let dir = tmp(name);
+    std::fs::write(dir.join("receiver.csv"), "id\na\n").unwrap();
+    let p = sf_config(
+        &dir,
+        "receiver",
+        "ROLE_RECEIVER",
+        "CURVE_25519",
+        true,
+        "id",
+        (free_port(), free_port()),
+    );
+    std::fs::write(&p, edit(std::fs::read_to_string(&p).unwrap())).unwrap();
+    finish(spawn_config(&p))
+}
+
+#[test]
+fn bad_configs_name_the_field() {
+    let o = run_config_alone("unknownfield", |t| {
+        t.replace("\"disable_alignment\"", "\"disable_alignmnt\"")
+    });
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("disable_alignmnt") && stderr(&o).contains("line"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run_config_alone("rr22", |t| t.replace("PROTOCOL_ECDH", "PROTOCOL_RR22"));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not supported yet"), "{}", stderr(&o));
+    let o = run_config_alone("fourq", |t| t.replace("CURVE_25519", "CURVE_FOURQ"));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("CURVE_FOURQ") && stderr(&o).contains("not supported yet"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn mismatched_curves_fail_on_both_sides() {
+    let dir = tmp("mismatch");
+    gen_tables(&dir, "50", 10, 0.0);
+    let ports = (free_port(), free_port());
+    let r = sf_config(
+        &dir,
+        "receiver",
+        "ROLE_RECEIVER",
+        "CURVE_25519",
+        true,
+        "id",
+        ports,
+    );
+    let s = sf_config(
+        &dir,
+        "sender",
+        "ROLE_SENDER",
+        "CURVE_SECP256K1",
+        true,
+        "id",
+        ports,
+    );
+    let (r, s) = (spawn_config(&r), spawn_config(&s));
+    let (r, s) = (finish(r), finish(s));
+    for o in [&r, &s] {
+        assert_eq!(o.status.code(), Some(1));
+        let e = stderr(o);
+        assert!(
+            e.contains("curve") && e.contains("CURVE_25519") && e.contains("CURVE_SECP256K1"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn flags_work_without_a_config_and_demo_and_bench_run() {
+    let dir = tmp("flags");
+    gen_tables(&dir, "200", 50, 0.0);
+    let (pr, ps) = (free_port(), free_port());
+    let party = |role: &str, me: u16, peer: u16| {
+        Command::new(BIN)
+            .args([
+                "run",
+                "--role",
+                role,
+                "--self",
+                &format!("127.0.0.1:{me}"),
+                "--peer",
+                &format!("127.0.0.1:{peer}"),
+            ])
+            .args(["--keys", "id", "--curve", "secp256k1"])
+            .arg("--input")
+            .arg(dir.join(format!("{role}.csv")))
+            .arg("--output")
+            .arg(dir.join(format!("{role}_flags.csv")))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (r, s) = (party("receiver", pr, ps), party("sender", ps, pr));
+    let (r, s) = (finish(r), finish(s));
+    assert!(
+        r.status.success() && s.status.success(),
+        "{}\n{}",
+        stderr(&r),
+        stderr(&s)
+    );
+    assert_eq!(rows(&dir.join("receiver_flags.csv")).len(), 51);
+    let report: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(report["curve"], "CURVE_SECP256K1");
+
+    let demo = Command::new(BIN)
+        .args(["demo", "-n", "2000"])
+        .output()
+        .unwrap();
+    assert!(demo.status.success(), "{}", stderr(&demo));
+    let text = String::from_utf8_lossy(&demo.stdout);
+    assert!(
+        text.contains("intersection size: 1000") && text.contains("time:"),
+        "{text}"
+    );
+
+    let bench = Command::new(BIN)
+        .args(["bench", "-n", "3000", "--json"])
+        .output()
+        .unwrap();
+    assert!(bench.status.success(), "{}", stderr(&bench));
+    let b: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
+    assert_eq!(b["correct"], true);
+    assert_eq!(b["intersection"], 1500);
+}

@@ -1,0 +1,623 @@
+//! SecretFlow PSI v2 launch configs (`psi_config` / `link_config` / `self_link_party`), read
+//! unchanged, plus our documented extensions in a top-level `blindjoin` object. See
+//! `docs/config.md` for every field.
+//!
+//! Rules: unknown fields are errors (as in SecretFlow, which parses with
+//! `ignore_unknown_fields=false`); a field for a feature we have not built is an error that says
+//! "not supported yet", unless it holds its default or disabled value; a trailing comma (which
+//! SecretFlow's own docs contain) is accepted with a warning.
+
+use crate::error::ConfigError;
+use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, RunSpec};
+use blindjoin_crypto::Curve;
+use blindjoin_protocols::{Protocol, Role};
+use serde::Deserialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LaunchConfig {
+    psi_config: Option<PsiConfig>,
+    link_config: Option<LinkConfig>,
+    self_link_party: Option<String>,
+    legacy_psi_config: Option<Value>,
+    ub_psi_config: Option<Value>,
+    apsi_sender_config: Option<Value>,
+    apsi_receiver_config: Option<Value>,
+    dk_pir_sender_config: Option<Value>,
+    dk_pir_receiver_config: Option<Value>,
+    blindjoin: Option<Extensions>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PsiConfig {
+    protocol_config: ProtocolConfig,
+    input_config: IoConfig,
+    output_config: Option<IoConfig>,
+    keys: Vec<String>,
+    debug_options: Option<DebugOptions>,
+    skip_duplicates_check: Option<bool>,
+    disable_alignment: Option<bool>,
+    recovery_config: Option<RecoveryConfig>,
+    advanced_join_type: Option<String>,
+    left_side: Option<String>,
+    check_hash_digest: Option<bool>,
+    input_attr: Option<InputAttr>,
+    output_attr: Option<OutputAttr>,
+    intersection_threshold: Option<u64>,
+    count_path: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProtocolConfig {
+    protocol: String,
+    role: String,
+    broadcast_result: Option<bool>,
+    ecdh_config: Option<EcdhConfig>,
+    kkrt_config: Option<BucketConfig>,
+    rr22_config: Option<Rr22Config>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EcdhConfig {
+    curve: Option<String>,
+    batch_size: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BucketConfig {
+    #[allow(dead_code)] // Parsed so configs validate; used once KKRT lands.
+    bucket_size: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rr22Config {
+    #[allow(dead_code)] // Parsed so configs validate; used once RR22 lands.
+    bucket_size: Option<Value>,
+    #[allow(dead_code)]
+    low_comm_mode: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IoConfig {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    path: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DebugOptions {
+    logging_level: Option<String>,
+    trace_path: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecoveryConfig {
+    enabled: Option<bool>,
+    #[allow(dead_code)] // Only meaningful when recovery is enabled, which is refused for now.
+    folder: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InputAttr {
+    #[allow(dead_code)] // A promise we do not need: duplicates are always handled.
+    keys_unique: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutputAttr {
+    #[allow(dead_code)] // Only used by outer joins, which are refused for now.
+    csv_null_rep: Option<String>,
+}
+
+/// yacl's `ContextDescProto`. Transport-tuning fields of brpc have no meaning for our transport
+/// and are accepted and ignored; `enable_ssl: true` is refused until TLS lands.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkConfig {
+    parties: Vec<PartyConfig>,
+    id: Option<Value>,
+    connect_retry_times: Option<Value>,
+    connect_retry_interval_ms: Option<Value>,
+    recv_timeout_ms: Option<Value>,
+    http_max_payload_size: Option<Value>,
+    http_timeout_ms: Option<Value>,
+    throttle_window_size: Option<Value>,
+    chunk_parallel_send_size: Option<Value>,
+    brpc_channel_protocol: Option<Value>,
+    brpc_channel_connection_type: Option<Value>,
+    enable_ssl: Option<bool>,
+    client_ssl_opts: Option<Value>,
+    server_ssl_opts: Option<Value>,
+    retry_opts: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PartyConfig {
+    id: String,
+    host: String,
+}
+
+/// Our own fields, under the top-level `blindjoin` key.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Extensions {
+    report_path: Option<String>,
+    secret_key_path: Option<String>,
+    connect_timeout_ms: Option<Value>,
+}
+
+/// Parses a launch config from `text`; `source` names it in errors.
+///
+/// # Errors
+/// Syntax errors (with the field path, line and column), unknown fields, invalid values, and
+/// features not built yet.
+pub fn parse_launch_config(
+    text: &str,
+    source: &str,
+    base_dir: &Path,
+) -> Result<RunSpec, ConfigError> {
+    let (cleaned, comma_lines) = strip_trailing_commas(text);
+    let mut warnings: Vec<String> = comma_lines
+        .iter()
+        .map(|l| format!("{source}:{l}: trailing comma ignored (strict JSON does not allow it)"))
+        .collect();
+    let de = &mut serde_json::Deserializer::from_str(&cleaned);
+    let cfg: LaunchConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        ConfigError::Syntax {
+            path: source.to_string(),
+            message: if path == "." {
+                inner.to_string()
+            } else {
+                format!("field `{path}`: {inner}")
+            },
+        }
+    })?;
+    let resolve = |p: &str| -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            base_dir.join(p)
+        }
+    };
+
+    for (field, present) in [
+        ("legacy_psi_config", cfg.legacy_psi_config.is_some()),
+        ("ub_psi_config", cfg.ub_psi_config.is_some()),
+        ("apsi_sender_config", cfg.apsi_sender_config.is_some()),
+        ("apsi_receiver_config", cfg.apsi_receiver_config.is_some()),
+        ("dk_pir_sender_config", cfg.dk_pir_sender_config.is_some()),
+        (
+            "dk_pir_receiver_config",
+            cfg.dk_pir_receiver_config.is_some(),
+        ),
+    ] {
+        if present {
+            return Err(not_yet(
+                field,
+                "{...}",
+                "only psi_config (balanced two-party PSI) runs in this version",
+            ));
+        }
+    }
+    let psi = cfg
+        .psi_config
+        .ok_or_else(|| invalid("psi_config", "missing; it holds the PSI run's settings"))?;
+    let link = cfg.link_config.ok_or_else(|| {
+        invalid(
+            "link_config",
+            "missing; it lists the two parties' addresses",
+        )
+    })?;
+    let self_id = cfg.self_link_party.ok_or_else(|| {
+        invalid(
+            "self_link_party",
+            "missing; set it to this party's id from link_config.parties",
+        )
+    })?;
+
+    // Protocol, role, curve.
+    let pc = &psi.protocol_config;
+    let protocol: Protocol = match pc.protocol.trim() {
+        "PROTOCOL_ECDH" => Protocol::Ecdh,
+        "PROTOCOL_KKRT" | "PROTOCOL_RR22" => {
+            return Err(not_yet(
+                "psi_config.protocol_config.protocol",
+                &pc.protocol,
+                "use PROTOCOL_ECDH; KKRT and RR22 are being built",
+            ));
+        }
+        other => {
+            return Err(invalid(
+                "psi_config.protocol_config.protocol",
+                &format!("unknown protocol {other:?}; use PROTOCOL_ECDH"),
+            ));
+        }
+    };
+    let role = match pc.role.trim() {
+        "ROLE_RECEIVER" => Role::Receiver,
+        "ROLE_SENDER" => Role::Sender,
+        other => {
+            return Err(invalid(
+                "psi_config.protocol_config.role",
+                &format!("{other:?} is not a balanced-PSI role; use ROLE_RECEIVER or ROLE_SENDER"),
+            ));
+        }
+    };
+    let ecdh = pc.ecdh_config.as_ref();
+    let curve = match ecdh.and_then(|e| e.curve.as_deref()) {
+        None | Some("") | Some("CURVE_INVALID_TYPE") => {
+            return Err(invalid(
+                "psi_config.protocol_config.ecdh_config.curve",
+                "required for PROTOCOL_ECDH; e.g. \"CURVE_25519\" (fastest), CURVE_SECP256K1, CURVE_SM2, CURVE_P256",
+            ));
+        }
+        Some(name) => parse_curve(name)?,
+    };
+    if name_is_elligator(ecdh) {
+        warnings.push(
+            "CURVE_25519_ELLIGATOR2 runs as CURVE_25519: blindjoin's Curve25519 always hashes with RFC 9380 Elligator 2"
+                .into(),
+        );
+    }
+    let batch_size = match ecdh.and_then(|e| e.batch_size.as_ref()) {
+        None => 4096,
+        Some(v) => lenient_u64(v, "psi_config.protocol_config.ecdh_config.batch_size")? as usize,
+    };
+    if batch_size == 0 || batch_size > blindjoin_protocols::MAX_BATCH_SIZE {
+        return Err(invalid(
+            "psi_config.protocol_config.ecdh_config.batch_size",
+            &format!(
+                "must be between 1 and {}",
+                blindjoin_protocols::MAX_BATCH_SIZE
+            ),
+        ));
+    }
+    let _ = (&pc.kkrt_config, &pc.rr22_config);
+
+    // Input and output.
+    check_io_type(
+        "psi_config.input_config.type",
+        psi.input_config.kind.as_deref(),
+    )?;
+    if psi.input_config.path.is_empty() {
+        return Err(invalid(
+            "psi_config.input_config.path",
+            "empty; give the input CSV file",
+        ));
+    }
+    let broadcast_result = pc.broadcast_result.unwrap_or(false);
+    let output = match &psi.output_config {
+        Some(o) => {
+            check_io_type("psi_config.output_config.type", o.kind.as_deref())?;
+            if o.path.is_empty() {
+                None
+            } else {
+                Some(resolve(&o.path))
+            }
+        }
+        None => None,
+    };
+    if output.is_none() && (role == Role::Receiver || broadcast_result) {
+        return Err(invalid(
+            "psi_config.output_config.path",
+            "missing; this party receives the intersection and needs a file to write it to",
+        ));
+    }
+    if psi.keys.is_empty() {
+        return Err(invalid(
+            "psi_config.keys",
+            "empty; list the key column(s), e.g. [\"id\"]",
+        ));
+    }
+    for (i, k) in psi.keys.iter().enumerate() {
+        if psi.keys[..i].contains(k) {
+            return Err(invalid(
+                "psi_config.keys",
+                &format!("{k:?} is listed twice"),
+            ));
+        }
+    }
+
+    // Fields of features not built yet: accepted only at their default/disabled value.
+    if psi
+        .recovery_config
+        .as_ref()
+        .and_then(|r| r.enabled)
+        .unwrap_or(false)
+    {
+        return Err(not_yet(
+            "psi_config.recovery_config.enabled",
+            "true",
+            "set it to false; resume after a crash is planned",
+        ));
+    }
+    let join = psi
+        .advanced_join_type
+        .as_deref()
+        .unwrap_or("ADVANCED_JOIN_TYPE_UNSPECIFIED");
+    match join {
+        "ADVANCED_JOIN_TYPE_UNSPECIFIED" | "ADVANCED_JOIN_TYPE_INNER_JOIN" => {}
+        "ADVANCED_JOIN_TYPE_LEFT_JOIN"
+        | "ADVANCED_JOIN_TYPE_RIGHT_JOIN"
+        | "ADVANCED_JOIN_TYPE_FULL_JOIN"
+        | "ADVANCED_JOIN_TYPE_DIFFERENCE" => {
+            return Err(not_yet(
+                "psi_config.advanced_join_type",
+                join,
+                "use ADVANCED_JOIN_TYPE_INNER_JOIN (or leave it unset); outer and difference joins are planned",
+            ));
+        }
+        other => {
+            return Err(invalid(
+                "psi_config.advanced_join_type",
+                &format!(
+                    "unknown join type {other:?}; use ADVANCED_JOIN_TYPE_UNSPECIFIED, _INNER_JOIN, _LEFT_JOIN, _RIGHT_JOIN, _FULL_JOIN or _DIFFERENCE"
+                ),
+            ));
+        }
+    }
+    if let Some(side) = psi.left_side.as_deref()
+        && !matches!(side, "ROLE_RECEIVER" | "ROLE_SENDER" | "")
+    {
+        return Err(invalid(
+            "psi_config.left_side",
+            &format!("{side:?}; use ROLE_RECEIVER or ROLE_SENDER"),
+        ));
+    }
+    if psi.check_hash_digest.unwrap_or(false) {
+        return Err(not_yet(
+            "psi_config.check_hash_digest",
+            "true",
+            "set it to false; the digest check is planned",
+        ));
+    }
+    if psi.intersection_threshold.unwrap_or(0) > 0 {
+        return Err(not_yet(
+            "psi_config.intersection_threshold",
+            &psi.intersection_threshold.unwrap_or(0).to_string(),
+            "set it to 0; threshold PSI is planned",
+        ));
+    }
+    if psi.count_path.as_deref().is_some_and(|p| !p.is_empty()) {
+        return Err(not_yet(
+            "psi_config.count_path",
+            "a path",
+            "remove it; it belongs to threshold PSI, which is planned",
+        ));
+    }
+    let _ = (
+        &psi.skip_duplicates_check,
+        &psi.input_attr,
+        &psi.output_attr,
+    );
+    if let Some(d) = &psi.debug_options {
+        if d.trace_path.is_some() {
+            warnings.push("debug_options.trace_path: blindjoin writes no Perfetto trace; see the JSON report for stage times".into());
+        }
+        let _ = &d.logging_level;
+    }
+
+    // Link.
+    if link.enable_ssl.unwrap_or(false) {
+        return Err(not_yet(
+            "link_config.enable_ssl",
+            "true",
+            "set it to false on a trusted network; mutual TLS is planned",
+        ));
+    }
+    let _ = (
+        &link.id,
+        &link.http_max_payload_size,
+        &link.http_timeout_ms,
+        &link.throttle_window_size,
+        &link.chunk_parallel_send_size,
+        &link.brpc_channel_protocol,
+        &link.brpc_channel_connection_type,
+        &link.client_ssl_opts,
+        &link.server_ssl_opts,
+        &link.retry_opts,
+    );
+    if link.parties.len() != 2 {
+        return Err(invalid(
+            "link_config.parties",
+            &format!(
+                "has {} parties; two-party PSI needs exactly 2",
+                link.parties.len()
+            ),
+        ));
+    }
+    let me = link
+        .parties
+        .iter()
+        .position(|p| p.id == self_id)
+        .ok_or_else(|| {
+            invalid(
+                "self_link_party",
+                &format!("{self_id:?} is not one of the ids in link_config.parties"),
+            )
+        })?;
+    let peer = &link.parties[1 - me];
+    if peer.id == self_id {
+        return Err(invalid(
+            "link_config.parties",
+            "both parties have the same id",
+        ));
+    }
+    let ext = cfg.blindjoin;
+    let connect_timeout = match (
+        ext.as_ref().and_then(|e| e.connect_timeout_ms.as_ref()),
+        &link.connect_retry_times,
+        &link.connect_retry_interval_ms,
+    ) {
+        (Some(ms), _, _) => Duration::from_millis(lenient_u64(ms, "blindjoin.connect_timeout_ms")?),
+        (None, None, None) => DEFAULT_CONNECT_TIMEOUT,
+        (None, times, interval) => {
+            let times = times.as_ref().map_or(Ok(10), |v| {
+                lenient_u64(v, "link_config.connect_retry_times")
+            })?;
+            let interval = interval.as_ref().map_or(Ok(1000), |v| {
+                lenient_u64(v, "link_config.connect_retry_interval_ms")
+            })?;
+            Duration::from_millis(times.saturating_mul(interval)).max(Duration::from_secs(1))
+        }
+    };
+    let recv_timeout = match &link.recv_timeout_ms {
+        None => DEFAULT_RECV_TIMEOUT,
+        Some(v) => Duration::from_millis(lenient_u64(v, "link_config.recv_timeout_ms")?.max(1)),
+    };
+
+    Ok(RunSpec {
+        parties: Parties {
+            self_id: self_id.clone(),
+            self_addr: link.parties[me].host.clone(),
+            peer_id: peer.id.clone(),
+            peer_addr: peer.host.clone(),
+        },
+        protocol,
+        curve: Some(curve),
+        role,
+        broadcast_result,
+        input: resolve(&psi.input_config.path),
+        output,
+        keys: psi.keys,
+        align: !psi.disable_alignment.unwrap_or(false),
+        report: ext
+            .as_ref()
+            .and_then(|e| e.report_path.as_deref())
+            .map(resolve),
+        batch_size,
+        secret_key_path: ext
+            .as_ref()
+            .and_then(|e| e.secret_key_path.as_deref())
+            .map(resolve),
+        connect_timeout,
+        recv_timeout,
+        warnings,
+    })
+}
+
+fn name_is_elligator(ecdh: Option<&EcdhConfig>) -> bool {
+    ecdh.and_then(|e| e.curve.as_deref())
+        .is_some_and(|c| c.eq_ignore_ascii_case("CURVE_25519_ELLIGATOR2"))
+}
+
+/// Parses a curve name for the config; FourQ is refused with a clear message.
+///
+/// # Errors
+/// Unknown or not-yet-supported curve.
+pub fn parse_curve(name: &str) -> Result<Curve, ConfigError> {
+    let field = "psi_config.protocol_config.ecdh_config.curve";
+    let curve: Curve = name
+        .parse()
+        .map_err(|e: blindjoin_crypto::CryptoError| invalid(field, &e.to_string()))?;
+    if !curve.is_supported() {
+        return Err(not_yet(
+            field,
+            name,
+            "use CURVE_25519 (fastest here), CURVE_SECP256K1, CURVE_SM2 or CURVE_P256; FourQ is planned",
+        ));
+    }
+    Ok(curve)
+}
+
+fn check_io_type(field: &str, kind: Option<&str>) -> Result<(), ConfigError> {
+    match kind {
+        None | Some("IO_TYPE_FILE_CSV") => Ok(()),
+        Some("IO_TYPE_FILE_PARQUET") => Err(not_yet(
+            field,
+            "IO_TYPE_FILE_PARQUET",
+            "use IO_TYPE_FILE_CSV; Parquet is planned",
+        )),
+        Some(other) => Err(invalid(
+            field,
+            &format!("unknown type {other:?}; use IO_TYPE_FILE_CSV"),
+        )),
+    }
+}
+
+/// Protobuf's JSON mapping writes 64-bit integers as strings; accept both forms.
+fn lenient_u64(v: &Value, field: &str) -> Result<u64, ConfigError> {
+    match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| invalid(field, &format!("expected a non-negative integer, got {v}")))
+}
+
+fn invalid(field: &str, message: &str) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.to_string(),
+        message: message.to_string(),
+    }
+}
+
+fn not_yet(field: &str, value: &str, hint: &str) -> ConfigError {
+    ConfigError::NotYetSupported {
+        field: field.to_string(),
+        value: value.to_string(),
+        hint: hint.to_string(),
+    }
+}
+
+/// Blanks out commas that directly precede `]` or `}` (outside strings), keeping every other byte
+/// in place so serde's line/column numbers still point into the user's file. Returns the cleaned
+/// text and the 1-based lines where commas were removed.
+fn strip_trailing_commas(text: &str) -> (String, Vec<usize>) {
+    let mut bytes = text.as_bytes().to_vec();
+    let mut lines = Vec::new();
+    let (mut in_string, mut escaped) = (false, false);
+    let mut last_comma: Option<usize> = None;
+    for i in 0..bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => {
+                in_string = true;
+                last_comma = None;
+            }
+            b',' => last_comma = Some(i),
+            b']' | b'}' => {
+                if let Some(c) = last_comma.take() {
+                    bytes[c] = b' ';
+                    lines.push(text.as_bytes()[..c].iter().filter(|&&b| b == b'\n').count() + 1);
+                }
+            }
+            b' ' | b'\t' | b'\r' | b'\n' => {}
+            _ => last_comma = None,
+        }
+    }
+    // Only ASCII commas were replaced by ASCII spaces, so the text is still UTF-8.
+    (
+        String::from_utf8(bytes).unwrap_or_else(|_| text.to_string()),
+        lines,
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,159 @@
+use super::*;
+
+fn seed_config(role: &str, me: &str) -> String {
+    // The seed's v2 benchmark config, protocol switched to ECDH with a curve; the trailing comma
+    // in `keys` is theirs.
+    format!(
+        r#"{{
+  "psi_config": {{
+    "protocol_config": {{
+      "protocol": "PROTOCOL_ECDH",
+      "ecdh_config": {{ "curve": "CURVE_25519" }},
+      "role": "{role}",
+      "broadcast_result": false
+    }},
+    "input_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "/data/in.csv" }},
+    "output_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "/data/out.csv" }},
+    "keys": [
+      "id",
+    ],
+    "debug_options": {{ "trace_path": "/tmp/x.trace" }},
+    "skip_duplicates_check": false,
+    "disable_alignment": false,
+    "advanced_join_type": "ADVANCED_JOIN_TYPE_UNSPECIFIED",
+    "left_side": "ROLE_RECEIVER",
+    "check_hash_digest": false,
+    "recovery_config": {{ "enabled": false }}
+  }},
+  "link_config": {{
+    "parties": [
+      {{ "id": "receiver", "host": "127.0.0.1:5300" }},
+      {{ "id": "sender", "host": "127.0.0.1:5400" }}
+    ]
+  }},
+  "self_link_party": "{me}"
+}}"#
+    )
+}
+
+fn parse(text: &str) -> Result<RunSpec, ConfigError> {
+    parse_launch_config(text, "test.json", Path::new("/base"))
+}
+
+#[test]
+fn the_seed_config_runs_unchanged() {
+    let s = parse(&seed_config("ROLE_SENDER", "sender")).unwrap();
+    assert_eq!(s.role, Role::Sender);
+    assert_eq!(s.parties.self_addr, "127.0.0.1:5400");
+    assert_eq!(s.parties.peer_id, "receiver");
+    assert_eq!(s.keys, vec!["id"]);
+    assert!(s.align && !s.broadcast_result);
+    assert_eq!(s.curve, Some(Curve::Curve25519));
+    assert_eq!(s.recv_timeout, DEFAULT_RECV_TIMEOUT);
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("trailing comma") && w.contains("test.json:12")),
+        "{:?}",
+        s.warnings
+    );
+}
+
+#[test]
+fn unknown_fields_name_their_path_and_line() {
+    let text = seed_config("ROLE_RECEIVER", "receiver")
+        .replace("\"skip_duplicates_check\"", "\"skip_duplicate_check\"");
+    let e = parse(&text).unwrap_err().to_string();
+    assert!(
+        e.contains("skip_duplicate_check") && e.contains("psi_config") && e.contains("line 15"),
+        "{e}"
+    );
+}
+
+#[test]
+fn features_not_built_are_refused_by_name() {
+    let cases = [
+        (
+            "\"enabled\": false",
+            "\"enabled\": true",
+            "recovery_config.enabled",
+        ),
+        (
+            "ADVANCED_JOIN_TYPE_UNSPECIFIED",
+            "ADVANCED_JOIN_TYPE_LEFT_JOIN",
+            "advanced_join_type",
+        ),
+        (
+            "\"check_hash_digest\": false",
+            "\"check_hash_digest\": true",
+            "check_hash_digest",
+        ),
+        ("PROTOCOL_ECDH", "PROTOCOL_RR22", "protocol_config.protocol"),
+        ("CURVE_25519", "CURVE_FOURQ", "ecdh_config.curve"),
+        (
+            "\"type\": \"IO_TYPE_FILE_CSV\", \"path\": \"/data/in.csv\"",
+            "\"type\": \"IO_TYPE_FILE_PARQUET\", \"path\": \"/data/in.csv\"",
+            "input_config.type",
+        ),
+    ];
+    for (from, to, field) in cases {
+        let text = seed_config("ROLE_RECEIVER", "receiver").replacen(from, to, 1);
+        let e = parse(&text).unwrap_err();
+        assert!(
+            matches!(e, ConfigError::NotYetSupported { .. }),
+            "{to}: {e}"
+        );
+        assert!(
+            e.to_string().contains(field) && e.to_string().contains("not supported yet"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn bad_values_are_explained() {
+    let base = seed_config("ROLE_RECEIVER", "receiver");
+    let e = parse(&base.replace(
+        "\"self_link_party\": \"receiver\"",
+        "\"self_link_party\": \"carol\"",
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("self_link_party"), "{e}");
+    let e =
+        parse(&base.replace("\"ecdh_config\": { \"curve\": \"CURVE_25519\" },", "")).unwrap_err();
+    assert!(
+        e.to_string().contains("ecdh_config.curve") && e.to_string().contains("required"),
+        "{e}"
+    );
+    let e = parse(&base.replace("PROTOCOL_ECDH", "PROTOCOL_FOO")).unwrap_err();
+    assert!(e.to_string().contains("unknown protocol"), "{e}");
+    let e = parse(&base.replace(
+        "ROLE_RECEIVER\",\n      \"broadcast",
+        "ROLE_SERVER\",\n      \"broadcast",
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("role"), "{e}");
+    let e = parse("{ not json").unwrap_err();
+    assert!(
+        e.to_string().contains("test.json") && e.to_string().contains("line 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn link_timeouts_follow_secretflow_fields_and_strings() {
+    let text = seed_config("ROLE_RECEIVER", "receiver").replace(
+        "\"parties\": [",
+        "\"recv_timeout_ms\": \"120000\", \"connect_retry_times\": 3, \"connect_retry_interval_ms\": 2000, \"parties\": [",
+    );
+    let s = parse(&text).unwrap();
+    assert_eq!(s.recv_timeout, Duration::from_secs(120));
+    assert_eq!(s.connect_timeout, Duration::from_secs(6));
+}
+
+#[test]
+fn trailing_commas_inside_strings_are_left_alone() {
+    let (t, lines) = strip_trailing_commas("{\"a\": \"x,]\", \"b\": [1,\n2,\n]}");
+    assert_eq!(t, "{\"a\": \"x,]\", \"b\": [1,\n2 \n]}");
+    assert_eq!(lines, vec![2]);
+}

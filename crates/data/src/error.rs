@@ -1,0 +1,116 @@
+use crate::csv::CsvError;
+use blindjoin_link::LinkError;
+use blindjoin_protocols::ProtocolError;
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// Everything that can stop a run, sorted by what the user should look at.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum DataError {
+    /// The config file or flags are wrong; the message names the field.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// The input table is malformed; the message names file, line and column.
+    #[error(transparent)]
+    Csv(#[from] CsvError),
+    /// A key column named in `keys` is not in the file's header.
+    #[error("{path}: no column named {column:?} (from `keys`); the header has: {available}")]
+    MissingKeyColumn {
+        /// The input file.
+        path: PathBuf,
+        /// The missing name.
+        column: String,
+        /// The names that exist.
+        available: String,
+    },
+    /// A key cell is empty.
+    #[error(
+        "{path}:{line}: the key column {field:?} is empty; every row needs a key value (remove the row or fill it in)"
+    )]
+    EmptyKey {
+        /// The input file.
+        path: PathBuf,
+        /// 1-based line.
+        line: u64,
+        /// The key column.
+        field: String,
+    },
+    /// A key cell is not valid UTF-8.
+    #[error(
+        "{path}:{line}: the key column {field:?} is not valid UTF-8 (byte {offset} of the value); convert the file to UTF-8"
+    )]
+    NonUtf8Key {
+        /// The input file.
+        path: PathBuf,
+        /// 1-based line.
+        line: u64,
+        /// The key column.
+        field: String,
+        /// Byte offset of the first bad byte in the value.
+        offset: usize,
+    },
+    /// A file could not be read or written.
+    #[error("{path}: {action} failed: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What we were doing.
+        action: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The link to the peer failed.
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    /// The protocol failed (including a misbehaving peer or a settings mismatch).
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+}
+
+impl DataError {
+    /// Whether the user's own config or input is at fault (exit code 2) rather than the run
+    /// (link, peer, protocol: exit code 1).
+    pub fn is_user_error(&self) -> bool {
+        matches!(
+            self,
+            DataError::Config(_)
+                | DataError::Csv(_)
+                | DataError::MissingKeyColumn { .. }
+                | DataError::EmptyKey { .. }
+                | DataError::NonUtf8Key { .. }
+        ) || matches!(self, DataError::Io { action, .. } if *action == "reading the input")
+    }
+}
+
+/// A config problem, naming the field.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The JSON does not parse or has unknown fields / wrong types.
+    #[error("{path}: {message}")]
+    Syntax {
+        /// The config file.
+        path: String,
+        /// serde's message, with the field path, line and column.
+        message: String,
+    },
+    /// A field has a value we cannot use.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// Dotted field path, e.g. `psi_config.keys`.
+        field: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// A field asks for a feature that is not built yet.
+    #[error("{field} = {value} is not supported yet: {hint}")]
+    NotYetSupported {
+        /// Dotted field path.
+        field: String,
+        /// The value given.
+        value: String,
+        /// What to use instead.
+        hint: String,
+    },
+}

@@ -1,0 +1,30 @@
+//! # blindjoin-data — the data path
+//!
+//! Reads a party's table, canonicalises and deduplicates its keys, hands their digests to the
+//! protocol named in the [`RunSpec`] (it never knows which one runs), joins the result back onto
+//! the rows, aligns and writes them atomically, and reports. The CLI and the Python API both call
+//! [`run`] with a [`RunSpec`] built from a SecretFlow v2 config ([`parse_launch_config`]) or from
+//! flags.
+//!
+//! Layering: depends on `blindjoin-protocols` and `blindjoin-link`; nothing above it.
+
+mod config;
+pub mod csv;
+mod error;
+pub mod generate;
+mod output;
+mod report;
+mod run;
+mod spec;
+mod table;
+
+pub use config::{parse_curve, parse_launch_config};
+pub use error::{ConfigError, DataError};
+pub use output::{AtomicFile, write_atomic};
+pub use report::{Report, Stages, peak_rss_bytes};
+pub use run::{Prepared, prepare, run, run_on_link};
+pub use spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, RunSpec};
+pub use table::{Table, cmp_keys};
+
+pub use blindjoin_crypto::Curve;
+pub use blindjoin_protocols::{NoProgress, Progress, Protocol, Role};

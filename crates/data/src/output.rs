@@ -1,0 +1,120 @@
+//! Atomic output files: everything is written to a hidden temporary file beside the target and
+//! renamed over it only when complete, so a failed run never leaves a file that looks like a
+//! result. A dropped, uncommitted [`AtomicFile`] deletes its temporary file.
+
+use crate::error::DataError;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// A file being written; becomes visible at `path` only on [`AtomicFile::commit`].
+pub struct AtomicFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: Option<BufWriter<File>>,
+}
+
+impl AtomicFile {
+    /// Starts writing what will become `path`.
+    ///
+    /// # Errors
+    /// The directory does not exist or is not writable.
+    pub fn create(path: &Path) -> Result<AtomicFile, DataError> {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = path.with_file_name(format!(".{name}.blindjoin-tmp-{}", std::process::id()));
+        let file = File::create(&tmp).map_err(|source| DataError::Io {
+            path: path.to_path_buf(),
+            action: "creating the output (does its directory exist and is it writable?)",
+            source,
+        })?;
+        Ok(AtomicFile {
+            path: path.to_path_buf(),
+            tmp,
+            out: Some(BufWriter::with_capacity(1 << 20, file)),
+        })
+    }
+
+    /// Appends bytes.
+    ///
+    /// # Errors
+    /// The disk is full or the file vanished.
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<(), DataError> {
+        let err = |source| DataError::Io {
+            path: self.path.clone(),
+            action: "writing the output",
+            source,
+        };
+        match self.out.as_mut() {
+            Some(out) => out.write_all(bytes).map_err(err),
+            None => Ok(()),
+        }
+    }
+
+    /// Flushes, syncs and renames the file into place.
+    ///
+    /// # Errors
+    /// Flush, sync or rename failed; the temporary file is removed.
+    pub fn commit(mut self) -> Result<(), DataError> {
+        let err = |action, source| DataError::Io {
+            path: self.path.clone(),
+            action,
+            source,
+        };
+        if let Some(out) = self.out.take() {
+            let file = out
+                .into_inner()
+                .map_err(|e| err("writing the output", e.into_error()))?;
+            file.sync_all().map_err(|e| err("syncing the output", e))?;
+        }
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| err("renaming the output into place", e))
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.out.is_some() {
+            self.out = None;
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Writes `bytes` to `path` atomically.
+///
+/// # Errors
+/// As [`AtomicFile`].
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DataError> {
+    let mut f = AtomicFile::create(path)?;
+    f.write_all(bytes)?;
+    f.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_appears_until_commit() {
+        let dir = std::env::temp_dir().join(format!("bj-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("out.csv");
+        let _ = std::fs::remove_file(&p);
+        let mut f = AtomicFile::create(&p).unwrap();
+        f.write_all(b"id\n1\n").unwrap();
+        assert!(!p.exists());
+        drop(f);
+        assert!(!p.exists());
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "temporary file left behind"
+        );
+        let mut f = AtomicFile::create(&p).unwrap();
+        f.write_all(b"id\n1\n").unwrap();
+        f.commit().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"id\n1\n");
+    }
+}

@@ -1,0 +1,68 @@
+//! The JSON report of a run. SecretFlow's four counts keep their names and meaning
+//! (`intersection_count` is -1 for a party that does not receive the result); the rest is ours.
+
+use serde::{Deserialize, Serialize};
+
+/// Seconds spent in each stage.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Stages {
+    /// Reading, parsing and keying the input.
+    pub read_input_s: f64,
+    /// Waiting for and connecting to the peer, plus the handshake.
+    pub connect_s: f64,
+    /// The PSI protocol itself.
+    pub protocol_s: f64,
+    /// Joining, sorting and writing the output.
+    pub write_output_s: f64,
+    /// Wall time of the whole run.
+    pub total_s: f64,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    /// blindjoin version.
+    pub version: String,
+    /// This party's id.
+    pub party: String,
+    /// `ROLE_RECEIVER` or `ROLE_SENDER`.
+    pub role: String,
+    /// `PROTOCOL_ECDH`, ...
+    pub protocol: String,
+    /// The curve, if any.
+    pub curve: Option<String>,
+    /// Rows in the input.
+    pub original_count: i64,
+    /// Unique keys in the input.
+    pub original_key_count: i64,
+    /// Rows of this party in the intersection (-1 when this party does not receive the result).
+    pub intersection_count: i64,
+    /// Unique keys in the intersection (-1 when this party does not receive the result).
+    pub intersection_key_count: i64,
+    /// Unique keys the peer brought (every PSI protocol reveals it).
+    pub peer_key_count: i64,
+    /// The output file, if one was written.
+    pub output_path: Option<String>,
+    /// Whether the output is sorted by key to align with the peer's.
+    pub aligned: bool,
+    /// Bytes this party sent, framing included.
+    pub bytes_sent: u64,
+    /// Bytes this party received.
+    pub bytes_received: u64,
+    /// Stage timings.
+    pub stages: Stages,
+    /// Peak resident memory of this process, in bytes (Linux; 0 elsewhere).
+    pub peak_rss_bytes: u64,
+}
+
+/// Peak resident set size of this process (VmHWM), 0 if unknown.
+pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}

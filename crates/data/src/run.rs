@@ -1,0 +1,251 @@
+//! One party's run: read → key → deduplicate → connect → handshake → protocol → join → align →
+//! write → report. The protocol is whatever [`RunSpec::protocol`] names; this module only hands it
+//! digests and gets back indices.
+
+use crate::csv::write_record;
+use crate::error::DataError;
+use crate::output::{AtomicFile, write_atomic};
+use crate::report::{Report, Stages, peak_rss_bytes};
+use crate::spec::RunSpec;
+use crate::table::{Table, cmp_keys};
+use blindjoin_link::{Link, LinkError, TcpLink, TcpOptions};
+use blindjoin_protocols::{Hello, NoProgress, Progress, PsiOptions, handshake, run_psi};
+use rayon::prelude::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use zeroize::Zeroizing;
+
+/// The join type announced in the handshake (others come with the join issue).
+const JOIN_TYPE: &str = "ADVANCED_JOIN_TYPE_INNER_JOIN";
+
+/// How long a party whose input is bad keeps trying to reach the peer to tell it so.
+const ABORT_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs one party over TCP as `spec` says.
+///
+/// # Errors
+/// Any [`DataError`]; the peer is told about our failure when the link is up.
+pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Report, DataError> {
+    let start = Instant::now();
+    let opts = TcpOptions {
+        self_id: spec.parties.self_id.clone(),
+        self_addr: spec.parties.self_addr.clone(),
+        peer_id: spec.parties.peer_id.clone(),
+        peer_addr: spec.parties.peer_addr.clone(),
+        connect_timeout: spec.connect_timeout,
+        recv_timeout: spec.recv_timeout,
+    };
+    // Connect while reading the input: both take time, and neither needs the other.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("connect".into())
+        .spawn(move || {
+            let t = Instant::now();
+            let _ = tx.send(TcpLink::establish(&opts).map(|l| (l, t.elapsed())));
+        })
+        .map_err(|source| DataError::Io {
+            path: spec.input.clone(),
+            action: "starting the connect thread",
+            source,
+        })?;
+
+    let prepared = prepare(spec, progress);
+    let wait = if prepared.is_ok() {
+        spec.connect_timeout + Duration::from_secs(5)
+    } else {
+        ABORT_GRACE
+    };
+    let connected = match rx.recv_timeout(wait) {
+        Ok(r) => r,
+        Err(_) => Err(LinkError::ConnectTimeout {
+            peer: spec.parties.peer_id.clone(),
+            addr: spec.parties.peer_addr.clone(),
+            waited: wait,
+            last: "the connect attempt did not finish".into(),
+        }),
+    };
+    let input = match (prepared, connected) {
+        (Ok(input), Ok((link, _))) => (input, link),
+        (Err(e), Ok((mut link, _))) => {
+            link.abort(&e.to_string());
+            return Err(e);
+        }
+        (Err(e), Err(_)) => return Err(e),
+        (Ok(_), Err(e)) => return Err(e.into()),
+    };
+    let (prepared, mut link) = input;
+    match run_on_link(spec, prepared, &mut link, progress, start) {
+        Ok(report) => Ok(report),
+        Err(e) => {
+            if !matches!(
+                e,
+                DataError::Link(_)
+                    | DataError::Protocol(blindjoin_protocols::ProtocolError::Link(_))
+            ) {
+                link.abort(&e.to_string());
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The input, read and keyed, before any network traffic.
+pub struct Prepared {
+    table: Table,
+    unique: crate::table::UniqueKeys,
+    secret_key: Option<Zeroizing<Vec<u8>>>,
+    read_s: f64,
+}
+
+/// Reads and keys the input and loads the secret key, if any.
+///
+/// # Errors
+/// Bad input or key file.
+pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, DataError> {
+    let t = Instant::now();
+    progress.stage("reading input", 0);
+    let table = Table::read(&spec.input, &spec.keys)?;
+    let unique = table.unique_keys();
+    let secret_key = match &spec.secret_key_path {
+        None => None,
+        Some(p) => Some(Zeroizing::new(std::fs::read(p).map_err(|source| {
+            DataError::Io {
+                path: p.clone(),
+                action: "reading the secret key file",
+                source,
+            }
+        })?)),
+    };
+    Ok(Prepared {
+        table,
+        unique,
+        secret_key,
+        read_s: t.elapsed().as_secs_f64(),
+    })
+}
+
+/// Runs everything after the connection is up, on any link (tests use the in-memory one).
+///
+/// # Errors
+/// Protocol, link and output errors.
+pub fn run_on_link(
+    spec: &RunSpec,
+    prepared: Prepared,
+    link: &mut dyn Link,
+    progress: &dyn Progress,
+    start: Instant,
+) -> Result<Report, DataError> {
+    let Prepared {
+        table,
+        unique,
+        secret_key,
+        read_s,
+    } = prepared;
+    let mut stages = Stages {
+        read_input_s: read_s,
+        ..Stages::default()
+    };
+
+    let t = Instant::now();
+    let hello = Hello::new(
+        spec.protocol,
+        spec.curve,
+        spec.role,
+        spec.keys.len() as u32,
+        JOIN_TYPE,
+        spec.broadcast_result,
+        unique.digests.len() as u64,
+    );
+    let hs = handshake(link, hello)?;
+    stages.connect_s = (start.elapsed().as_secs_f64() - read_s).max(t.elapsed().as_secs_f64());
+
+    let t = Instant::now();
+    let opts = PsiOptions {
+        batch_size: spec.batch_size,
+        secret_key,
+    };
+    let result = run_psi(link, &hs, &opts, &unique.digests, progress)?;
+    link.close()?;
+    stages.protocol_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let (intersection_count, intersection_key_count, output_path) =
+        match (&result.intersection, &spec.output) {
+            (Some(keys), Some(out)) => {
+                let mut rows: Vec<u32> = keys
+                    .iter()
+                    .flat_map(|&k| unique.rows_of(k).iter().copied())
+                    .collect();
+                if spec.align {
+                    // Stable in input order for rows with equal keys.
+                    rows.par_sort_unstable_by(|&a, &b| {
+                        cmp_keys(table.key(a as usize), table.key(b as usize)).then(a.cmp(&b))
+                    });
+                } else {
+                    rows.par_sort_unstable();
+                }
+                progress.stage("writing output", rows.len() as u64);
+                write_rows(&table, &rows, out)?;
+                (
+                    rows.len() as i64,
+                    keys.len() as i64,
+                    Some(out.display().to_string()),
+                )
+            }
+            (Some(_), None) => {
+                return Err(DataError::Config(crate::error::ConfigError::Invalid {
+                    field: "psi_config.output_config.path".into(),
+                    message: "missing; this party receives the intersection".into(),
+                }));
+            }
+            (None, _) => (-1, -1, None),
+        };
+    stages.write_output_s = t.elapsed().as_secs_f64();
+    stages.total_s = start.elapsed().as_secs_f64();
+    let _ = NoProgress;
+
+    let stats = link.stats();
+    let report = Report {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        party: spec.parties.self_id.clone(),
+        role: spec.role.to_string(),
+        protocol: spec.protocol.to_string(),
+        curve: spec.curve.map(|c| c.to_string()),
+        original_count: table.len() as i64,
+        original_key_count: unique.digests.len() as i64,
+        intersection_count,
+        intersection_key_count,
+        peer_key_count: hs.theirs.item_count as i64,
+        output_path,
+        aligned: spec.align,
+        bytes_sent: stats.bytes_sent,
+        bytes_received: stats.bytes_received,
+        stages,
+        peak_rss_bytes: peak_rss_bytes(),
+    };
+    if let Some(p) = spec.report_path() {
+        let mut json = serde_json::to_vec_pretty(&report).unwrap_or_default();
+        json.push(b'\n');
+        write_atomic(&p, &json)?;
+    }
+    Ok(report)
+}
+
+/// Header (normalised quoting) then each selected row byte-for-byte as in the input.
+fn write_rows(table: &Table, rows: &[u32], out: &Path) -> Result<(), DataError> {
+    let mut f = AtomicFile::create(out)?;
+    let mut header = Vec::new();
+    write_record(&mut header, table.header.iter().map(|h| h.as_bytes()));
+    f.write_all(&header)?;
+    let mut buf = Vec::with_capacity(1 << 20);
+    for &r in rows {
+        buf.extend_from_slice(table.raw_row(r as usize));
+        buf.push(b'\n');
+        if buf.len() >= 1 << 20 {
+            f.write_all(&buf)?;
+            buf.clear();
+        }
+    }
+    f.write_all(&buf)?;
+    f.commit()
+}

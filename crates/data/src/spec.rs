@@ -1,0 +1,79 @@
+//! [`RunSpec`]: one party's fully validated run, whatever it was written in (SecretFlow v2 JSON,
+//! our flags, or the Python API).
+
+use blindjoin_crypto::Curve;
+use blindjoin_protocols::{Protocol, Role};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default connect deadline: the peer may start up to a minute later.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default receive timeout: long, because a party may compute for many minutes between messages
+/// on a 10M-row input (SecretFlow's 30 s default kills such runs).
+pub const DEFAULT_RECV_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// Who is who on the network.
+#[derive(Clone, Debug)]
+pub struct Parties {
+    /// This party's id.
+    pub self_id: String,
+    /// This party's `HOST:PORT`.
+    pub self_addr: String,
+    /// The peer's id.
+    pub peer_id: String,
+    /// The peer's `HOST:PORT`.
+    pub peer_addr: String,
+}
+
+/// Everything one party needs to run.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    /// Network identities and addresses.
+    pub parties: Parties,
+    /// The protocol.
+    pub protocol: Protocol,
+    /// The curve (ECDH only).
+    pub curve: Option<Curve>,
+    /// This party's role.
+    pub role: Role,
+    /// Whether the sender also receives the result.
+    pub broadcast_result: bool,
+    /// Input CSV.
+    pub input: PathBuf,
+    /// Output CSV (required when this party learns the result).
+    pub output: Option<PathBuf>,
+    /// Key column names in this party's file.
+    pub keys: Vec<String>,
+    /// Sort the output by key so both parties' rows line up (default true).
+    pub align: bool,
+    /// Where to write the JSON report (default: `<output>.report.json`, or none).
+    pub report: Option<PathBuf>,
+    /// Items per protocol message.
+    pub batch_size: usize,
+    /// A file with this party's 32-byte secret key (random per run otherwise).
+    pub secret_key_path: Option<PathBuf>,
+    /// How long to wait for the peer to connect.
+    pub connect_timeout: Duration,
+    /// How long to wait for any one message.
+    pub recv_timeout: Duration,
+    /// Non-fatal notes from config parsing, printed before the run.
+    pub warnings: Vec<String>,
+}
+
+impl RunSpec {
+    /// Whether this party learns the intersection.
+    pub fn learns_result(&self) -> bool {
+        self.role == Role::Receiver || self.broadcast_result
+    }
+
+    /// The report path in force: the configured one, else beside the output.
+    pub fn report_path(&self) -> Option<PathBuf> {
+        self.report.clone().or_else(|| {
+            self.output.as_ref().map(|o| {
+                let mut s = o.clone().into_os_string();
+                s.push(".report.json");
+                PathBuf::from(s)
+            })
+        })
+    }
+}
