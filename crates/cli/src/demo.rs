@@ -14,7 +14,7 @@ pub(crate) struct DemoArgs {
     /// Rows per party in the built-in example.
     #[arg(long, short = 'n', default_value_t = 10_000)]
     rows: usize,
-    /// Curve: 25519, secp256k1, sm2, p256.
+    /// Curve: 25519, ristretto255, secp256k1, sm2, p256.
     #[arg(long, default_value = "25519")]
     curve: String,
 }

@@ -34,7 +34,7 @@ pub(crate) struct RunArgs {
     /// The protocol.
     #[arg(long, default_value = "ecdh")]
     protocol: String,
-    /// The curve for ECDH: 25519, secp256k1, sm2, p256.
+    /// The curve for ECDH: 25519, ristretto255, secp256k1, sm2, p256.
     #[arg(long, default_value = "25519")]
     curve: String,
     /// Input CSV file.

@@ -40,7 +40,7 @@ fn main() {
         let t = Instant::now();
         c.remask(&pts, &mut out).expect("remask");
         let remask = t.elapsed().as_secs_f64() * 1e6 / m as f64;
-        let h2c = if curve == Curve::Curve25519 {
+        let h2c = if curve == Curve::Ristretto255 {
             let t = Instant::now();
             for it in &items[..m] {
                 std::hint::black_box(blindjoin_crypto::ristretto::hash_to_group(it).expect("h2c"));

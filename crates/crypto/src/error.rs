@@ -6,7 +6,7 @@ use thiserror::Error;
 pub enum CryptoError {
     /// The curve name is not one we know.
     #[error(
-        "unknown curve {0:?}; expected one of CURVE_25519, CURVE_SECP256K1, CURVE_P256, CURVE_SM2, CURVE_FOURQ"
+        "unknown curve {0:?}; expected one of CURVE_25519, CURVE_RISTRETTO255, CURVE_SECP256K1, CURVE_P256, CURVE_SM2, CURVE_FOURQ"
     )]
     UnknownCurve(String),
     /// A feature that exists by name but is not built yet.

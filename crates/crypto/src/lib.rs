@@ -29,6 +29,7 @@ mod error;
 pub mod ristretto;
 mod sm2_h2c;
 mod weierstrass;
+pub mod x25519;
 
 pub use digest::{ItemDigest, item_digest, tag_of};
 pub use error::CryptoError;
@@ -40,9 +41,12 @@ use std::str::FromStr;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Curve {
-    /// Curve25519 as the prime-order Ristretto255 group (RFC 9496), hashed to with
-    /// `ristretto255_XMD:SHA-512_R255MAP_RO_` (RFC 9380 / RFC 9496 §4.3.4, Elligator 2 twice).
+    /// Curve25519 as X25519 (RFC 7748), hashed to with `edwards25519_XMD:SHA-512_ELL2_RO_`
+    /// (RFC 9380 §6.7.1, Elligator 2 twice), u-coordinates on the wire.
     Curve25519,
+    /// The prime-order Ristretto255 group (RFC 9496) over Curve25519, hashed to with
+    /// `ristretto255_XMD:SHA-512_R255MAP_RO_` (RFC 9496 §4.3.4). Our extension.
+    Ristretto255,
     /// secp256k1 with `secp256k1_XMD:SHA-256_SSWU_RO_` (RFC 9380 §8.7).
     Secp256k1,
     /// NIST P-256 with `P256_XMD:SHA-256_SSWU_RO_` (RFC 9380 §8.2).
@@ -55,8 +59,9 @@ pub enum Curve {
 
 impl Curve {
     /// Every curve, in the order the docs list them.
-    pub const ALL: [Curve; 5] = [
+    pub const ALL: [Curve; 6] = [
         Curve::Curve25519,
+        Curve::Ristretto255,
         Curve::Secp256k1,
         Curve::P256,
         Curve::Sm2,
@@ -67,6 +72,7 @@ impl Curve {
     pub fn config_name(self) -> &'static str {
         match self {
             Curve::Curve25519 => "CURVE_25519",
+            Curve::Ristretto255 => "CURVE_RISTRETTO255",
             Curve::Secp256k1 => "CURVE_SECP256K1",
             Curve::P256 => "CURVE_P256",
             Curve::Sm2 => "CURVE_SM2",
@@ -90,15 +96,16 @@ impl FromStr for Curve {
     type Err = CryptoError;
 
     /// Accepts SecretFlow's names (`CURVE_25519`, `CURVE_25519_ELLIGATOR2`, `CURVE_SECP256K1`,
-    /// `CURVE_SM2`, `CURVE_FOURQ`), our `CURVE_P256`, and short forms (`25519`, `secp256k1`,
-    /// `p256`, `sm2`, `fourq`), case-insensitively.
+    /// `CURVE_SM2`, `CURVE_FOURQ`), our `CURVE_P256` and `CURVE_RISTRETTO255`, and short forms
+    /// (`25519`, `ristretto255`, `secp256k1`, `p256`, `sm2`, `fourq`), case-insensitively.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let t = s.trim().to_ascii_uppercase();
         let t = t.strip_prefix("CURVE_").unwrap_or(&t);
         Ok(match t {
             // Our 25519 path *is* an RFC 9380 Elligator 2 hash, so SecretFlow's
             // ELLIGATOR2 variant names the same security level.
-            "25519" | "X25519" | "RISTRETTO255" | "25519_ELLIGATOR2" => Curve::Curve25519,
+            "25519" | "X25519" | "25519_ELLIGATOR2" => Curve::Curve25519,
+            "RISTRETTO255" | "RISTRETTO" => Curve::Ristretto255,
             "SECP256K1" => Curve::Secp256k1,
             "P256" | "P-256" | "SECP256R1" | "NISTP256" => Curve::P256,
             "SM2" => Curve::Sm2,
@@ -133,14 +140,16 @@ pub trait EcdhCipher: Send + Sync {
 }
 
 /// Builds a cipher for `curve` with a fresh random scalar, or with `secret` (the raw 32 bytes of a
-/// user-supplied key file, big-endian for the Weierstrass curves, little-endian for Curve25519).
+/// user-supplied key file: big-endian for the Weierstrass curves, little-endian for Ristretto255,
+/// any 32 bytes for Curve25519, which clamps them as RFC 7748 does).
 ///
 /// # Errors
 /// [`CryptoError::Unsupported`] for FourQ; [`CryptoError::InvalidSecretKey`] for a key that is not a
 /// canonical non-zero scalar; [`CryptoError::Rng`] if the OS RNG fails.
 pub fn new_cipher(curve: Curve, secret: Option<&[u8]>) -> Result<Box<dyn EcdhCipher>, CryptoError> {
     Ok(match curve {
-        Curve::Curve25519 => Box::new(ristretto::RistrettoCipher::new(secret)?),
+        Curve::Curve25519 => Box::new(x25519::X25519Cipher::new(secret)?),
+        Curve::Ristretto255 => Box::new(ristretto::RistrettoCipher::new(secret)?),
         Curve::Secp256k1 => Box::new(weierstrass::Secp256k1Cipher::new(secret)?),
         Curve::P256 => Box::new(weierstrass::P256Cipher::new(secret)?),
         Curve::Sm2 => Box::new(weierstrass::Sm2Cipher::new(secret)?),

@@ -60,7 +60,11 @@ fn fixed_key_is_deterministic() {
     let mut be = [0u8; 32];
     be[31] = 7;
     for curve in supported() {
-        let key = if curve == Curve::Curve25519 { le } else { be };
+        let key = if matches!(curve, Curve::Curve25519 | Curve::Ristretto255) {
+            le
+        } else {
+            be
+        };
         let a = new_cipher(curve, Some(&key)).unwrap();
         let b = new_cipher(curve, Some(&key)).unwrap();
         let xs = items(3, 3);
@@ -70,28 +74,19 @@ fn fixed_key_is_deterministic() {
 
 #[test]
 fn bad_secret_keys_are_rejected() {
+    let bad = |curve, key: &[u8]| {
+        matches!(
+            new_cipher(curve, Some(key)),
+            Err(CryptoError::InvalidSecretKey(_))
+        )
+    };
     for curve in supported() {
-        assert!(
-            matches!(
-                new_cipher(curve, Some(&[0u8; 32])),
-                Err(CryptoError::InvalidSecretKey(_))
-            ),
-            "{curve}"
-        );
-        assert!(
-            matches!(
-                new_cipher(curve, Some(&[1u8; 31])),
-                Err(CryptoError::InvalidSecretKey(_))
-            ),
-            "{curve}"
-        );
-        assert!(
-            matches!(
-                new_cipher(curve, Some(&[0xffu8; 32])),
-                Err(CryptoError::InvalidSecretKey(_))
-            ),
-            "{curve}"
-        );
+        assert!(bad(curve, &[1u8; 31]), "{curve}");
+        if curve == Curve::Curve25519 {
+            continue; // X25519 clamps any 32 bytes into a valid scalar, as RFC 7748 specifies.
+        }
+        assert!(bad(curve, &[0u8; 32]), "{curve}");
+        assert!(bad(curve, &[0xffu8; 32]), "{curve}");
     }
 }
 
@@ -182,4 +177,43 @@ fn tags_are_prefixes() {
     let t10 = tag_of(b"point", 10);
     assert_eq!(t16 >> 48, t10 >> 48);
     assert_eq!(t10 & ((1u128 << 48) - 1), 0);
+}
+
+#[test]
+fn x25519_rejects_low_order_and_non_canonical_points() {
+    let a = new_cipher(Curve::Curve25519, None).unwrap();
+    let mut out = [0u8; 32];
+    // u = 1 has order 4 on Curve25519: the clamped product is the identity (u = 0).
+    let mut one = [0u8; 32];
+    one[0] = 1;
+    assert!(matches!(
+        a.remask(&one, &mut out),
+        Err(CryptoError::InvalidPoint { index: 0, .. })
+    ));
+    // p itself is not canonical.
+    let mut p = [0xffu8; 32];
+    p[0] = 0xed;
+    p[31] = 0x7f;
+    assert!(matches!(
+        a.remask(&p, &mut out),
+        Err(CryptoError::InvalidPoint { index: 0, .. })
+    ));
+}
+
+#[test]
+fn x25519_matches_rfc7748_and_rfc9380_through_dalek() {
+    // RFC 7748 §5.2, first test vector.
+    let hex = |s: &str| -> [u8; 32] {
+        let mut a = [0u8; 32];
+        for (i, b) in a.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap();
+        }
+        a
+    };
+    let k = hex("a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4");
+    let u = hex("e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c");
+    let want = hex("c3da55379de9c6908e94ea4df28d084f32eccf03491c71f754b4075577a28552");
+    let mut out = [[0u8; 32]];
+    x25519::x25519_serial(&k, &[u], &mut out);
+    assert_eq!(out[0], want);
 }

@@ -265,7 +265,7 @@ pub fn parse_launch_config(
         None | Some("") | Some("CURVE_INVALID_TYPE") => {
             return Err(invalid(
                 "psi_config.protocol_config.ecdh_config.curve",
-                "required for PROTOCOL_ECDH; e.g. \"CURVE_25519\" (fastest), CURVE_SECP256K1, CURVE_SM2, CURVE_P256",
+                "required for PROTOCOL_ECDH; e.g. \"CURVE_25519\" (fastest), CURVE_RISTRETTO255, CURVE_SECP256K1, CURVE_SM2, CURVE_P256",
             ));
         }
         Some(name) => parse_curve(name)?,

@@ -156,6 +156,11 @@ fn ecdh_curve25519_matches_plaintext() {
 }
 
 #[test]
+fn ecdh_ristretto255_matches_plaintext() {
+    every_case(Curve::Ristretto255);
+}
+
+#[test]
 fn ecdh_secp256k1_matches_plaintext() {
     every_case(Curve::Secp256k1);
 }
