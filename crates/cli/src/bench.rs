@@ -2,11 +2,9 @@
 //! checked against a plaintext intersection; prints time per stage, bytes each way, bits per
 //! element and peak memory.
 
-use crate::demo::free_port;
+use crate::demo::{free_port, write_pair};
 use anyhow::{Context, Result, bail};
 use blindjoin_data::Report;
-use blindjoin_data::generate::{GenSpec, generate};
-use blindjoin_data::write_atomic;
 use clap::Args;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -153,17 +151,7 @@ fn keys_of(text: &str) -> Vec<String> {
 
 fn bench_in(dir: &Path, a: &BenchArgs) -> Result<BenchResult> {
     let overlap = ((a.rows as f64) * a.overlap.clamp(0.0, 1.0)) as usize;
-    let tables = generate(&GenSpec {
-        rows: vec![a.rows, a.rows],
-        overlap,
-        seed: 20261122,
-        payload_columns: 1,
-        key_columns: 1,
-        duplicate_fraction: 0.0,
-    });
-    for (t, name) in tables.iter().zip(["alice", "bob"]) {
-        write_atomic(&dir.join(format!("{name}.csv")), t)?;
-    }
+    let tables = write_pair(dir, a.rows, overlap, 20261122)?;
     let (pa, pb) = (free_port()?, free_port()?);
     let deadline = Instant::now() + Duration::from_secs(a.timeout);
     let t = Instant::now();

@@ -19,6 +19,28 @@ pub(crate) struct DemoArgs {
     curve: String,
 }
 
+/// Writes `alice.csv` and `bob.csv` with `rows` rows each, `overlap` keys in common, one payload
+/// column; returns their contents.
+pub(crate) fn write_pair(
+    dir: &Path,
+    rows: usize,
+    overlap: usize,
+    seed: u64,
+) -> Result<Vec<Vec<u8>>> {
+    let tables = generate(&GenSpec {
+        rows: vec![rows, rows],
+        overlap,
+        seed,
+        payload_columns: 1,
+        key_columns: 1,
+        duplicate_fraction: 0.0,
+    });
+    for (t, name) in tables.iter().zip(["alice", "bob"]) {
+        write_atomic(&dir.join(format!("{name}.csv")), t)?;
+    }
+    Ok(tables)
+}
+
 /// A free TCP port on 127.0.0.1 (the OS picks one; we release it for the party to bind).
 pub(crate) fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
@@ -69,17 +91,7 @@ fn spec(
 
 fn demo_in(dir: &Path, a: &DemoArgs) -> Result<()> {
     let overlap = a.rows / 2;
-    let tables = generate(&GenSpec {
-        rows: vec![a.rows, a.rows],
-        overlap,
-        seed: 42,
-        payload_columns: 1,
-        key_columns: 1,
-        duplicate_fraction: 0.0,
-    });
-    for (t, name) in tables.iter().zip(["alice", "bob"]) {
-        write_atomic(&dir.join(format!("{name}.csv")), t)?;
-    }
+    write_pair(dir, a.rows, overlap, 42)?;
     let (pa, pb) = (free_port()?, free_port()?);
     let alice = spec(dir, "alice", pa, "bob", pb, Role::Receiver, &a.curve)?;
     let bob = spec(dir, "bob", pb, "alice", pa, Role::Sender, &a.curve)?;

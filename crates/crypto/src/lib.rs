@@ -178,5 +178,23 @@ pub(crate) fn check_len(what: &'static str, got: usize, want: usize) -> Result<(
     }
 }
 
+/// `remask` takes whole points and writes as many bytes as it reads.
+pub(crate) fn check_remask_buffers(
+    points: &[u8],
+    out: &[u8],
+    point_len: usize,
+) -> Result<(), CryptoError> {
+    check_len("remask output", out.len(), points.len())?;
+    if points.len().is_multiple_of(point_len) {
+        Ok(())
+    } else {
+        Err(CryptoError::BufferLength {
+            what: "remask input (not a whole number of points)",
+            got: points.len(),
+            want: points.len() / point_len * point_len,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests;

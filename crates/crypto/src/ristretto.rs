@@ -9,7 +9,9 @@
 //! encode with `double_and_compress_batch`, which doubles and compresses a whole batch with one
 //! shared inversion: `compress(2·(k/2)·P) = compress(k·P)` at ~0.5 µs per point.
 
-use crate::{CryptoError, Curve, EcdhCipher, ItemDigest, check_len, random_bytes};
+use crate::{
+    CryptoError, Curve, EcdhCipher, ItemDigest, check_len, check_remask_buffers, random_bytes,
+};
 use curve25519_dalek::ristretto::{CompressedRistretto, RistrettoPoint};
 use curve25519_dalek::scalar::Scalar;
 use curve25519_dalek::traits::Identity;
@@ -109,7 +111,7 @@ impl std::fmt::Debug for RistrettoCipher {
 
 impl EcdhCipher for RistrettoCipher {
     fn curve(&self) -> Curve {
-        Curve::Curve25519
+        Curve::Ristretto255
     }
 
     fn point_len(&self) -> usize {
@@ -127,14 +129,7 @@ impl EcdhCipher for RistrettoCipher {
     }
 
     fn remask(&self, points: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
-        check_len("remask output", out.len(), points.len())?;
-        if !points.len().is_multiple_of(POINT_LEN) {
-            return Err(CryptoError::BufferLength {
-                what: "remask input (not a whole number of points)",
-                got: points.len(),
-                want: points.len() / POINT_LEN * POINT_LEN,
-            });
-        }
+        check_remask_buffers(points, out, POINT_LEN)?;
         let identity = RistrettoPoint::identity();
         let mut decoded = Vec::with_capacity(points.len() / POINT_LEN);
         for (index, chunk) in points.chunks_exact(POINT_LEN).enumerate() {

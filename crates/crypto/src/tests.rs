@@ -217,3 +217,10 @@ fn x25519_matches_rfc7748_and_rfc9380_through_dalek() {
     x25519::x25519_serial(&k, &[u], &mut out);
     assert_eq!(out[0], want);
 }
+
+#[test]
+fn ciphers_report_their_curve() {
+    for curve in supported() {
+        assert_eq!(new_cipher(curve, None).unwrap().curve(), curve);
+    }
+}

@@ -3,7 +3,9 @@
 //! (`secp256k1_XMD:SHA-256_SSWU_RO_`, `P256_XMD:SHA-256_SSWU_RO_`; SM2 uses our SSWU in
 //! [`crate::sm2_h2c`]). All three have cofactor 1, so a decoded point is in the group.
 
-use crate::{CryptoError, Curve, EcdhCipher, ItemDigest, check_len, random_bytes};
+use crate::{
+    CryptoError, Curve, EcdhCipher, ItemDigest, check_len, check_remask_buffers, random_bytes,
+};
 use zeroize::Zeroize;
 
 /// Encoded (SEC1 compressed) point length.
@@ -97,14 +99,7 @@ macro_rules! weierstrass_cipher {
 
             fn remask(&self, points: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
                 use elliptic_curve::group::GroupEncoding;
-                check_len("remask output", out.len(), points.len())?;
-                if !points.len().is_multiple_of(POINT_LEN) {
-                    return Err(CryptoError::BufferLength {
-                        what: "remask input (not a whole number of points)",
-                        got: points.len(),
-                        want: points.len() / POINT_LEN * POINT_LEN,
-                    });
-                }
+                check_remask_buffers(points, out, POINT_LEN)?;
                 for (index, (chunk, slot)) in points
                     .chunks_exact(POINT_LEN)
                     .zip(out.chunks_exact_mut(POINT_LEN))

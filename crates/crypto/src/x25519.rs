@@ -12,7 +12,9 @@
 //! Backends: an 8-lane AVX-512 IFMA kernel ([`crate::x25519_ifma`]) when the CPU has it (detected
 //! at run time), else curve25519-dalek's serial ladder. Both give identical bytes; tests check it.
 
-use crate::{CryptoError, Curve, EcdhCipher, ItemDigest, check_len, random_bytes};
+use crate::{
+    CryptoError, Curve, EcdhCipher, ItemDigest, check_len, check_remask_buffers, random_bytes,
+};
 use curve25519_dalek::edwards::EdwardsPoint;
 use curve25519_dalek::montgomery::MontgomeryPoint;
 use sha2::Sha512;
@@ -147,14 +149,7 @@ impl EcdhCipher for X25519Cipher {
     }
 
     fn remask(&self, points: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
-        check_len("remask output", out.len(), points.len())?;
-        if !points.len().is_multiple_of(POINT_LEN) {
-            return Err(CryptoError::BufferLength {
-                what: "remask input (not a whole number of points)",
-                got: points.len(),
-                want: points.len() / POINT_LEN * POINT_LEN,
-            });
-        }
+        check_remask_buffers(points, out, POINT_LEN)?;
         let us = as_points(points);
         if let Some(index) = us.iter().position(|u| !is_canonical(u)) {
             return Err(CryptoError::InvalidPoint {
