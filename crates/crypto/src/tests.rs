@@ -224,3 +224,18 @@ fn ciphers_report_their_curve() {
         assert_eq!(new_cipher(curve, None).unwrap().curve(), curve);
     }
 }
+
+#[test]
+fn x25519_backend_matches_the_serial_reference() {
+    let xs = items(1000, 9);
+    let mut fast = vec![[0u8; 32]; xs.len()];
+    let mut slow = vec![[0u8; 32]; xs.len()];
+    crate::x25519_ifma::hash_to_montgomery_batch(x25519::DST, &xs, &mut fast);
+    x25519::hash_to_montgomery_serial(x25519::DST, &xs, &mut slow);
+    assert_eq!(fast, slow);
+    let k = [0x5au8; 32];
+    let (mut a, mut b) = (vec![[0u8; 32]; xs.len()], vec![[0u8; 32]; xs.len()]);
+    crate::x25519_ifma::x25519_batch(&k, &fast, &mut a);
+    x25519::x25519_serial(&k, &slow, &mut b);
+    assert_eq!(a, b, "backend {}", x25519::backend_name());
+}

@@ -15,8 +15,9 @@
 use crate::{
     CryptoError, Curve, EcdhCipher, ItemDigest, check_len, check_remask_buffers, random_bytes,
 };
-use curve25519_dalek::edwards::EdwardsPoint;
-use curve25519_dalek::montgomery::MontgomeryPoint;
+#[cfg(test)]
+use curve25519_dalek::{edwards::EdwardsPoint, montgomery::MontgomeryPoint};
+#[cfg(test)]
 use sha2::Sha512;
 use zeroize::Zeroize;
 
@@ -45,6 +46,7 @@ fn is_canonical(u: &[u8; 32]) -> bool {
 }
 
 /// Serial reference: the u-coordinate of the RFC 9380 hash of each message.
+#[cfg(test)]
 pub(crate) fn hash_to_montgomery_serial(dst: &[u8], msgs: &[ItemDigest], out: &mut [[u8; 32]]) {
     let points: Vec<EdwardsPoint> = msgs
         .iter()
@@ -59,18 +61,30 @@ pub(crate) fn hash_to_montgomery_serial(dst: &[u8], msgs: &[ItemDigest], out: &m
 }
 
 /// Serial reference: X25519(k, u) for each u.
+#[cfg(test)]
 pub(crate) fn x25519_serial(k: &[u8; 32], us: &[[u8; 32]], out: &mut [[u8; 32]]) {
     for (o, u) in out.iter_mut().zip(us) {
         *o = MontgomeryPoint(*u).mul_clamped(*k).0;
     }
 }
 
+/// The backend in force: IFMA when the CPU has it (the kernel falls back to the serial code
+/// itself otherwise).
 fn hash_to_montgomery(dst: &[u8], msgs: &[ItemDigest], out: &mut [[u8; 32]]) {
-    hash_to_montgomery_serial(dst, msgs, out);
+    crate::x25519_ifma::hash_to_montgomery_batch(dst, msgs, out);
 }
 
 fn x25519(k: &[u8; 32], us: &[[u8; 32]], out: &mut [[u8; 32]]) {
-    x25519_serial(k, us, out);
+    crate::x25519_ifma::x25519_batch(k, us, out);
+}
+
+/// Which X25519 backend this process uses (for reports and benchmarks).
+pub fn backend_name() -> &'static str {
+    if crate::x25519_ifma::available() {
+        "avx512ifma-8way"
+    } else {
+        "serial"
+    }
 }
 
 /// An X25519 key: 32 secret bytes, clamped at use; zeroized on drop.

@@ -17,24 +17,28 @@
 //! A product `a·b` accumulates the 25 partial products with `madd52lo` (bits 0..51 of `ai·bj`,
 //! weight 2^(51(i+j))) and `madd52hi` (bits 52..103, weight 2^(51(i+j)+52) = 2·2^(51(i+j+1))) into
 //! ten column sums `c_k = lo_k + 2·hi_k < 15·2^52`. Columns 5..9 wrap with 2^255 ≡ 19:
-//! `r_k = c_k + 19·c_{k+5} < 2^61`. A single *parallel* carry round (every limb at once:
+//! `r_k = c_k + 19·c_{k+5} < 2^61` (19h = 16h + 2h + h; an empty inline-asm barrier keeps LLVM
+//! from turning that into an emulated 64-bit multiply). These "wide" limbs are accepted by
+//! additions and subtractions only; one *parallel* carry round (every limb at once:
 //! `l_k = (r_k mod 2^51) + (r_{k−1} >> 51)`, with `19·(r_4 >> 51)` folded into limb 0 by one more
-//! `madd52lo`) restores the loose invariant. Squaring computes the 15 distinct products and
-//! doubles the cross terms by shifting the column sums. Additions and subtractions
-//! (`a + 2p − b`) are followed by the same parallel carry round, so every operand that reaches a
-//! multiplier is loose. Only when a canonical value is needed (output bytes, equality tests,
-//! `sgn0`) is a full sequential carry plus a conditional subtraction of p done.
+//! `madd52lo`) makes them loose again. Additions and subtractions (`a + 2^11·p − b`, the bias
+//! exceeding any wide limb) end with such a carry round, so every operand that reaches a
+//! multiplier is loose. A *sequential* carry instead gives "tight" limbs (limbs 1..4 < 2^51);
+//! squaring a tight value takes its cross products as `a_i · (2·a_j)` (2·a_j < 2^52 since j ≥ 1), so
+//! it needs 15 products and no extra doubling. Squares of other values compute the 15 products
+//! and double the cross-term columns. Only when a canonical value is needed (output bytes,
+//! equality tests, `sgn0`) is a full sequential carry plus a conditional subtraction of p done.
 //!
 //! # Ladder
 //!
 //! `x25519_batch` runs the RFC 7748 §5 Montgomery ladder (255 steps, `a24 = 121665`) for eight
 //! u-coordinates per instruction stream with the same clamped scalar. The conditional swap is
-//! `t = (x2 ⊕ x3) ∧ m; x2 ⊕= t; x3 ⊕= t` with `m` an all-zero/all-one vector derived arithmetically
-//! from the key bit; there is no branch and no memory index that depends on the key or on u. The
-//! final `x2 / z2` uses Montgomery's simultaneous-inversion trick across up to [`CHUNK`] vectors
-//! (one Fermat inversion `z^(p−2)` per chunk); lanes whose `z2 ≡ 0` (low-order u) are replaced by 1
-//! before the product and their result is forced to 0 by mask, matching `0^(p−2) = 0` in RFC
-//! 7748. The top bit of u is masked and u ≥ p is accepted (it is simply reduced by the arithmetic).
+//! a pair of `vpblendmq` per limb under a lane mask `m ∈ {0x00, 0xff}` computed arithmetically
+//! (`−bit`) from the key bit; no branch and no memory index depends on the key or on u. The
+//! final `x2 / z2` uses Montgomery's simultaneous-inversion trick across up to [`CHUNK`]
+//! vectors (one Fermat inversion `z^(p−2)` per chunk); lanes whose `z2 ≡ 0` (low-order u) are
+//! replaced by 1 before the product and their result is forced to 0 by mask, matching
+//! `0^(p−2) = 0` in RFC 7748. The top bit of u is masked and u ≥ p is accepted (it is simply reduced by the arithmetic).
 //!
 //! # Hash to curve
 //!
@@ -55,8 +59,11 @@
 //! The kernels are compiled with `#[target_feature(enable = "avx512f,avx512ifma,avx512vl")]` and
 //! only entered after `is_x86_feature_detected!` confirmed all three features (see
 //! [`available`]); without them (or off x86-64) both entry points fall back to curve25519-dalek's
-//! serial code. Inside the kernels the only `unsafe` operations are unaligned vector loads and
-//! stores from/to local `[u64; 8]` arrays, which are always in bounds.
+//! serial code. Besides entering the kernels, the only `unsafe` operations are unaligned vector
+//! loads and stores from/to local `[u64; 8]` arrays (always in bounds) and an empty `asm!` optimisation
+//! barrier that only names one vector register. The kernels never index memory with secret data
+//! and never branch on it: the key bits drive lane masks, the Elligator choices are mask blends,
+//! equality tests and zero tests are computed as masks.
 #![allow(unsafe_code)] // with a `// SAFETY:` comment on every unsafe block
 #![allow(clippy::needless_range_loop)]
 
@@ -176,7 +183,11 @@ impl Xmd {
         dst_prime[len] = len as u8;
         let mut zpad = Sha512::new();
         zpad.update([0u8; 128]);
-        Xmd { zpad, dst_prime, dst_prime_len: len + 1 }
+        Xmd {
+            zpad,
+            dst_prime,
+            dst_prime_len: len + 1,
+        }
     }
 
     /// The two field elements, as radix-2^51 limbs each below 2^56 (not yet carried).
@@ -230,7 +241,13 @@ fn limbs_from_be48(b: &[u8; 48]) -> [u64; 5] {
     };
     let l: [u64; 8] = core::array::from_fn(|j| bits(51 * j));
     // 2^255 ≡ 19: limbs 5..7 fold onto limbs 0..2.
-    [l[0] + 19 * l[5], l[1] + 19 * l[6], l[2] + 19 * l[7], l[3], l[4]]
+    [
+        l[0] + 19 * l[5],
+        l[1] + 19 * l[6],
+        l[2] + 19 * l[7],
+        l[3],
+        l[4],
+    ]
 }
 
 /// 32 little-endian bytes (top bit ignored) as five radix-2^51 limbs, each < 2^51.
@@ -278,13 +295,13 @@ mod imp {
     #[derive(Clone, Copy)]
     struct Fe([__m512i; 5]);
 
-    /// 2p in radix 2^51 (limb-wise larger than any loose limb), used for subtraction.
-    const TWO_P: [u64; 5] = [
-        2 * ((1 << 51) - 19),
-        2 * MASK51,
-        2 * MASK51,
-        2 * MASK51,
-        2 * MASK51,
+    /// 2^11·p in radix 2^51 (limb-wise larger than any wide limb < 2^61), the subtraction bias.
+    const BIAS: [u64; 5] = [
+        ((1 << 51) - 19) << 11,
+        MASK51 << 11,
+        MASK51 << 11,
+        MASK51 << 11,
+        MASK51 << 11,
     ];
     /// sqrt(−1) (the root with sgn0 = 0).
     const SQRT_M1: [u64; 5] = [
@@ -330,7 +347,13 @@ mod imp {
     #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
     #[inline]
     fn konst(l: [u64; 5]) -> Fe {
-        Fe([splat(l[0]), splat(l[1]), splat(l[2]), splat(l[3]), splat(l[4])])
+        Fe([
+            splat(l[0]),
+            splat(l[1]),
+            splat(l[2]),
+            splat(l[3]),
+            splat(l[4]),
+        ])
     }
 
     #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
@@ -383,24 +406,113 @@ mod imp {
         ])
     }
 
-    /// Folds ten column sums (each < 2^57) mod p and carries once.
+    /// Sequential carry: limbs < 2^63 in; limbs 1..4 < 2^51 and limb 0 < 2^51 + 2^18 out ("tight").
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    #[inline]
+    fn carry_seq(mut r: [__m512i; 5]) -> Fe {
+        let m = splat(MASK51);
+        for i in 0..4 {
+            let c = _mm512_srli_epi64::<51>(r[i]);
+            r[i] = _mm512_and_si512(r[i], m);
+            r[i + 1] = _mm512_add_epi64(r[i + 1], c);
+        }
+        let c = _mm512_srli_epi64::<51>(r[4]);
+        r[4] = _mm512_and_si512(r[4], m);
+        r[0] = _mm512_madd52lo_epu64(r[0], c, splat(19));
+        Fe(r)
+    }
+
+    /// Tight sum (see [`carry_seq`]), an input for [`sqr_tight_wide`].
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    #[inline]
+    fn add_tight(a: &Fe, b: &Fe) -> Fe {
+        carry_seq(core::array::from_fn(|i| _mm512_add_epi64(a.0[i], b.0[i])))
+    }
+
+    /// Tight difference (see [`carry_seq`]), an input for [`sqr_tight_wide`].
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    #[inline]
+    fn sub_tight(a: &Fe, b: &Fe) -> Fe {
+        carry_seq(core::array::from_fn(|i| {
+            _mm512_sub_epi64(_mm512_add_epi64(a.0[i], splat(BIAS[i])), b.0[i])
+        }))
+    }
+
+    /// Square of a tight element (limbs 1..4 < 2^51), wide limbs out. Since 2·a_j < 2^52 for
+    /// j >= 1, the cross products are taken as `a_i · (2 a_j)` and need no extra doubling.
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    #[inline]
+    fn sqr_tight_wide(a: &Fe) -> Fe {
+        let z = _mm512_setzero_si512();
+        let d: [__m512i; 5] = core::array::from_fn(|j| _mm512_add_epi64(a.0[j], a.0[j]));
+        let mut lo = [z; 10];
+        let mut hi = [z; 10];
+        for i in 0..5 {
+            lo[2 * i] = _mm512_madd52lo_epu64(lo[2 * i], a.0[i], a.0[i]);
+            hi[2 * i + 1] = _mm512_madd52hi_epu64(hi[2 * i + 1], a.0[i], a.0[i]);
+            for j in i + 1..5 {
+                lo[i + j] = _mm512_madd52lo_epu64(lo[i + j], a.0[i], d[j]);
+                hi[i + j + 1] = _mm512_madd52hi_epu64(hi[i + j + 1], a.0[i], d[j]);
+            }
+        }
+        let mut c = [z; 10];
+        c[0] = lo[0];
+        for k in 1..9 {
+            c[k] = _mm512_add_epi64(lo[k], _mm512_slli_epi64::<1>(hi[k]));
+        }
+        c[9] = _mm512_slli_epi64::<1>(hi[9]);
+        fold(c)
+    }
+
+    /// Folds ten column sums (each < 2^57) mod p, without carrying: "wide" limbs < 2^61.
     #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
     #[inline]
     fn fold(c: [__m512i; 10]) -> Fe {
-        let r: [__m512i; 5] = core::array::from_fn(|k| {
+        Fe(core::array::from_fn(|k| {
             let h = c[k + 5];
-            let h19 = _mm512_add_epi64(
-                _mm512_add_epi64(_mm512_slli_epi64::<4>(h), _mm512_slli_epi64::<1>(h)),
-                h,
-            );
+            // 19h = 16h + 2h + h; `opaque` stops LLVM from turning this into a 64-bit multiply,
+            // which without AVX512DQ it would emulate with a longer vpmuludq sequence.
+            let h2 = opaque(_mm512_add_epi64(h, h));
+            let h16 = opaque(_mm512_slli_epi64::<4>(h));
+            let h19 = _mm512_add_epi64(_mm512_add_epi64(h16, h2), h);
             _mm512_add_epi64(c[k], h19)
-        });
-        carry(r)
+        }))
     }
 
+    /// The identity, hidden from the optimiser (an empty inline-asm barrier, no instruction).
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    #[inline]
+    fn opaque(mut x: __m512i) -> __m512i {
+        // SAFETY: the assembly is empty: it reads and writes only the register holding `x`,
+        // touches no memory, stack or flags.
+        unsafe {
+            core::arch::asm!(
+                "/* {0} */",
+                inout(zmm_reg) x,
+                options(pure, nomem, nostack, preserves_flags)
+            );
+        }
+        x
+    }
+
+    /// Loose product.
     #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
     #[inline]
     fn mul(a: &Fe, b: &Fe) -> Fe {
+        carry(mul_wide(a, b).0)
+    }
+
+    /// Loose square.
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    #[inline]
+    fn sqr(a: &Fe) -> Fe {
+        carry(sqr_wide(a).0)
+    }
+
+    /// Product with wide limbs (< 2^61): valid only as an input of `add`/`sub`/`carry`.
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    #[inline]
+    fn mul_wide(a: &Fe, b: &Fe) -> Fe {
         let z = _mm512_setzero_si512();
         let mut lo = [z; 10];
         let mut hi = [z; 10];
@@ -419,9 +531,10 @@ mod imp {
         fold(c)
     }
 
+    /// Square with wide limbs (< 2^61): valid only as an input of `add`/`sub`/`carry`.
     #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
     #[inline]
-    fn sqr(a: &Fe) -> Fe {
+    fn sqr_wide(a: &Fe) -> Fe {
         let z = _mm512_setzero_si512();
         // Column sums by coefficient: d ×1 (square lo), e ×2 (cross lo, square hi), f ×4 (cross hi).
         let mut d = [z; 10];
@@ -469,14 +582,16 @@ mod imp {
     #[inline]
     fn sub(a: &Fe, b: &Fe) -> Fe {
         carry(core::array::from_fn(|i| {
-            _mm512_sub_epi64(_mm512_add_epi64(a.0[i], splat(TWO_P[i])), b.0[i])
+            _mm512_sub_epi64(_mm512_add_epi64(a.0[i], splat(BIAS[i])), b.0[i])
         }))
     }
 
     #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
     #[inline]
     fn neg(a: &Fe) -> Fe {
-        carry(core::array::from_fn(|i| _mm512_sub_epi64(splat(TWO_P[i]), a.0[i])))
+        carry(core::array::from_fn(|i| {
+            _mm512_sub_epi64(splat(BIAS[i]), a.0[i])
+        }))
     }
 
     /// Squares `k` times.
@@ -573,17 +688,20 @@ mod imp {
     #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
     #[inline]
     fn cmov(a: &Fe, b: &Fe, c: __mmask8) -> Fe {
-        Fe(core::array::from_fn(|i| _mm512_mask_blend_epi64(c, a.0[i], b.0[i])))
+        Fe(core::array::from_fn(|i| {
+            _mm512_mask_blend_epi64(c, a.0[i], b.0[i])
+        }))
     }
 
-    /// Swaps `a` and `b` in the lanes where `m` is all-ones (m is all-zero or all-ones per lane).
+    /// Swaps `a` and `b` in the lanes whose bit is set in `m` (a mask register value computed
+    /// arithmetically from the key bit, consumed by `vpblendmq`: no branch, no memory index).
     #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
     #[inline]
-    fn cswap(m: __m512i, a: &mut Fe, b: &mut Fe) {
+    fn cswap(m: __mmask8, a: &mut Fe, b: &mut Fe) {
         for i in 0..5 {
-            let t = _mm512_and_si512(_mm512_xor_si512(a.0[i], b.0[i]), m);
-            a.0[i] = _mm512_xor_si512(a.0[i], t);
-            b.0[i] = _mm512_xor_si512(b.0[i], t);
+            let (x, y) = (a.0[i], b.0[i]);
+            a.0[i] = _mm512_mask_blend_epi64(m, x, y);
+            b.0[i] = _mm512_mask_blend_epi64(m, y, x);
         }
     }
 
@@ -598,29 +716,30 @@ mod imp {
         for t in (0..255usize).rev() {
             let kt = u64::from((k[t >> 3] >> (t & 7)) & 1);
             swap ^= kt;
-            let m = splat(swap.wrapping_neg());
+            let m = (swap as u8).wrapping_neg();
             cswap(m, &mut x2, &mut x3);
             cswap(m, &mut z2, &mut z3);
             swap = kt;
 
-            let a = add(&x2, &z2);
-            let b = sub(&x2, &z2);
+            let a = add_tight(&x2, &z2);
+            let b = sub_tight(&x2, &z2);
             let c = add(&x3, &z3);
             let d = sub(&x3, &z3);
-            let aa = sqr(&a);
-            let bb = sqr(&b);
-            let da = mul(&d, &a);
-            let cb = mul(&c, &b);
-            x3 = sqr(&add(&da, &cb));
-            z3 = mul(x1, &sqr(&sub(&da, &cb)));
-            x2 = mul(&aa, &bb);
+            let aa = carry(sqr_tight_wide(&a).0);
+            let bb = carry(sqr_tight_wide(&b).0);
+            // Values that only feed `add`/`sub` (or the final `carry`) stay wide.
+            let da = mul_wide(&d, &a);
+            let cb = mul_wide(&c, &b);
+            x3 = sqr_tight_wide(&add_tight(&da, &cb));
+            z3 = mul_wide(x1, &carry(sqr_tight_wide(&sub_tight(&da, &cb)).0));
+            x2 = mul_wide(&aa, &bb);
             let e = sub(&aa, &bb);
-            z2 = mul(&e, &mul_small_add(&e, 121_665, &aa));
+            z2 = mul_wide(&e, &mul_small_add(&e, 121_665, &aa));
         }
-        let m = splat(swap.wrapping_neg());
+        let m = (swap as u8).wrapping_neg();
         cswap(m, &mut x2, &mut x3);
         cswap(m, &mut z2, &mut z3);
-        (x2, z2)
+        (carry(x2.0), carry(z2.0))
     }
 
     /// Computes `num[i] / den[i]` for every vector (0 where `den ≡ 0`), canonical, in place of `num`.
@@ -645,7 +764,9 @@ mod imp {
             inv = mul(&inv, &d);
             let q = canon(&mul(&num[i], &di));
             let z = _mm512_setzero_si512();
-            num[i] = Fe(core::array::from_fn(|j| _mm512_mask_blend_epi64(zero_mask[i], q.0[j], z)));
+            num[i] = Fe(core::array::from_fn(|j| {
+                _mm512_mask_blend_epi64(zero_mask[i], q.0[j], z)
+            }));
         }
     }
 
@@ -855,7 +976,9 @@ mod tests {
     }
 
     fn dalek_h(dst: &[u8], m: &[u8]) -> [u8; 32] {
-        EdwardsPoint::hash_to_curve::<Sha512>(&[m], &[dst]).to_montgomery().0
+        EdwardsPoint::hash_to_curve::<Sha512>(&[m], &[dst])
+            .to_montgomery()
+            .0
     }
 
     fn x1(k: &[u8; 32], u: &[u8; 32]) -> [u8; 32] {
@@ -907,7 +1030,10 @@ mod tests {
                 );
             }
         }
-        assert_eq!(k, hex32("684cf59ba83309552800ef566f2f4d3c1c3887c49360e3875f2eb94d99532c51"));
+        assert_eq!(
+            k,
+            hex32("684cf59ba83309552800ef566f2f4d3c1c3887c49360e3875f2eb94d99532c51")
+        );
     }
 
     #[test]
@@ -1032,8 +1158,13 @@ mod tests {
         }
         let q128 = format!("q128_{}", "q".repeat(128));
         let a512 = format!("a512_{}", "a".repeat(512));
-        let msgs: [&[u8]; 5] =
-            [b"", b"abc", b"abcdef0123456789", q128.as_bytes(), a512.as_bytes()];
+        let msgs: [&[u8]; 5] = [
+            b"",
+            b"abc",
+            b"abcdef0123456789",
+            q128.as_bytes(),
+            a512.as_bytes(),
+        ];
         let expect = [
             "493a48fe2bc158f31a32ff26b5472d8d0031176b3189edb03af8a8d47a7e8766",
             "d95136a0c803d4140ba1e3eebb7068b270fab21865f100a1ab59300522750466",
@@ -1101,31 +1232,47 @@ mod tests {
         let msgs: Vec<[u8; 16]> = u.iter().map(|x| core::array::from_fn(|i| x[i])).collect();
         let mut out = vec![[0u8; 32]; n];
         let dst = b"blindjoin-bench";
-        for round in 0..3 {
+        // The machine is shared: report the best of several rounds.
+        let (mut a, mut b, mut c, mut d) = (f64::MAX, f64::MAX, f64::MAX, f64::MAX);
+        for _ in 0..8 {
             let t = Instant::now();
             x25519_batch(&k, &u, &mut out);
-            let a = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+            a = a.min(t.elapsed().as_secs_f64() * 1e6 / n as f64);
             let t = Instant::now();
             hash_to_montgomery_batch(dst, &msgs, &mut out);
-            let b = t.elapsed().as_secs_f64() * 1e6 / n as f64;
-            let m = 512;
+            b = b.min(t.elapsed().as_secs_f64() * 1e6 / n as f64);
+            let m = 256;
             let t = Instant::now();
-            for ui in &u[..m] {
-                out[0] = dalek_x(&k, ui);
+            for (o, ui) in out.iter_mut().zip(&u[..m]) {
+                *o = dalek_x(&k, ui);
             }
-            let c = t.elapsed().as_secs_f64() * 1e6 / m as f64;
+            c = c.min(t.elapsed().as_secs_f64() * 1e6 / m as f64);
             let t = Instant::now();
             let pts: Vec<EdwardsPoint> = msgs[..m]
                 .iter()
                 .map(|x| EdwardsPoint::hash_to_curve::<Sha512>(&[x], &[dst]))
                 .collect();
             let mm = EdwardsPoint::to_montgomery_batch(&pts);
-            let d = t.elapsed().as_secs_f64() * 1e6 / m as f64;
+            d = d.min(t.elapsed().as_secs_f64() * 1e6 / m as f64);
             out[1] = mm[0].0;
-            println!(
-                "round {round}: x25519_batch {a:.2} us/op, dalek mul_clamped {c:.2} us/op; \
-                 hash_to_montgomery_batch {b:.2} us/op, dalek hash_to_curve+to_montgomery_batch {d:.2} us/op"
-            );
         }
+        let xmd = Xmd::new(dst);
+        let mut e = f64::MAX;
+        for _ in 0..8 {
+            let t = Instant::now();
+            let mut acc = 0u64;
+            for m in &msgs {
+                acc ^= xmd.hash_to_field(m)[1][0];
+            }
+            e = e.min(t.elapsed().as_secs_f64() * 1e6 / n as f64);
+            out[2][0] = acc as u8;
+        }
+        println!("  (of which serial hash_to_field: {e:.2} us/op)");
+        println!(
+            "x25519_batch (n={n}): {a:.2} us/op; dalek MontgomeryPoint::mul_clamped: {c:.2} us/op"
+        );
+        println!(
+            "hash_to_montgomery_batch (n={n}): {b:.2} us/op; dalek hash_to_curve + to_montgomery_batch: {d:.2} us/op"
+        );
     }
 }
