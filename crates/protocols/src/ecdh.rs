@@ -95,7 +95,8 @@ fn receiver(
     // Step 3a: the peer's masked items, raised to our key, as (tag, peer position), sorted.
     ctx.progress.stage("masking the peer's items", n_s as u64);
     let n = ctx.cipher.point_len();
-    let mut peer_tags: Vec<(u128, u32)> = Vec::with_capacity(n_s);
+    // Grows with what actually arrives: the peer-announced count only caps it.
+    let mut peer_tags: Vec<(u128, u32)> = Vec::with_capacity(n_s.min(1 << 16));
     let mut received = 0;
     while let Some((first, remasked)) = receive_group(link, ctx, n_s, &mut received)? {
         let all = remasked.iter().flat_map(|out| out.chunks_exact(n));
