@@ -90,6 +90,14 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
     if !args.quiet {
         eprintln!("{}", summary(&spec, &report));
     }
+    if report.output_path.is_none()
+        && let Some(stale) = spec.output.as_ref().filter(|p| p.exists())
+    {
+        eprintln!(
+            "blindjoin: warning: {} is from an earlier run; this run wrote no output there",
+            stale.display()
+        );
+    }
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }
