@@ -2,7 +2,9 @@
 //!
 //! Curve arithmetic for ECDH-PSI through vetted crates (curve25519-dalek, RustCrypto k256 / p256 /
 //! sm2), with RFC 9380 hash-to-curve on every curve, and the item digest every protocol consumes.
-//! This crate depends on nothing else in blindjoin.
+//! This crate depends on nothing else in blindjoin. It also holds the non-interactive building
+//! blocks of the OT/VOLE protocols: [`gf128`] (GF(2^128) with PCLMULQDQ) and [`okvs`] (a random
+//! band OKVS, Bienstock et al., eprint 2023/903).
 //!
 //! The central type is [`EcdhCipher`]: a secret scalar `k` bound to a group, which maps private
 //! items to `H(x)^k` and re-masks peer points `P ↦ P^k`. Both operations work on whole batches so a
@@ -26,6 +28,8 @@
 
 mod digest;
 mod error;
+pub mod gf128;
+pub mod okvs;
 pub mod ristretto;
 mod sm2_h2c;
 mod weierstrass;
