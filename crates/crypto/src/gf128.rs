@@ -27,7 +27,7 @@
 
 use core::ops::{Add, AddAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 
-/// An element of GF(2^128) = GF(2)[x] / (x^128 + x^7 + x^2 + x + 1).
+/// An element of GF(2^128) = GF(2)\[x\] / (x^128 + x^7 + x^2 + x + 1).
 ///
 /// Bit `i` of the inner `u128` is the coefficient of `x^i`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]

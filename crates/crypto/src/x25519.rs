@@ -9,7 +9,7 @@
 //! about half of all items land on the twist and the twist bit of each hash leaks), every hashed
 //! item here is a uniformly distributed point of the prime-order subgroup.
 //!
-//! Backends: an 8-lane AVX-512 IFMA kernel ([`crate::x25519_ifma`]) when the CPU has it (detected
+//! Backends: an 8-lane AVX-512 IFMA kernel (module `x25519_ifma`) when the CPU has it (detected
 //! at run time), else curve25519-dalek's serial ladder. Both give identical bytes; tests check it.
 
 use crate::{
