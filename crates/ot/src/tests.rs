@@ -1,0 +1,368 @@
+#![allow(clippy::needless_range_loop)] // index loops read clearer in the checks
+
+use crate::transpose::{naive_transpose_rows, transpose_rows, transpose128};
+use crate::*;
+use blindjoin_link::{Link, MemLink, mem_pair, put_u32, put_u64};
+use curve25519_dalek::constants::RISTRETTO_BASEPOINT_POINT;
+use std::thread;
+
+fn random_choices(n: usize) -> Vec<bool> {
+    let mut b = vec![0u8; n];
+    blindjoin_crypto::random_bytes(&mut b).unwrap();
+    b.iter().map(|x| x & 1 == 1).collect()
+}
+
+/// Runs `a` on a new thread and `b` here, each with one end of a mem link.
+fn run2<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce(&mut MemLink) -> RA + Send + 'static,
+    RA: Send + 'static,
+    B: FnOnce(&mut MemLink) -> RB,
+{
+    let (mut la, mut lb) = mem_pair();
+    let h = thread::spawn(move || {
+        let r = a(&mut la);
+        (r, la)
+    });
+    let rb = b(&mut lb);
+    let (ra, _la) = h.join().unwrap();
+    (ra, rb)
+}
+
+#[test]
+fn base_ot_correct() {
+    for k in [1usize, 128, 300] {
+        let choices = random_choices(k);
+        let c2 = choices.clone();
+        let (pairs, got) = run2(
+            move |l| base_ot_send(l, k).unwrap(),
+            move |l| base_ot_receive(l, &c2).unwrap(),
+        );
+        assert_eq!(pairs.len(), k);
+        assert_eq!(got.len(), k);
+        for i in 0..k {
+            let c = usize::from(choices[i]);
+            assert_eq!(got[i], pairs[i][c], "k={k} i={i}");
+            assert_ne!(got[i], pairs[i][1 - c], "k={k} i={i}");
+            assert_ne!(pairs[i][0], pairs[i][1]);
+        }
+    }
+}
+
+#[test]
+fn base_ot_zero_and_too_many() {
+    let (pairs, got) = run2(
+        |l| base_ot_send(l, 0).unwrap(),
+        |l| base_ot_receive(l, &[]).unwrap(),
+    );
+    assert!(pairs.is_empty() && got.is_empty());
+    let (mut l, _r) = mem_pair();
+    assert!(matches!(
+        base_ot_send(&mut l, MAX_BASE_OTS + 1),
+        Err(OtError::Usage(_))
+    ));
+    assert!(matches!(
+        base_ot_receive(&mut l, &vec![false; MAX_BASE_OTS + 1]),
+        Err(OtError::Usage(_))
+    ));
+}
+
+fn check_cot(n: usize) -> (u128, Vec<u128>) {
+    let choices = random_choices(n);
+    let c2 = choices.clone();
+    let (s, r) = run2(
+        move |l| iknp_cot_send(l, n).unwrap(),
+        move |l| iknp_cot_receive(l, &c2).unwrap(),
+    );
+    assert_ne!(s.delta(), 0);
+    assert_eq!(s.len(), n);
+    assert_eq!(r.len(), n);
+    assert_eq!(r.choices(), &choices[..]);
+    for i in 0..n {
+        let mask = if choices[i] { s.delta() } else { 0 };
+        assert_eq!(r.t()[i], s.q()[i] ^ mask, "n={n} i={i}");
+    }
+    // Random OTs derived from the COTs agree on the chosen element only.
+    let so = s.random_ots();
+    let ro = r.random_ots();
+    for i in 0..n {
+        let c = usize::from(choices[i]);
+        assert_eq!(ro[i], so[i][c]);
+        assert_ne!(ro[i], so[i][1 - c]);
+    }
+    (s.delta(), s.q().to_vec())
+}
+
+#[test]
+fn iknp_cot_correct_all_sizes() {
+    for n in [0usize, 1, 127, 128, 129, 10_000, 100_000] {
+        let (d1, q1) = check_cot(n);
+        let (d2, q2) = check_cot(n);
+        assert_ne!(d1, d2, "Δ repeats across runs");
+        if n > 0 {
+            assert_ne!(q1, q2, "q repeats across runs");
+        }
+    }
+}
+
+#[test]
+fn iknp_chunk_boundaries() {
+    for n in [CHUNK_OTS - 1, CHUNK_OTS, CHUNK_OTS + 1, 2 * CHUNK_OTS + 129] {
+        check_cot(n);
+    }
+}
+
+#[test]
+fn cot_outputs_look_random() {
+    // q_i must not be constant or structured: no two equal among 10,000, and bits balanced.
+    let (_, q) = check_cot(10_000);
+    let mut sorted = q.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), q.len());
+    let ones: u32 = q.iter().map(|x| x.count_ones()).sum();
+    let total = 128 * q.len() as u32;
+    assert!(ones > total * 49 / 100 && ones < total * 51 / 100);
+}
+
+#[test]
+fn transpose128_matches_naive() {
+    for _ in 0..20 {
+        let mut bytes = [0u8; 16 * 128];
+        blindjoin_crypto::random_bytes(&mut bytes).unwrap();
+        let mut m = [0u128; 128];
+        for (j, w) in m.iter_mut().enumerate() {
+            *w = u128::from_le_bytes(bytes[16 * j..16 * j + 16].try_into().unwrap());
+        }
+        let orig = m;
+        transpose128(&mut m);
+        for i in 0..128 {
+            for j in 0..128 {
+                assert_eq!((m[i] >> j) & 1, (orig[j] >> i) & 1);
+            }
+        }
+        transpose128(&mut m);
+        assert_eq!(m, orig, "transpose is an involution");
+    }
+}
+
+#[test]
+fn transpose_rows_matches_naive() {
+    for cols in [128usize, 256, 1024, 128 * 37] {
+        let mut rows = vec![0u8; 16 * cols];
+        blindjoin_crypto::random_bytes(&mut rows).unwrap();
+        let mut out = vec![0u128; cols];
+        transpose_rows(&rows, cols, &mut out);
+        assert_eq!(out, naive_transpose_rows(&rows, cols));
+    }
+    // A single set bit lands where expected.
+    let cols = 256;
+    let mut rows = vec![0u8; 16 * cols];
+    rows[5 * (cols / 8) + 200 / 8] = 1 << (200 % 8); // row 5, column 200
+    let mut out = vec![0u128; cols];
+    transpose_rows(&rows, cols, &mut out);
+    for (i, w) in out.iter().enumerate() {
+        assert_eq!(*w, if i == 200 { 1 << 5 } else { 0 });
+    }
+}
+
+// ---- hostile peers -------------------------------------------------------------------------
+
+fn point_bytes(p: &curve25519_dalek::ristretto::RistrettoPoint) -> [u8; 32] {
+    p.compress().to_bytes()
+}
+
+#[test]
+fn base_ot_receiver_rejects_bad_sender_point() {
+    let g = point_bytes(&RISTRETTO_BASEPOINT_POINT);
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (g[..31].to_vec(), "truncated"),
+        ([&g[..], &[0]].concat(), "oversized"),
+        (vec![], "empty"),
+        (vec![0u8; 32], "identity"),
+        (vec![0xff; 32], "non-canonical"),
+    ];
+    for (msg, what) in cases {
+        let expect_crypto = what == "identity" || what == "non-canonical";
+        let (_, r) = run2(
+            move |l| l.send(&msg).unwrap(),
+            |l| base_ot_receive(l, &[true, false]),
+        );
+        match r {
+            Err(OtError::Crypto(_)) if expect_crypto => {}
+            Err(OtError::InvalidMessage(_)) if !expect_crypto => {}
+            other => panic!("{what}: unexpected {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn base_ot_sender_rejects_bad_receiver_points() {
+    let g = point_bytes(&RISTRETTO_BASEPOINT_POINT);
+    let msg_with = |count: u32, points: &[[u8; 32]]| {
+        let mut m = Vec::new();
+        put_u32(&mut m, count);
+        for p in points {
+            m.extend_from_slice(p);
+        }
+        m
+    };
+    // (message builder given A, expected error kind)
+    type Build = Box<dyn Fn([u8; 32]) -> Vec<u8> + Send>;
+    let cases: Vec<(Build, &str)> = vec![
+        (Box::new(move |_| msg_with(3, &[g; 3])), "misbehaved"),
+        (Box::new(move |_| msg_with(5, &[g; 5])), "invalid"),
+        (Box::new(move |_| msg_with(u32::MAX, &[g; 2])), "invalid"),
+        (Box::new(move |_| msg_with(4, &[g; 3])), "invalid"),
+        (
+            Box::new(move |_| [msg_with(4, &[g; 4]), vec![1]].concat()),
+            "invalid",
+        ),
+        (Box::new(|_| vec![1, 2]), "invalid"),
+        (
+            Box::new(move |_| msg_with(4, &[g, g, [0; 32], g])),
+            "crypto",
+        ),
+        (
+            Box::new(move |_| msg_with(4, &[g, [0xee; 32], g, g])),
+            "crypto",
+        ),
+        (Box::new(move |a| msg_with(4, &[g, g, g, a])), "crypto"),
+    ];
+    for (i, (build, kind)) in cases.into_iter().enumerate() {
+        let (_, r) = run2(
+            move |l| {
+                let a: [u8; 32] = l.recv().unwrap().try_into().unwrap();
+                l.send(&build(a)).unwrap();
+            },
+            |l| base_ot_send(l, 4),
+        );
+        let ok = matches!(
+            (&r, kind),
+            (Err(OtError::PeerMisbehaved(_)), "misbehaved")
+                | (Err(OtError::InvalidMessage(_)), "invalid")
+                | (Err(OtError::Crypto(_)), "crypto")
+        );
+        assert!(
+            ok,
+            "case {i}: expected {kind}, got {:?}",
+            r.map(|v| v.len())
+        );
+    }
+}
+
+#[test]
+fn iknp_sender_rejects_bad_header() {
+    let with_n = |magic: &[u8], n: u64| {
+        let mut h = magic.to_vec();
+        put_u64(&mut h, n);
+        h
+    };
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (with_n(b"IKNP", 999), "misbehaved"),
+        (with_n(b"KKRT", 1000), "misbehaved"),
+        (b"IKN".to_vec(), "invalid"),
+        ([with_n(b"IKNP", 1000), vec![0]].concat(), "invalid"),
+        (with_n(b"IKNP", 1000)[..10].to_vec(), "invalid"),
+    ];
+    for (msg, kind) in cases {
+        let (_, r) = run2(move |l| l.send(&msg).unwrap(), |l| iknp_cot_send(l, 1000));
+        let ok = matches!(
+            (&r, kind),
+            (Err(OtError::PeerMisbehaved(_)), "misbehaved")
+                | (Err(OtError::InvalidMessage(_)), "invalid")
+        );
+        assert!(ok, "expected {kind}, got {:?}", r.map(|s| s.len()));
+    }
+}
+
+#[test]
+fn iknp_sender_rejects_bad_matrix() {
+    // A receiver that runs the header and base OTs honestly, then sends a wrong-size matrix.
+    let n = 1000usize;
+    let expected = KAPPA * n.div_ceil(128) * 128 / 8;
+    for len in [0usize, expected - 1, expected + 1, expected + (1 << 20)] {
+        let (_, r) = run2(
+            move |l| {
+                let mut h = b"IKNP".to_vec();
+                put_u64(&mut h, n as u64);
+                l.send(&h).unwrap();
+                base_ot_send(l, KAPPA).unwrap();
+                l.send(&vec![0u8; len]).unwrap();
+            },
+            move |l| iknp_cot_send(l, n),
+        );
+        assert!(
+            matches!(r, Err(OtError::InvalidMessage(_))),
+            "len {len}: {:?}",
+            r.map(|s| s.len())
+        );
+    }
+}
+
+#[test]
+fn iknp_receiver_rejects_bad_base_ot_reply() {
+    // A sender that answers the base-OT point with the wrong number of points.
+    for count in [0u32, 127, 129, u32::MAX] {
+        let (_, r) = run2(
+            move |l| {
+                let _header = l.recv().unwrap();
+                let _a = l.recv().unwrap();
+                let mut m = Vec::new();
+                put_u32(&mut m, count);
+                m.extend_from_slice(&[7u8; 64]);
+                l.send(&m).unwrap();
+            },
+            |l| iknp_cot_receive(l, &[true; 300]),
+        );
+        assert!(
+            matches!(
+                r,
+                Err(OtError::InvalidMessage(_)) | Err(OtError::PeerMisbehaved(_))
+            ),
+            "count {count}: {:?}",
+            r.map(|s| s.len())
+        );
+    }
+}
+
+#[test]
+fn peer_gone_is_a_link_error() {
+    let (la, mut lb) = mem_pair();
+    drop(la);
+    assert!(matches!(iknp_cot_send(&mut lb, 10), Err(OtError::Link(_))));
+    let (la, mut lb) = mem_pair();
+    drop(la);
+    assert!(matches!(
+        iknp_cot_receive(&mut lb, &[true]),
+        Err(OtError::Link(_))
+    ));
+}
+
+#[test]
+#[ignore = "timing; run with --release -- --ignored --nocapture"]
+fn iknp_throughput() {
+    let n = 1usize << 20;
+    let choices = random_choices(n);
+    // Warm-up (rayon pool, page faults).
+    check_cot(1 << 16);
+    let start = std::time::Instant::now();
+    let (s, r) = run2(
+        move |l| iknp_cot_send(l, n).unwrap(),
+        move |l| iknp_cot_receive(l, &choices).unwrap(),
+    );
+    let secs = start.elapsed().as_secs_f64();
+    assert_eq!(s.len(), n);
+    assert_eq!(r.len(), n);
+    println!(
+        "IKNP: {n} COTs in {:.3} s = {:.2} M COT/s (both parties, this machine)",
+        secs,
+        n as f64 / secs / 1e6
+    );
+    let start = std::time::Instant::now();
+    let so = s.random_ots();
+    let ro = r.random_ots();
+    let secs = start.elapsed().as_secs_f64();
+    assert_eq!(so.len() + ro.len(), 2 * n);
+    println!("random-OT hashing (both sides): {:.3} s", secs);
+}
