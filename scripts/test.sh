@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints (warnings are errors), and every test in the workspace
-# (unit tests, protocol-vs-plaintext tests, and end-to-end tests that run two `blindjoin`
-# processes on 127.0.0.1).
+# The whole test suite: formatting, lints (warnings are errors), every Rust test in the workspace
+# (unit tests, protocol-vs-plaintext tests, end-to-end tests that run two `blindjoin` processes on
+# 127.0.0.1), then the Python package: build the wheel with maturin and run its pytest suite
+# (two Python processes on 127.0.0.1) in a throwaway virtualenv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all --check
+cargo fmt --manifest-path crates/py/Cargo.toml --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+
+venv=target/pyenv
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/pip" install -q "maturin==1.16.0" "pytest>=8"
+rm -rf target/wheels
+"$venv/bin/maturin" build -q --locked -o target/wheels
+"$venv/bin/pip" install -q --force-reinstall target/wheels/blindjoin-*.whl
+"$venv/bin/pytest" -q python/tests

@@ -1,0 +1,97 @@
+//! The one place where Rust errors become Python exceptions.
+//!
+//! `blindjoin.Error` is the base; each subclass groups the Rust variants by what the user should
+//! look at. The message is always the Rust error's `Display`, the same text the CLI prints.
+
+use blindjoin_data::{ConfigError as RsConfigError, DataError};
+use blindjoin_link::LinkError as RsLinkError;
+use blindjoin_protocols::ProtocolError as RsProtocolError;
+use pyo3::exceptions::{PyException, PyFileNotFoundError};
+use pyo3::prelude::*;
+
+pyo3::create_exception!(
+    blindjoin,
+    Error,
+    PyException,
+    "Base class of every error blindjoin raises (except FileNotFoundError for a missing input)."
+);
+pyo3::create_exception!(
+    blindjoin,
+    ConfigError,
+    Error,
+    "The config or arguments are wrong; the message names the field."
+);
+pyo3::create_exception!(
+    blindjoin,
+    InputError,
+    Error,
+    "The input table is malformed or lacks a key column; the message names file, line and column."
+);
+pyo3::create_exception!(
+    blindjoin,
+    LinkError,
+    Error,
+    "The network link failed: cannot listen, peer not reachable in time, connection lost, timeout."
+);
+pyo3::create_exception!(
+    blindjoin,
+    PeerError,
+    Error,
+    "The peer failed (it aborted with a reason), disagrees on settings, or misbehaved."
+);
+pyo3::create_exception!(
+    blindjoin,
+    ProtocolError,
+    Error,
+    "The protocol failed locally (curve error, unsupported option, internal error)."
+);
+
+/// Maps a config error (from parsing a launch config).
+pub(crate) fn config_err(e: &RsConfigError) -> PyErr {
+    ConfigError::new_err(e.to_string())
+}
+
+fn link_err(e: &RsLinkError, msg: String) -> PyErr {
+    match e {
+        RsLinkError::PeerAborted { .. } => PeerError::new_err(msg),
+        _ => LinkError::new_err(msg),
+    }
+}
+
+/// Maps an error from `blindjoin_data::run`.
+pub(crate) fn data_err(e: &DataError) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        DataError::Config(_) => ConfigError::new_err(msg),
+        DataError::Csv(_)
+        | DataError::MissingKeyColumn { .. }
+        | DataError::EmptyKey { .. }
+        | DataError::NonUtf8Key { .. } => InputError::new_err(msg),
+        DataError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            PyFileNotFoundError::new_err(msg)
+        }
+        DataError::Io { action, .. } if *action == "reading the input" => InputError::new_err(msg),
+        DataError::Io { .. } => Error::new_err(msg),
+        DataError::Link(l) => link_err(l, msg),
+        DataError::Protocol(p) => match p {
+            RsProtocolError::Link(l) => link_err(l, msg),
+            RsProtocolError::Mismatch { .. }
+            | RsProtocolError::PeerMisbehaved(_)
+            | RsProtocolError::InvalidMessage(_) => PeerError::new_err(msg),
+            _ => ProtocolError::new_err(msg),
+        },
+        _ => Error::new_err(msg),
+    }
+}
+
+/// Adds the exception classes to the module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("ConfigError", py.get_type::<ConfigError>())?;
+    m.add("InputError", py.get_type::<InputError>())?;
+    m.add("LinkError", py.get_type::<LinkError>())?;
+    m.add("PeerError", py.get_type::<PeerError>())?;
+    m.add("ProtocolError", py.get_type::<ProtocolError>())?;
+    Ok(())
+}
