@@ -323,20 +323,7 @@ pub fn mul_add_slices_portable(acc: &mut [Gf128], a: &[Gf128], b: Gf128) {
 mod tests {
     use super::*;
 
-    /// SplitMix64 — deterministic test randomness (no external RNG dependency).
-    struct Rng(u64);
-    impl Rng {
-        fn next_u64(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-        fn gf(&mut self) -> Gf128 {
-            Gf128(((self.next_u64() as u128) << 64) | self.next_u64() as u128)
-        }
-    }
+    use crate::test_rng::Rng;
 
     /// Naive reference: schoolbook with reduction one bit at a time (mul by x).
     fn mul_reference(a: Gf128, b: Gf128) -> Gf128 {

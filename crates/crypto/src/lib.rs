@@ -202,4 +202,6 @@ pub(crate) fn check_remask_buffers(
 }
 
 #[cfg(test)]
+mod test_rng;
+#[cfg(test)]
 mod tests;

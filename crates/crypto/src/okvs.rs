@@ -744,23 +744,10 @@ mod tests {
     use super::*;
     use std::time::Instant;
 
-    struct Rng(u64);
+    use crate::test_rng::Rng;
     impl Rng {
-        fn next_u64(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-        fn u128(&mut self) -> u128 {
-            ((self.next_u64() as u128) << 64) | self.next_u64() as u128
-        }
         fn key(&mut self) -> [u8; 16] {
             self.u128().to_le_bytes()
-        }
-        fn gf(&mut self) -> Gf128 {
-            Gf128(self.u128())
         }
     }
 

@@ -945,19 +945,12 @@ mod imp {
 mod tests {
     use super::*;
 
-    struct Rng(u64);
+    use crate::test_rng::Rng;
     impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
         fn bytes32(&mut self) -> [u8; 32] {
             let mut b = [0u8; 32];
             for c in b.chunks_mut(8) {
-                c.copy_from_slice(&self.next().to_le_bytes());
+                c.copy_from_slice(&self.next_u64().to_le_bytes());
             }
             b
         }
