@@ -28,6 +28,7 @@
 
 mod digest;
 mod error;
+pub mod exacc;
 pub mod gf128;
 pub mod okvs;
 pub mod ristretto;
