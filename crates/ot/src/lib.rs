@@ -31,6 +31,7 @@
 
 pub mod base_ot;
 pub mod iknp;
+pub mod pprf;
 pub mod transpose;
 
 #[cfg(test)]
