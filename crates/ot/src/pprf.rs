@@ -491,25 +491,10 @@ pub fn spcot_receive(
 mod tests {
     use super::*;
     use crate::{iknp_cot_receive, iknp_cot_send};
-    use blindjoin_link::{MemLink, mem_pair};
-    use std::thread;
+    use blindjoin_link::mem_pair;
     use std::time::Instant;
 
-    fn run2<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
-    where
-        A: FnOnce(&mut MemLink) -> RA + Send + 'static,
-        RA: Send + 'static,
-        B: FnOnce(&mut MemLink) -> RB,
-    {
-        let (mut la, mut lb) = mem_pair();
-        let h = thread::spawn(move || {
-            let r = a(&mut la);
-            (r, la)
-        });
-        let rb = b(&mut lb);
-        let (ra, _la) = h.join().unwrap();
-        (ra, rb)
-    }
+    use crate::tests::run2;
 
     fn random_alphas(t: usize, d: usize) -> Vec<usize> {
         let mut b = vec![0u8; 8 * t];

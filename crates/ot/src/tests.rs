@@ -13,7 +13,7 @@ fn random_choices(n: usize) -> Vec<bool> {
 }
 
 /// Runs `a` on a new thread and `b` here, each with one end of a mem link.
-fn run2<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+pub(crate) fn run2<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
 where
     A: FnOnce(&mut MemLink) -> RA + Send + 'static,
     RA: Send + 'static,
