@@ -9,7 +9,7 @@ use crate::report::{Report, Stages, peak_rss_bytes};
 use crate::spec::RunSpec;
 use crate::table::{Table, cmp_keys};
 use blindjoin_link::{Link, LinkError, TcpLink, TcpOptions};
-use blindjoin_protocols::{Hello, NoProgress, Progress, PsiOptions, handshake, run_psi};
+use blindjoin_protocols::{Hello, Progress, PsiOptions, handshake, run_psi};
 use rayon::prelude::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -40,8 +40,7 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Report, DataError>
     std::thread::Builder::new()
         .name("connect".into())
         .spawn(move || {
-            let t = Instant::now();
-            let _ = tx.send(TcpLink::establish(&opts).map(|l| (l, t.elapsed())));
+            let _ = tx.send(TcpLink::establish(&opts));
         })
         .map_err(|source| DataError::Io {
             path: spec.input.clone(),
@@ -64,16 +63,15 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Report, DataError>
             last: "the connect attempt did not finish".into(),
         }),
     };
-    let input = match (prepared, connected) {
-        (Ok(input), Ok((link, _))) => (input, link),
-        (Err(e), Ok((mut link, _))) => {
+    let (prepared, mut link) = match (prepared, connected) {
+        (Ok(prepared), Ok(link)) => (prepared, link),
+        (Err(e), Ok(mut link)) => {
             link.abort(&e.to_string());
             return Err(e);
         }
         (Err(e), Err(_)) => return Err(e),
         (Ok(_), Err(e)) => return Err(e.into()),
     };
-    let (prepared, mut link) = input;
     match run_on_link(spec, prepared, &mut link, progress, start) {
         Ok(report) => Ok(report),
         Err(e) => {
@@ -202,7 +200,6 @@ pub fn run_on_link(
         };
     stages.write_output_s = t.elapsed().as_secs_f64();
     stages.total_s = start.elapsed().as_secs_f64();
-    let _ = NoProgress;
 
     let stats = link.stats();
     let report = Report {

@@ -93,20 +93,15 @@ impl Table {
             key_ends.push(key_buf.len());
             records.push(rec);
         }
+        drop(reader); // Ends the borrow of `bytes`, which the table then owns.
         Ok(Table {
             path: path.to_path_buf(),
-            bytes: Vec::new(),
+            bytes,
             header,
             records,
             keys: key_buf,
             key_ends,
-        }
-        .with_bytes(bytes))
-    }
-
-    fn with_bytes(mut self, bytes: Vec<u8>) -> Self {
-        self.bytes = bytes;
-        self
+        })
     }
 
     /// Number of data rows.
