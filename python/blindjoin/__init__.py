@@ -147,6 +147,30 @@ def _for_party(value: Any, self_party: str) -> Any:
     return value
 
 
+def _protocol_config(
+    protocol: str,
+    role: str,
+    broadcast_result: bool,
+    *,
+    curve: str,
+    low_comm: bool = False,
+    malicious: bool = False,
+    bucket_size: Optional[int] = None,
+) -> Dict[str, Any]:
+    """``protocol_config`` of a v2 config: the curve for ECDH, the mode and buckets for RR22."""
+    pc: Dict[str, Any] = {"protocol": protocol, "role": role, "broadcast_result": broadcast_result}
+    if protocol == "PROTOCOL_RR22":
+        rr22: Dict[str, Any] = {"low_comm_mode": low_comm}
+        if malicious:
+            rr22["malicious"] = True
+        if bucket_size is not None:
+            rr22["bucket_size"] = bucket_size
+        pc["rr22_config"] = rr22
+    else:
+        pc["ecdh_config"] = {"curve": curve}
+    return pc
+
+
 def psi_csv(
     key: Union[str, Sequence[str], Mapping[str, Any]],
     input_path: Union[PathLike, Mapping[str, PathLike]],
@@ -170,15 +194,17 @@ def psi_csv(
     ``parties`` maps each party id to its ``"host:port"``; ``self_party`` is this process's id and
     ``receiver`` the id of the party that receives the result. ``key``, ``input_path`` and
     ``output_path`` are this party's (a SecretFlow-style ``{party: value}`` dict also works).
-    ``sort=True`` aligns both outputs row by row. ``precheck_input`` and ``bucket_size`` are
-    accepted for compatibility and ignored (the input is always validated; ECDH has no buckets);
-    other legacy keyword arguments are ignored with a warning on the ``"blindjoin"`` logger.
+    ``sort=True`` aligns both outputs row by row. ``protocol`` takes SecretFlow's names
+    (``ECDH_PSI_2PC``, ``RR22_PSI_2PC`` / ``RR22_FAST_PSI_2PC``, ``RR22_LOWCOMM_PSI_2PC``) or the
+    v2 ones; ``bucket_size`` sets RR22's keys per bucket (default 2^20). ``precheck_input`` is
+    accepted for compatibility and ignored (the input is always validated); other legacy keyword
+    arguments are ignored with a warning on the ``"blindjoin"`` logger.
 
     Builds the PSI v2 launch config and calls :func:`run`; returns the report dict.
     """
     if ignored_legacy:
         _log.warning("psi_csv: ignoring unsupported arguments: %s", ", ".join(sorted(ignored_legacy)))
-    _ = (precheck_input, bucket_size)
+    _ = precheck_input
     keys = _for_party(key, self_party)
     keys = [keys] if isinstance(keys, str) else list(keys)
     inp = os.fspath(_for_party(input_path, self_party))
@@ -189,12 +215,14 @@ def psi_csv(
         raise ConfigError(f"receiver {receiver!r} is not one of the parties {sorted(parties)}")
     role = "ROLE_RECEIVER" if self_party == receiver else "ROLE_SENDER"
     psi: Dict[str, Any] = {
-        "protocol_config": {
-            "protocol": _SF_PROTOCOLS.get(protocol, protocol),
-            "role": role,
-            "broadcast_result": broadcast_result,
-            "ecdh_config": {"curve": curve_type},
-        },
+        "protocol_config": _protocol_config(
+            _SF_PROTOCOLS.get(protocol, protocol),
+            role,
+            broadcast_result,
+            curve=curve_type,
+            low_comm=protocol == "RR22_LOWCOMM_PSI_2PC",
+            bucket_size=bucket_size,
+        ),
         "input_config": {"type": "IO_TYPE_FILE_CSV", "path": inp},
         "keys": keys,
         "disable_alignment": not sort,
@@ -232,6 +260,8 @@ def intersect(
     self_addr: str,
     peer_addr: str,
     curve: str = "CURVE_25519",
+    protocol: str = "PROTOCOL_ECDH",
+    rr22_mode: str = "fast",
     broadcast_result: bool = True,
     self_id: Optional[str] = None,
     peer_id: Optional[str] = None,
@@ -243,7 +273,9 @@ def intersect(
     """Private intersection of in-memory rows with the peer's.
 
     ``rows_or_table`` is a list of dicts, or a pandas DataFrame (pandas is optional). ``role`` is
-    ``"receiver"`` or ``"sender"``; ``self_addr``/``peer_addr`` are ``"host:port"``. Party ids
+    ``"receiver"`` or ``"sender"``; ``self_addr``/``peer_addr`` are ``"host:port"``. ``protocol``
+    is ``"PROTOCOL_ECDH"`` (with ``curve``) or ``"PROTOCOL_RR22"`` (with ``rr22_mode`` ``"fast"``,
+    ``"low_comm"`` or ``"malicious"``); both parties must pass the same. Party ids
     default to the role names (``"receiver"``/``"sender"``); both sides must agree on them.
 
     Only the key columns leave Python: they are written as text (``str(value)``, ``None`` -> empty,
@@ -262,6 +294,8 @@ def intersect(
         raise ConfigError("keys: empty; name the key column(s)")
     if role not in ("receiver", "sender"):
         raise ConfigError(f"role: {role!r}; use 'receiver' or 'sender'")
+    if rr22_mode not in ("fast", "low_comm", "malicious"):
+        raise ConfigError(f"rr22_mode: {rr22_mode!r}; use 'fast', 'low_comm' or 'malicious'")
     if _ROW_COLUMN in key_list:
         raise ConfigError(f"keys: {_ROW_COLUMN!r} is reserved")
     other = "sender" if role == "receiver" else "receiver"
@@ -290,12 +324,14 @@ def intersect(
             for i in range(n):
                 w.writerow([col[i] for col in key_columns] + [i])
         psi: Dict[str, Any] = {
-            "protocol_config": {
-                "protocol": "PROTOCOL_ECDH",
-                "role": "ROLE_RECEIVER" if role == "receiver" else "ROLE_SENDER",
-                "broadcast_result": broadcast_result,
-                "ecdh_config": {"curve": curve},
-            },
+            "protocol_config": _protocol_config(
+                _SF_PROTOCOLS.get(protocol, protocol),
+                "ROLE_RECEIVER" if role == "receiver" else "ROLE_SENDER",
+                broadcast_result,
+                curve=curve,
+                low_comm=rr22_mode == "low_comm",
+                malicious=rr22_mode == "malicious",
+            ),
             "input_config": {"type": "IO_TYPE_FILE_CSV", "path": inp},
             "keys": key_list,
         }

@@ -238,11 +238,40 @@ def test_psi_csv_secretflow_style(tables, tmp_path: Path) -> None:
     assert [r["id"] for r in rows] == expected  # sort=True: sorted by key
 
 
+@pytest.mark.parametrize("protocol", ["RR22_PSI_2PC", "RR22_LOWCOMM_PSI_2PC"])
+def test_psi_csv_rr22(tables, tmp_path: Path, protocol: str) -> None:
+    _, _, expected = tables
+    ports = free_ports(2)
+    common = {
+        "key": {"alice": ["id"], "bob": "uid"},
+        "input_path": {"alice": str(tmp_path / "alice.csv"), "bob": str(tmp_path / "bob.csv")},
+        "output_path": {"alice": str(tmp_path / "a_out.csv"), "bob": str(tmp_path / "b_out.csv")},
+        "receiver": "alice",
+        "parties": {"alice": f"127.0.0.1:{ports[0]}", "bob": f"127.0.0.1:{ports[1]}"},
+        "protocol": protocol,
+        "bucket_size": 64,
+        "broadcast_result": True,
+    }
+    a, b = run_pair(
+        [
+            {"fn": "psi_csv", "kwargs": {**common, "self_party": "alice"}},
+            {"fn": "psi_csv", "kwargs": {**common, "self_party": "bob"}},
+        ],
+        tmp_path,
+    )
+    assert "ok" in a and "ok" in b, (a, b)
+    assert a["ok"]["protocol"] == "PROTOCOL_RR22"
+    assert a["ok"]["mode"] == ("low_comm" if "LOWCOMM" in protocol else "fast")
+    assert a["ok"]["buckets"] > 1
+    check_outputs(tmp_path / "a_out.csv", tmp_path / "b_out.csv", expected)
+
+
 def test_intersect_lists_of_dicts(tmp_path: Path) -> None:
     alice = [{"id": i, "name": f"a{i}", "tag": None} for i in [5, 1, 9, 3, 3, 12, 7]]
     bob = [{"id": i, "amount": i * 10} for i in [3, 7, 8, 5, 100, 5]]
     ports = free_ports(2)
-    common = {"keys": "id", "curve": "CURVE_25519", "connect_timeout_ms": CONNECT_TIMEOUT_MS}
+    common = {"keys": "id", "protocol": "PROTOCOL_RR22", "rr22_mode": "malicious",
+              "connect_timeout_ms": CONNECT_TIMEOUT_MS}
     a, b = run_pair(
         [
             {"fn": "intersect", "args": [alice], "kwargs": {**common, "role": "receiver",

@@ -3,8 +3,9 @@
 //! element and peak memory.
 
 use crate::demo::{free_port, write_pair};
+use crate::run_cmd::Rr22ModeArg;
 use anyhow::{Context, Result, bail};
-use blindjoin_data::Report;
+use blindjoin_data::{DEFAULT_BUCKET_SIZE, Report};
 use clap::Args;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -20,6 +21,12 @@ pub(crate) struct BenchArgs {
     /// Curve (ECDH).
     #[arg(long, default_value = "25519")]
     curve: String,
+    /// RR22 mode.
+    #[arg(long, value_enum, default_value_t = Rr22ModeArg::Fast)]
+    rr22_mode: Rr22ModeArg,
+    /// RR22 keys per bucket.
+    #[arg(long, default_value_t = DEFAULT_BUCKET_SIZE)]
+    bucket_size: u64,
     /// Rows per party.
     #[arg(short = 'n', long, default_value_t = 1 << 16)]
     rows: usize,
@@ -111,6 +118,10 @@ fn spawn(
         &a.curve,
         "--keys",
         "id",
+        "--rr22-mode",
+        a.rr22_mode.mode().variant().replace('_', "-").as_str(),
+        "--bucket-size",
+        &a.bucket_size.to_string(),
     ])
     .arg("--input")
     .arg(dir.join(format!("{me}.csv")))
@@ -187,7 +198,11 @@ fn bench_in(dir: &Path, a: &BenchArgs) -> Result<BenchResult> {
         (receiver.bytes_sent + sender.bytes_sent) as f64 * 8.0 / (a.rows.max(1) as f64);
     Ok(BenchResult {
         protocol: receiver.protocol.clone(),
-        curve: receiver.curve.clone().unwrap_or_default(),
+        curve: receiver
+            .curve
+            .clone()
+            .or_else(|| receiver.mode.clone())
+            .unwrap_or_default(),
         n: a.rows,
         intersection: expected.len(),
         correct,

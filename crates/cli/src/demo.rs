@@ -3,7 +3,8 @@
 use anyhow::{Context, Result};
 use blindjoin_data::generate::{GenSpec, generate};
 use blindjoin_data::{
-    DEFAULT_RECV_TIMEOUT, NoProgress, Parties, Protocol, Role, RunSpec, parse_curve, write_atomic,
+    DEFAULT_RECV_TIMEOUT, NoProgress, Parties, Protocol, Role, Rr22Mode, RunSpec, parse_curve,
+    write_atomic,
 };
 use clap::Args;
 use std::path::Path;
@@ -14,7 +15,10 @@ pub(crate) struct DemoArgs {
     /// Rows per party in the built-in example.
     #[arg(long, short = 'n', default_value_t = 10_000)]
     rows: usize,
-    /// Curve: 25519, ristretto255, secp256k1, sm2, p256.
+    /// Protocol: rr22 (fast mode) or ecdh.
+    #[arg(long, default_value = "rr22")]
+    protocol: String,
+    /// Curve for ECDH: 25519, ristretto255, secp256k1, sm2, p256.
     #[arg(long, default_value = "25519")]
     curve: String,
 }
@@ -63,8 +67,14 @@ fn spec(
     other: &str,
     peer_port: u16,
     role: Role,
-    curve: &str,
+    a: &DemoArgs,
 ) -> Result<RunSpec> {
+    let protocol: Protocol = a.protocol.parse()?;
+    let (curve, variant) = match protocol {
+        Protocol::Ecdh => (Some(parse_curve(&a.curve)?), String::new()),
+        Protocol::Rr22 => (None, Rr22Mode::Fast.variant().to_string()),
+        other => anyhow::bail!("--protocol {other}: the demo runs rr22 or ecdh"),
+    };
     Ok(RunSpec {
         parties: Parties {
             self_id: me.into(),
@@ -72,8 +82,10 @@ fn spec(
             peer_id: other.into(),
             peer_addr: format!("127.0.0.1:{peer_port}"),
         },
-        protocol: Protocol::Ecdh,
-        curve: Some(parse_curve(curve)?),
+        protocol,
+        curve,
+        variant,
+        bucket_size: 0,
         role,
         broadcast_result: true,
         input: dir.join(format!("{me}.csv")),
@@ -93,13 +105,15 @@ fn demo_in(dir: &Path, a: &DemoArgs) -> Result<()> {
     let overlap = a.rows / 2;
     write_pair(dir, a.rows, overlap, 42)?;
     let (pa, pb) = (free_port()?, free_port()?);
-    let alice = spec(dir, "alice", pa, "bob", pb, Role::Receiver, &a.curve)?;
-    let bob = spec(dir, "bob", pb, "alice", pa, Role::Sender, &a.curve)?;
+    let alice = spec(dir, "alice", pa, "bob", pb, Role::Receiver, a)?;
+    let bob = spec(dir, "bob", pb, "alice", pa, Role::Sender, a)?;
+    let what = match alice.curve {
+        Some(c) => format!("ECDH-PSI on {c}"),
+        None => format!("{} ({} mode)", alice.protocol, alice.variant),
+    };
     println!(
-        "blindjoin demo: alice (receiver) and bob (sender) each hold {} rows, {} keys in common; ECDH-PSI on {} over 127.0.0.1",
-        a.rows,
-        overlap,
-        alice.curve.map(|c| c.to_string()).unwrap_or_default()
+        "blindjoin demo: alice (receiver) and bob (sender) each hold {} rows, {} keys in common; {what} over 127.0.0.1",
+        a.rows, overlap,
     );
     let t = Instant::now();
     let bob_thread = std::thread::spawn(move || blindjoin_data::run(&bob, &NoProgress));

@@ -3,9 +3,10 @@
 use crate::UserError;
 use crate::progress::Bars;
 use anyhow::{Context, Result};
+use blindjoin_data::Rr22Mode;
 use blindjoin_data::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, Protocol, Report, Role, RunSpec,
-    parse_curve, parse_launch_config,
+    DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, Protocol, Report,
+    Role, RunSpec, parse_curve, parse_launch_config,
 };
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -31,12 +32,18 @@ pub(crate) struct RunArgs {
     /// The peer's id (default: the other role).
     #[arg(long)]
     peer_id: Option<String>,
-    /// The protocol.
+    /// The protocol: ecdh or rr22.
     #[arg(long, default_value = "ecdh")]
     protocol: String,
     /// The curve for ECDH: 25519, ristretto255, secp256k1, sm2, p256.
     #[arg(long, default_value = "25519")]
     curve: String,
+    /// RR22's mode (both parties must agree).
+    #[arg(long, value_enum, default_value_t = Rr22ModeArg::Fast)]
+    rr22_mode: Rr22ModeArg,
+    /// RR22: keys per hash bucket (both parties must agree).
+    #[arg(long, default_value_t = DEFAULT_BUCKET_SIZE)]
+    bucket_size: u64,
     /// Input CSV file.
     #[arg(long, value_name = "FILE")]
     input: Option<PathBuf>,
@@ -70,6 +77,27 @@ pub(crate) struct RunArgs {
     /// No progress bars and no summary on stderr.
     #[arg(long, short)]
     quiet: bool,
+}
+
+/// `--rr22-mode`.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum Rr22ModeArg {
+    /// Semi-honest, GF(2^128) VOLE: the fastest.
+    Fast,
+    /// Semi-honest, subfield VOLE: about 40% less traffic, somewhat slower.
+    LowComm,
+    /// RS21 malicious-model outputs (see docs/protocols.md for what is still semi-honest).
+    Malicious,
+}
+
+impl Rr22ModeArg {
+    pub(crate) fn mode(self) -> Rr22Mode {
+        match self {
+            Rr22ModeArg::Fast => Rr22Mode::Fast,
+            Rr22ModeArg::LowComm => Rr22Mode::LowComm,
+            Rr22ModeArg::Malicious => Rr22Mode::Malicious,
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -165,10 +193,21 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
     let protocol: Protocol = a.protocol.parse()?;
     if !protocol.is_supported() {
         anyhow::bail!(
-            "--protocol {}: not supported yet; use ecdh (KKRT and RR22 are being built)",
+            "--protocol {}: not supported yet; use rr22 or ecdh (KKRT is being built)",
             a.protocol
         );
     }
+    if a.bucket_size == 0 {
+        anyhow::bail!("--bucket-size must be at least 1");
+    }
+    let (curve, variant, bucket_size) = match protocol {
+        Protocol::Ecdh => (Some(parse_curve(&a.curve)?), String::new(), 0),
+        _ => (
+            None,
+            a.rr22_mode.mode().variant().to_string(),
+            a.bucket_size,
+        ),
+    };
     if a.keys.is_empty() {
         return Err(missing("--keys"));
     }
@@ -184,7 +223,9 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
             peer_addr: a.peer_addr.clone().ok_or_else(|| missing("--peer"))?,
         },
         protocol,
-        curve: Some(parse_curve(&a.curve)?),
+        curve,
+        variant,
+        bucket_size,
         role,
         broadcast_result: a.broadcast_result,
         input: a.input.clone().ok_or_else(|| missing("--input"))?,

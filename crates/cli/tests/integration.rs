@@ -32,7 +32,29 @@ fn free_port() -> u16 {
     }
 }
 
-/// The seed's v2 config (with its trailing comma), protocol switched to ECDH plus a curve.
+/// The `protocol_config` lines for a test "curve": a real curve runs ECDH; `RR22`, `RR22_LOW`
+/// and `RR22_MAL` run RR22's fast, low-communication and malicious modes with small buckets (so
+/// bucketing is exercised too).
+fn protocol_lines(curve: &str) -> String {
+    let rr22 = |extra: &str| {
+        format!(
+            r#""protocol": "PROTOCOL_RR22",
+      "rr22_config": {{ "bucket_size": "500"{extra} }},"#
+        )
+    };
+    match curve {
+        "RR22" => rr22(r#", "low_comm_mode": false"#),
+        "RR22_LOW" => rr22(r#", "low_comm_mode": true"#),
+        "RR22_MAL" => rr22(r#", "malicious": true"#),
+        _ => format!(
+            r#""protocol": "PROTOCOL_ECDH",
+      "ecdh_config": {{ "curve": "{curve}" }},"#
+        ),
+    }
+}
+
+/// The seed's v2 config (with its trailing comma), protocol switched to ECDH plus a curve (or
+/// RR22, see [`protocol_lines`]).
 fn sf_config(
     dir: &Path,
     me: &str,
@@ -46,8 +68,7 @@ fn sf_config(
         r#"{{
   "psi_config": {{
     "protocol_config": {{
-      "protocol": "PROTOCOL_ECDH",
-      "ecdh_config": {{ "curve": "{curve}" }},
+      {proto}
       "role": "{role}",
       "broadcast_result": {broadcast}
     }},
@@ -73,7 +94,9 @@ fn sf_config(
   }},
   "self_link_party": "{me}"
 }}"#,
-        ports.0, ports.1
+        ports.0,
+        ports.1,
+        proto = protocol_lines(curve)
     );
     let p = dir.join(format!("{me}.json"));
     std::fs::write(&p, text).unwrap();
@@ -211,7 +234,15 @@ fn check_pair(dir: &Path, curve: &str, dups: f64) {
     )
     .unwrap();
     assert_eq!(report["intersection_key_count"], 600);
-    assert_eq!(report["protocol"], "PROTOCOL_ECDH");
+    let protocol = if curve.starts_with("RR22") {
+        "PROTOCOL_RR22"
+    } else {
+        "PROTOCOL_ECDH"
+    };
+    assert_eq!(report["protocol"], protocol);
+    if curve.starts_with("RR22") {
+        assert_eq!(report["buckets"], 3, "1500 keys in buckets of 500");
+    }
     assert!(report["bytes_sent"].as_u64().unwrap() > 0);
     assert!(
         stderr(&r).contains("trailing comma"),
@@ -237,6 +268,21 @@ fn secretflow_configs_sm2() {
 #[test]
 fn secretflow_configs_p256() {
     check_pair(&tmp("p256"), "CURVE_P256", 0.0);
+}
+
+#[test]
+fn secretflow_configs_rr22_fast_bucketed() {
+    check_pair(&tmp("rr22"), "RR22", 0.0);
+}
+
+#[test]
+fn secretflow_configs_rr22_low_comm_bucketed() {
+    check_pair(&tmp("rr22low"), "RR22_LOW", 0.0);
+}
+
+#[test]
+fn secretflow_configs_rr22_malicious_bucketed_with_duplicates() {
+    check_pair(&tmp("rr22mal"), "RR22_MAL", 0.3);
 }
 
 #[test]
@@ -419,39 +465,41 @@ fn bad_configs_name_the_field() {
     );
 }
 
-#[test]
-fn mismatched_curves_fail_on_both_sides() {
-    let dir = tmp("mismatch");
+/// Runs the receiver with `ours` and the sender with `theirs`; both must fail with exit code 1
+/// and an error containing every string in `expect`.
+fn mismatch_fails_on_both_sides(name: &str, ours: &str, theirs: &str, expect: &[&str]) {
+    let dir = tmp(name);
     gen_tables(&dir, "50", 10, 0.0);
     let ports = (free_port(), free_port());
-    let r = sf_config(
-        &dir,
-        "receiver",
-        "ROLE_RECEIVER",
-        "CURVE_25519",
-        true,
-        "id",
-        ports,
-    );
-    let s = sf_config(
-        &dir,
-        "sender",
-        "ROLE_SENDER",
-        "CURVE_SECP256K1",
-        true,
-        "id",
-        ports,
-    );
+    let r = sf_config(&dir, "receiver", "ROLE_RECEIVER", ours, true, "id", ports);
+    let s = sf_config(&dir, "sender", "ROLE_SENDER", theirs, true, "id", ports);
     let (r, s) = (spawn_config(&r), spawn_config(&s));
     let (r, s) = (finish(r), finish(s));
     for o in [&r, &s] {
         assert_eq!(o.status.code(), Some(1));
         let e = stderr(o);
-        assert!(
-            e.contains("curve") && e.contains("CURVE_25519") && e.contains("CURVE_SECP256K1"),
-            "{e}"
-        );
+        assert!(expect.iter().all(|x| e.contains(x)), "{e}");
     }
+}
+
+#[test]
+fn mismatched_curves_fail_on_both_sides() {
+    mismatch_fails_on_both_sides(
+        "mismatch",
+        "CURVE_25519",
+        "CURVE_SECP256K1",
+        &["curve", "CURVE_25519", "CURVE_SECP256K1"],
+    );
+}
+
+#[test]
+fn mismatched_rr22_modes_fail_on_both_sides() {
+    mismatch_fails_on_both_sides(
+        "mismatch-rr22",
+        "RR22",
+        "RR22_LOW",
+        &["low_comm_mode", "fast", "low_comm"],
+    );
 }
 
 #[test]

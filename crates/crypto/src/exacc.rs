@@ -262,6 +262,13 @@ impl ExAccCode {
         }
     }
 
+    /// Visits the expander positions in the order [`Self::dual_encode_generic`] uses: calls
+    /// `f(first_row, positions)` with `positions[i] = p(first_row + i, k)` for each slot `k` in
+    /// turn. For callers that expand a structured (e.g. sparse) accumulated vector themselves.
+    pub fn for_each_position_batch(&self, mut f: impl FnMut(usize, &[usize])) {
+        self.for_each_batch(|_, row, pos| f(row, pos));
+    }
+
     /// All expander positions, row-major: entry `j·w + k` is `p(j, k)`.
     pub fn expander_positions(&self) -> Vec<usize> {
         let w = self.weight;

@@ -111,6 +111,18 @@ mod clmul_x86 {
         super::reduce(lo, hi)
     }
 
+    /// `Σ a[i]·b[i]`, accumulating unreduced products and reducing once.
+    #[target_feature(enable = "pclmulqdq,sse2")]
+    pub(super) fn inner_product(a: &[super::Gf128], b: &[super::Gf128]) -> u128 {
+        let (mut lo, mut hi) = (0u128, 0u128);
+        for (x, y) in a.iter().zip(b) {
+            let (l, h) = clmul(x.0, y.0);
+            lo ^= l;
+            hi ^= h;
+        }
+        super::reduce(lo, hi)
+    }
+
     /// `acc[i] ^= a[i]·b` for all `i < min(len)`, using PCLMULQDQ.
     #[target_feature(enable = "pclmulqdq,sse2")]
     pub(super) fn mul_add_slices(acc: &mut [super::Gf128], a: &[super::Gf128], b: u128) {
@@ -312,6 +324,20 @@ pub fn mul_add_slices(acc: &mut [Gf128], a: &[Gf128], b: Gf128) {
     mul_add_slices_portable(acc, a, b);
 }
 
+/// `Σ a[i]·b[i]` over `min(a.len(), b.len())` elements (one reduction at the end). Uses
+/// PCLMULQDQ when available.
+pub fn inner_product(a: &[Gf128], b: &[Gf128]) -> Gf128 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_clmul() {
+            // SAFETY: as in `mul_add_slices`: `pclmulqdq` was detected just above, `sse2` is
+            // baseline on x86_64, and the function only iterates safe slices.
+            return Gf128(unsafe { clmul_x86::inner_product(a, b) });
+        }
+    }
+    a.iter().zip(b).map(|(x, y)| x.mul_portable(*y)).sum()
+}
+
 /// Portable constant-time version of [`mul_add_slices`].
 pub fn mul_add_slices_portable(acc: &mut [Gf128], a: &[Gf128], b: Gf128) {
     for (x, y) in acc.iter_mut().zip(a.iter()) {
@@ -460,6 +486,17 @@ mod tests {
             s = s.square();
         }
         assert_eq!(s, a);
+    }
+
+    #[test]
+    fn inner_product_matches_the_sum_of_products() {
+        let mut rng = Rng(5);
+        for n in [0usize, 1, 2, 1000] {
+            let a: Vec<Gf128> = (0..n).map(|_| rng.gf()).collect();
+            let b: Vec<Gf128> = (0..n).map(|_| rng.gf()).collect();
+            let want: Gf128 = a.iter().zip(&b).map(|(x, y)| x.mul_portable(*y)).sum();
+            assert_eq!(inner_product(&a, &b), want, "n={n}");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@
 use crate::error::ConfigError;
 use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, RunSpec};
 use blindjoin_crypto::Curve;
+use blindjoin_protocols::rr22::Rr22Mode;
 use blindjoin_protocols::{Protocol, Role};
 use serde::Deserialize;
 use serde_json::Value;
@@ -79,10 +80,10 @@ struct BucketConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Rr22Config {
-    #[allow(dead_code)] // Parsed so configs validate; used once RR22 lands.
     bucket_size: Option<Value>,
-    #[allow(dead_code)]
     low_comm_mode: Option<bool>,
+    /// Ours, not SecretFlow's: RR22's malicious variant (SecretFlow cannot switch it on).
+    malicious: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -236,17 +237,18 @@ pub fn parse_launch_config(
     let pc = &psi.protocol_config;
     let protocol: Protocol = match pc.protocol.trim() {
         "PROTOCOL_ECDH" => Protocol::Ecdh,
-        "PROTOCOL_KKRT" | "PROTOCOL_RR22" => {
+        "PROTOCOL_RR22" => Protocol::Rr22,
+        "PROTOCOL_KKRT" => {
             return Err(not_yet(
                 "psi_config.protocol_config.protocol",
                 &pc.protocol,
-                "use PROTOCOL_ECDH; KKRT and RR22 are being built",
+                "use PROTOCOL_RR22 (faster, less traffic) or PROTOCOL_ECDH; KKRT is being built",
             ));
         }
         other => {
             return Err(invalid(
                 "psi_config.protocol_config.protocol",
-                &format!("unknown protocol {other:?}; use PROTOCOL_ECDH"),
+                &format!("unknown protocol {other:?}; use PROTOCOL_RR22 or PROTOCOL_ECDH"),
             ));
         }
     };
@@ -262,15 +264,16 @@ pub fn parse_launch_config(
     };
     let ecdh = pc.ecdh_config.as_ref();
     let curve = match ecdh.and_then(|e| e.curve.as_deref()) {
+        _ if protocol != Protocol::Ecdh => None,
         None | Some("") | Some("CURVE_INVALID_TYPE") => {
             return Err(invalid(
                 "psi_config.protocol_config.ecdh_config.curve",
                 "required for PROTOCOL_ECDH; e.g. \"CURVE_25519\" (fastest), CURVE_RISTRETTO255, CURVE_SECP256K1, CURVE_SM2, CURVE_P256",
             ));
         }
-        Some(name) => parse_curve(name)?,
+        Some(name) => Some(parse_curve(name)?),
     };
-    if name_is_elligator(ecdh) {
+    if protocol == Protocol::Ecdh && name_is_elligator(ecdh) {
         warnings.push(
             "CURVE_25519_ELLIGATOR2 runs as CURVE_25519: blindjoin's Curve25519 always hashes with RFC 9380 Elligator 2"
                 .into(),
@@ -289,7 +292,11 @@ pub fn parse_launch_config(
             ),
         ));
     }
-    let _ = (&pc.kkrt_config, &pc.rr22_config);
+    let _ = &pc.kkrt_config;
+    let (variant, bucket_size) = match protocol {
+        Protocol::Rr22 => rr22_settings(pc.rr22_config.as_ref())?,
+        _ => (String::new(), 0),
+    };
 
     // Input and output.
     check_io_type(
@@ -491,7 +498,9 @@ pub fn parse_launch_config(
             peer_addr: peer.host.clone(),
         },
         protocol,
-        curve: Some(curve),
+        curve,
+        variant,
+        bucket_size,
         role,
         broadcast_result,
         input: resolve(&psi.input_config.path),
@@ -511,6 +520,33 @@ pub fn parse_launch_config(
         recv_timeout,
         warnings,
     })
+}
+
+/// Default `rr22_config.bucket_size`, as SecretFlow.
+pub const DEFAULT_BUCKET_SIZE: u64 = 1 << 20;
+
+/// `(mode, bucket_size)` from `rr22_config`.
+fn rr22_settings(cfg: Option<&Rr22Config>) -> Result<(String, u64), ConfigError> {
+    let low_comm = cfg.and_then(|c| c.low_comm_mode).unwrap_or(false);
+    let malicious = cfg.and_then(|c| c.malicious).unwrap_or(false);
+    let mode = Rr22Mode::from_flags(low_comm, malicious).map_err(|e| {
+        invalid(
+            "psi_config.protocol_config.rr22_config",
+            &e.to_string().replace("invalid option: ", ""),
+        )
+    })?;
+    let field = "psi_config.protocol_config.rr22_config.bucket_size";
+    let bucket_size = match cfg.and_then(|c| c.bucket_size.as_ref()) {
+        None => DEFAULT_BUCKET_SIZE,
+        Some(v) => lenient_u64(v, field)?,
+    };
+    if bucket_size == 0 {
+        return Err(invalid(
+            field,
+            "must be at least 1 (default 1048576 keys per bucket)",
+        ));
+    }
+    Ok((mode.variant().to_string(), bucket_size))
 }
 
 fn name_is_elligator(ecdh: Option<&EcdhConfig>) -> bool {

@@ -8,6 +8,7 @@
 //!
 //! Layering: depends on `blindjoin-protocols` and `blindjoin-link`; nothing above it.
 
+pub mod bucket;
 mod config;
 pub mod csv;
 mod error;
@@ -18,7 +19,7 @@ mod run;
 mod spec;
 mod table;
 
-pub use config::{parse_curve, parse_launch_config};
+pub use config::{DEFAULT_BUCKET_SIZE, parse_curve, parse_launch_config};
 pub use error::{ConfigError, DataError};
 pub use output::{AtomicFile, write_atomic};
 pub use report::{Report, Stages, peak_rss_bytes};
@@ -27,4 +28,5 @@ pub use spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, RunSpec};
 pub use table::{Table, cmp_keys};
 
 pub use blindjoin_crypto::Curve;
+pub use blindjoin_protocols::rr22::Rr22Mode;
 pub use blindjoin_protocols::{NoProgress, Progress, Protocol, Role};

@@ -31,6 +31,12 @@ pub struct Report {
     pub protocol: String,
     /// The curve, if any.
     pub curve: Option<String>,
+    /// The protocol mode (RR22: `fast`, `low_comm`, `malicious`), if the protocol has modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Hash buckets the run was split into (1 when not bucketed).
+    #[serde(default = "one")]
+    pub buckets: u64,
     /// Rows in the input.
     pub original_count: i64,
     /// Unique keys in the input.
@@ -65,4 +71,8 @@ pub fn peak_rss_bytes() -> u64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
         .map_or(0, |kb| kb * 1024)
+}
+
+fn one() -> u64 {
+    1
 }

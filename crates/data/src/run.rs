@@ -2,14 +2,15 @@
 //! write → report. The protocol is whatever [`RunSpec::protocol`] names; this module only hands it
 //! digests and gets back indices.
 
+use crate::bucket::run_bucketed;
 use crate::csv::write_record;
 use crate::error::DataError;
 use crate::output::{AtomicFile, write_atomic};
 use crate::report::{Report, Stages, peak_rss_bytes};
 use crate::spec::RunSpec;
-use crate::table::{Table, cmp_keys};
+use crate::table::{Table, sort_rows_by_key};
 use blindjoin_link::{Link, LinkError, TcpLink, TcpOptions};
-use blindjoin_protocols::{Hello, Progress, PsiOptions, handshake, run_psi};
+use blindjoin_protocols::{Hello, Progress, PsiOptions, handshake};
 use rayon::prelude::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -153,7 +154,9 @@ pub fn run_on_link(
         JOIN_TYPE,
         spec.broadcast_result,
         unique.digests.len() as u64,
-    );
+    )
+    .with_variant(&spec.variant)
+    .with_bucket_size(spec.bucket_size);
     let hs = handshake(link, hello)?;
     stages.connect_s = (start.elapsed().as_secs_f64() - read_s).max(t.elapsed().as_secs_f64());
 
@@ -161,8 +164,9 @@ pub fn run_on_link(
     let opts = PsiOptions {
         batch_size: spec.batch_size,
         secret_key,
+        ..PsiOptions::default()
     };
-    let result = run_psi(link, &hs, &opts, &unique.digests, progress)?;
+    let result = run_bucketed(link, &hs, &opts, &unique.digests, progress)?;
     link.close()?;
     stages.protocol_s = t.elapsed().as_secs_f64();
 
@@ -176,9 +180,7 @@ pub fn run_on_link(
                     .collect();
                 if spec.align {
                     // Stable in input order for rows with equal keys.
-                    rows.par_sort_unstable_by(|&a, &b| {
-                        cmp_keys(table.key(a as usize), table.key(b as usize)).then(a.cmp(&b))
-                    });
+                    sort_rows_by_key(&table, &mut rows);
                 } else {
                     rows.par_sort_unstable();
                 }
@@ -208,6 +210,12 @@ pub fn run_on_link(
         role: spec.role.to_string(),
         protocol: spec.protocol.to_string(),
         curve: spec.curve.map(|c| c.to_string()),
+        mode: Some(spec.variant.clone()).filter(|v| !v.is_empty()),
+        buckets: crate::bucket::bucket_count(
+            hs.ours.item_count,
+            hs.theirs.item_count,
+            spec.bucket_size,
+        )? as u64,
         original_count: table.len() as i64,
         original_key_count: unique.digests.len() as i64,
         intersection_count,

@@ -34,6 +34,11 @@ pub struct RunSpec {
     pub protocol: Protocol,
     /// The curve (ECDH only).
     pub curve: Option<Curve>,
+    /// The protocol's mode where it has several (RR22: `fast`, `low_comm`, `malicious`; see
+    /// `blindjoin_protocols::rr22::Rr22Mode`), empty otherwise. Passed through to the handshake.
+    pub variant: String,
+    /// Items per hash bucket (0: one bucket). See [`crate::bucket`].
+    pub bucket_size: u64,
     /// This party's role.
     pub role: Role,
     /// Whether the sender also receives the result.

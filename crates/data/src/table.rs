@@ -129,11 +129,12 @@ impl Table {
     /// Groups rows by key: the unique keys' digests (sorted) and, for each, the rows holding it
     /// (in input order).
     pub fn unique_keys(&self) -> UniqueKeys {
-        let mut by_digest: Vec<(ItemDigest, u32)> = (0..self.len())
-            .into_par_iter()
-            .map(|i| (item_digest(self.key(i)), i as u32))
-            .collect();
-        by_digest.par_sort_unstable();
+        let by_digest = sort_uniform(
+            (0..self.len())
+                .into_par_iter()
+                .map(|i| (u128::from_be_bytes(item_digest(self.key(i))), i as u32))
+                .collect(),
+        );
         let mut digests = Vec::new();
         let mut group_ends = Vec::new();
         let mut rows = Vec::with_capacity(by_digest.len());
@@ -142,7 +143,7 @@ impl Table {
                 group_ends.push(rows.len());
             }
             if i == 0 || by_digest[i - 1].0 != d {
-                digests.push(d);
+                digests.push(d.to_be_bytes());
             }
             rows.push(row);
         }
@@ -171,6 +172,83 @@ impl UniqueKeys {
         let start = if k == 0 { 0 } else { self.group_ends[k - 1] };
         &self.rows[start..self.group_ends[k]]
     }
+}
+
+/// Sorts `(digest, row)` pairs whose digests are uniformly random: one counting pass on the top
+/// 16 bits into 65,536 buckets (a few pairs each), then a sort per bucket — linear time, where a
+/// comparison sort of 2^20 pairs costs several times more.
+fn sort_uniform(v: Vec<(u128, u32)>) -> Vec<(u128, u32)> {
+    const SHIFT: u32 = 128 - 16;
+    if v.len() < 1 << 12 {
+        let mut v = v;
+        v.sort_unstable();
+        return v;
+    }
+    let mut counts = vec![0usize; (1 << 16) + 1];
+    for &(d, _) in &v {
+        counts[(d >> SHIFT) as usize + 1] += 1;
+    }
+    for b in 1..counts.len() {
+        counts[b] += counts[b - 1];
+    }
+    let mut out = vec![(0u128, 0u32); v.len()];
+    let mut fill = counts.clone();
+    for &(d, r) in &v {
+        let b = (d >> SHIFT) as usize;
+        out[fill[b]] = (d, r);
+        fill[b] += 1;
+    }
+    drop(v);
+    // Split `out` at the bucket bounds and sort each bucket, in parallel.
+    let mut parts: Vec<&mut [(u128, u32)]> = Vec::with_capacity(1 << 16);
+    let mut rest: &mut [(u128, u32)] = &mut out;
+    for b in 0..(1 << 16) {
+        let (head, tail) = rest.split_at_mut(counts[b + 1] - counts[b]);
+        parts.push(head);
+        rest = tail;
+    }
+    parts.par_iter_mut().for_each(|p| p.sort_unstable());
+    out
+}
+
+/// Sorts row numbers by key in [`cmp_keys`] order, ties by row number (so rows with equal keys
+/// keep their input order).
+///
+/// Sorts by a 16-byte prefix of the first key field first (as an integer; zero-padded, which
+/// never contradicts [`cmp_keys`]: padded prefixes that differ order like the keys), then
+/// settles runs of equal prefixes with the full comparison.
+pub fn sort_rows_by_key(table: &Table, rows: &mut [u32]) {
+    let mut keyed: Vec<(u128, u32)> = rows
+        .par_iter()
+        .map(|&r| (key_prefix(table.key(r as usize)), r))
+        .collect();
+    keyed.par_sort_unstable();
+    let mut i = 0;
+    while i < keyed.len() {
+        let mut j = i + 1;
+        while j < keyed.len() && keyed[j].0 == keyed[i].0 {
+            j += 1;
+        }
+        if j - i > 1 {
+            keyed[i..j].sort_unstable_by(|a, b| {
+                cmp_keys(table.key(a.1 as usize), table.key(b.1 as usize)).then(a.1.cmp(&b.1))
+            });
+        }
+        i = j;
+    }
+    for (dst, (_, r)) in rows.iter_mut().zip(keyed) {
+        *dst = r;
+    }
+}
+
+/// The first 16 bytes of a key's first field, zero-padded, as a big-endian integer.
+fn key_prefix(key: &[u8]) -> u128 {
+    let mut b = [0u8; 16];
+    if let Some((field, _)) = split_field(key) {
+        let n = field.len().min(16);
+        b[..n].copy_from_slice(&field[..n]);
+    }
+    u128::from_be_bytes(b)
 }
 
 /// Orders canonical keys as tuples of byte strings (column by column, bytewise), the order
@@ -248,6 +326,40 @@ mod tests {
         let t = Table::read(&p, &["id".into()]).unwrap();
         assert!(t.is_empty());
         assert!(t.unique_keys().digests.is_empty());
+    }
+
+    #[test]
+    fn sorting_rows_by_key_matches_the_full_comparison() {
+        // Shared 16-byte prefixes, embedded NULs, prefixes of each other, multi-column ties.
+        let text = "a,b\n\
+                    0123456789abcdefZ,1\n0123456789abcdef,2\n0123456789abcdefA,1\n\
+                    ab,x\nab,\"\"\"\"\nab,x\nb,1\n\"a\",2\n0123456789abcdef,1\n";
+        let p = write("sortrows", text);
+        let t = Table::read(&p, &["a".into(), "b".into()]).unwrap();
+        let mut rows: Vec<u32> = (0..t.len() as u32).collect();
+        sort_rows_by_key(&t, &mut rows);
+        let mut want: Vec<u32> = (0..t.len() as u32).collect();
+        want.sort_by(|&x, &y| cmp_keys(t.key(x as usize), t.key(y as usize)).then(x.cmp(&y)));
+        assert_eq!(rows, want);
+    }
+
+    #[test]
+    fn uniform_sort_sorts() {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u128;
+        for n in [0usize, 5, 5000, 100_000] {
+            let v: Vec<(u128, u32)> = (0..n as u32)
+                .map(|i| {
+                    x = x
+                        .wrapping_mul(0x2545_f491_4f6c_dd1d_f4a5_2b1c_1d3e_5f01)
+                        .wrapping_add(1);
+                    // Some repeats, to check ties are ordered by row.
+                    (if i % 7 == 0 { 42 << 100 } else { x }, n as u32 - i)
+                })
+                .collect();
+            let mut want = v.clone();
+            want.sort_unstable();
+            assert_eq!(sort_uniform(v), want, "n={n}");
+        }
     }
 
     #[test]

@@ -67,6 +67,12 @@ pub struct CotSender {
 }
 
 impl CotSender {
+    /// Assembles a sender's output from `Δ` and the `q_i` (for the other OT extensions of this
+    /// crate, which produce the same correlation).
+    pub(crate) fn from_parts(delta: u128, q: Vec<u128>) -> Self {
+        CotSender { delta, q }
+    }
+
     /// The global correlation `Δ` (never zero).
     pub fn delta(&self) -> u128 {
         self.delta
@@ -112,6 +118,12 @@ pub struct CotReceiver {
 }
 
 impl CotReceiver {
+    /// Assembles a receiver's output from its choice bits and the `t_i` (for the other OT
+    /// extensions of this crate).
+    pub(crate) fn from_parts(choices: Vec<bool>, t: Vec<u128>) -> Self {
+        CotReceiver { choices, t }
+    }
+
     /// `t_i` for each OT.
     pub fn t(&self) -> &[u128] {
         &self.t

@@ -10,9 +10,14 @@
 //!   `t_i = q_i ⊕ c_i·Δ` — and random OTs derived from them by a fixed-key-AES tweakable
 //!   correlation-robust hash ([`iknp`] module doc).
 //!
-//! **Security model: semi-honest.** Both parties are assumed to follow the protocol; nothing
-//! here detects a malicious peer's deviations (beyond rejecting malformed messages and invalid
-//! points). Every peer message is treated as untrusted bytes: lengths and counts are checked
+//! * [`softspoken`]: SoftSpokenOT (Roy, CRYPTO 2022), the same correlated OTs at 128/k bits per
+//!   OT, with an optional consistency check against a cheating receiver.
+//! * [`pprf`]: GGM punctured PRF → multi-point COT / VOLE; [`vole`]: silent random VOLE over
+//!   GF(2^128) (ExAcc7 dual LPN), with an optional consistency check against a cheating sender.
+//!
+//! **Security model: semi-honest** unless a module says otherwise (SoftSpokenOT's and the VOLE's
+//! checks; the base OTs remain semi-honest). Beyond those checks nothing detects a malicious
+//! peer's deviations (other than rejecting malformed messages and invalid points). Every peer message is treated as untrusted bytes: lengths and counts are checked
 //! before allocation and failures are typed [`OtError`]s, never panics. On an error the caller
 //! should [`abort`](blindjoin_link::Link::abort) the link.
 //!
@@ -32,8 +37,12 @@
 pub mod base_ot;
 pub mod iknp;
 pub mod pprf;
+pub mod softspoken;
 pub mod transpose;
+pub mod vole;
 
+#[cfg(test)]
+mod softspoken_tests;
 #[cfg(test)]
 mod tests;
 
@@ -41,6 +50,7 @@ pub use base_ot::{MAX_BASE_OTS, base_ot_receive, base_ot_send};
 pub use iknp::{
     CHUNK_OTS, CotReceiver, CotSender, KAPPA, MAX_COTS, iknp_cot_receive, iknp_cot_send,
 };
+pub use softspoken::{SoftSpokenParams, softspoken_cot_receive, softspoken_cot_send};
 
 use blindjoin_crypto::CryptoError;
 use blindjoin_link::{DecodeError, LinkError};

@@ -232,7 +232,7 @@ fn side_sums(level: &[u128]) -> [u128; 2] {
 }
 
 /// Sender: expands `seeds.len()` trees into `leaves` (tree-major), writing each level's
-/// `[K^0, K^1]` into `sums[j·d + l]` and `Δ ⊕ ⊕leaves` into `corr[j]`.
+/// `[K^0, K^1]` into `sums[j·d + l]` and `offsets[j] ⊕ ⊕leaves` into `corr[j]`.
 fn expand_sender(
     ggm: &Ggm,
     leaves: &mut [u128],
@@ -240,7 +240,7 @@ fn expand_sender(
     sums: &mut [[u128; 2]],
     corr: &mut [u128],
     d: usize,
-    delta: u128,
+    offsets: &[u128],
 ) {
     let g = seeds.len();
     leaves[..g].copy_from_slice(seeds);
@@ -251,19 +251,25 @@ fn expand_sender(
             sums[j * d + l] = side_sums(tree);
         }
     }
-    for (c, tree) in corr.iter_mut().zip(leaves.chunks_exact(1 << d)) {
-        *c = tree.iter().fold(delta, |a, x| a ^ x);
+    for ((c, tree), off) in corr
+        .iter_mut()
+        .zip(leaves.chunks_exact(1 << d))
+        .zip(offsets)
+    {
+        *c = tree.iter().fold(*off, |a, x| a ^ x);
     }
 }
 
 /// Receiver: rebuilds `alphas.len()` punctured trees into `leaves` from the received level sums
-/// `known[j·d + l] = K_l^{¬α_l}` and corrections `corr[j]`; the punctured leaf gets `v_α ⊕ Δ`.
+/// `known[j·d + l] = K_l^{¬α_l}`, corrections `corr[j]` and base VOLE values `gammas[j]`; the
+/// punctured leaf gets `corr[j] ⊕ gammas[j] ⊕ (⊕ other leaves)` (`v_α ⊕ Δ` for MPCOT).
 fn expand_receiver(
     ggm: &Ggm,
     leaves: &mut [u128],
     alphas: &[usize],
     known: &[u128],
     corr: &[u128],
+    gammas: &[u128],
     d: usize,
 ) {
     let g = alphas.len();
@@ -285,9 +291,14 @@ fn expand_receiver(
             pos[j] = 2 * p + a;
         }
     }
-    for ((tree, &a), &c) in leaves.chunks_exact_mut(1 << d).zip(alphas).zip(corr) {
+    for (((tree, &a), &c), &gamma) in leaves
+        .chunks_exact_mut(1 << d)
+        .zip(alphas)
+        .zip(corr)
+        .zip(gammas)
+    {
         // tree[a] is 0, so the XOR over the whole tree is the XOR over i ≠ α.
-        tree[a] = tree.iter().fold(c, |x, y| x ^ y);
+        tree[a] = tree.iter().fold(c ^ gamma, |x, y| x ^ y);
     }
 }
 
@@ -319,6 +330,34 @@ pub fn mpcot_send(
     d: usize,
 ) -> Result<Vec<u128>, OtError> {
     check_params(t, d)?;
+    mpvole_send(link, delta, q, t, d, &vec![delta; t])
+}
+
+/// Multi-point VOLE expansion, sender side: as [`mpcot_send`], but tree `j`'s final
+/// correction is `offsets[j] ⊕ (⊕ leaves)` instead of `Δ ⊕ (⊕ leaves)`. With a base VOLE
+/// correlation `γ_j = offsets[j] + β_j·Δ` held by the receiver (passed to
+/// [`mpvole_receive`] as `gammas`), the receiver's punctured leaf becomes `v_α + β_j·Δ`: the
+/// "sum trick" of Weng–Yang–Katz–Wang, *Wolverine* (S&P 2021) §3.2 / Ferret §4, which turns
+/// GGM trees into multi-point VOLE over GF(2^128). `mpcot_send` is the case `offsets = Δ`,
+/// `gammas = 0`, `β = 1`.
+///
+/// # Errors
+/// As [`mpcot_send`]; also `offsets.len() ≠ t`.
+pub fn mpvole_send(
+    link: &mut dyn Link,
+    delta: u128,
+    q: &[u128],
+    t: usize,
+    d: usize,
+    offsets: &[u128],
+) -> Result<Vec<u128>, OtError> {
+    check_params(t, d)?;
+    if offsets.len() != t {
+        return Err(OtError::Usage(format!(
+            "{t} trees need {t} correction offsets, got {}",
+            offsets.len()
+        )));
+    }
     let n_cots = t * d;
     if q.len() != n_cots {
         return Err(OtError::Usage(format!(
@@ -347,7 +386,8 @@ pub fn mpcot_send(
         .zip(sums.par_chunks_mut(tt * d))
         .zip(corr.par_chunks_mut(tt))
         .zip(seeds.par_chunks(tt))
-        .for_each(|(((leaves, s), c), sd)| expand_sender(&ggm, leaves, sd, s, c, d, delta));
+        .zip(offsets.par_chunks(tt))
+        .for_each(|((((leaves, s), c), sd), off)| expand_sender(&ggm, leaves, sd, s, c, d, off));
     seeds.zeroize();
 
     let mut h0 = ot_hash(q, 0);
@@ -391,8 +431,31 @@ pub fn mpcot_receive(
     alphas: &[usize],
     d: usize,
 ) -> Result<Vec<u128>, OtError> {
+    mpvole_receive(link, t_cots, choices, alphas, d, &vec![0; alphas.len()])
+}
+
+/// Multi-point VOLE expansion, receiver side: as [`mpcot_receive`], with the base VOLE values
+/// `gammas[j] = offsets[j] + β_j·Δ` matching the sender's [`mpvole_send`] offsets; the
+/// punctured leaf of tree `j` becomes `v_α + β_j·Δ`.
+///
+/// # Errors
+/// As [`mpcot_receive`]; also `gammas.len() ≠ alphas.len()`.
+pub fn mpvole_receive(
+    link: &mut dyn Link,
+    t_cots: &[u128],
+    choices: &[bool],
+    alphas: &[usize],
+    d: usize,
+    gammas: &[u128],
+) -> Result<Vec<u128>, OtError> {
     let t = alphas.len();
     check_params(t, d)?;
+    if gammas.len() != t {
+        return Err(OtError::Usage(format!(
+            "{t} trees need {t} base VOLE values, got {}",
+            gammas.len()
+        )));
+    }
     let n_cots = t * d;
     if t_cots.len() != n_cots || choices.len() != n_cots {
         return Err(OtError::Usage(format!(
@@ -454,7 +517,8 @@ pub fn mpcot_receive(
         .zip(alphas.par_chunks(tt))
         .zip(known.par_chunks(tt * d))
         .zip(corr.par_chunks(tt))
-        .for_each(|(((leaves, a), k), c)| expand_receiver(&ggm, leaves, a, k, c, d));
+        .zip(gammas.par_chunks(tt))
+        .for_each(|((((leaves, a), k), c), g)| expand_receiver(&ggm, leaves, a, k, c, g, d));
     known.zeroize();
     Ok(w)
 }

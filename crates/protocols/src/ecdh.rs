@@ -36,9 +36,14 @@ fn batches_in_flight() -> usize {
 
 /// Match-tag length in bytes: ⌈(λ + ⌈log2(n_r·n_s)⌉)/8⌉, at least 8, at most 16.
 pub fn tag_len(n_r: u64, n_s: u64) -> usize {
+    tag_len_with(n_r, n_s, 0)
+}
+
+/// [`tag_len`] with `extra` more bits of statistical security (bucketed runs).
+pub fn tag_len_with(n_r: u64, n_s: u64, extra: u32) -> usize {
     let product = (n_r.max(1) as u128) * (n_s.max(1) as u128);
     let log = 128 - (product.saturating_sub(1)).leading_zeros();
-    (((STAT_SEC + log).div_ceil(8)) as usize).clamp(8, 16)
+    (((STAT_SEC + extra.min(24) + log).div_ceil(8)) as usize).clamp(8, 16)
 }
 
 /// Runs ECDH-PSI after a successful handshake.
@@ -65,7 +70,7 @@ pub(crate) fn run(
     let ctx = Ctx {
         cipher: &*cipher,
         batch: opts.batch_size,
-        tag_len: tag_len(n_r, n_s),
+        tag_len: tag_len_with(n_r, n_s, opts.extra_stat_bits),
         progress,
     };
     match hs.ours.role {
@@ -274,7 +279,11 @@ fn receive_group(
 }
 
 /// Sends sorted positions: a count message, then batches of u32.
-fn send_indices(link: &mut dyn Link, batch: usize, positions: &[u32]) -> Result<(), ProtocolError> {
+pub(crate) fn send_indices(
+    link: &mut dyn Link,
+    batch: usize,
+    positions: &[u32],
+) -> Result<(), ProtocolError> {
     let mut head = vec![MSG_INDICES];
     put_u32(&mut head, positions.len() as u32);
     link.send(&head)?;
@@ -292,7 +301,7 @@ fn send_indices(link: &mut dyn Link, batch: usize, positions: &[u32]) -> Result<
 
 /// Receives positions into our shuffled send order; checks each is in range and that they are
 /// strictly increasing (so no duplicates and no more than `n` of them).
-fn receive_indices(link: &mut dyn Link, n: usize) -> Result<Vec<usize>, ProtocolError> {
+pub(crate) fn receive_indices(link: &mut dyn Link, n: usize) -> Result<Vec<usize>, ProtocolError> {
     let head = link.recv()?;
     let mut r = Reader::new(&head, "intersection size");
     expect_type(&mut r, MSG_INDICES)?;

@@ -49,3 +49,16 @@ pub enum ProtocolError {
     #[error("internal error: {0}; please report this bug")]
     Unreachable(&'static str),
 }
+
+impl From<blindjoin_ot::OtError> for ProtocolError {
+    fn from(e: blindjoin_ot::OtError) -> Self {
+        use blindjoin_ot::OtError;
+        match e {
+            OtError::Link(l) => ProtocolError::Link(l),
+            OtError::InvalidMessage(d) => ProtocolError::InvalidMessage(d),
+            OtError::PeerMisbehaved(s) => ProtocolError::PeerMisbehaved(s),
+            OtError::Crypto(c) => ProtocolError::Crypto(c),
+            other => ProtocolError::Config(other.to_string()),
+        }
+    }
+}

@@ -6,7 +6,7 @@ use crate::{Curve, Protocol, ProtocolError, Role};
 use blindjoin_link::{Link, Reader, put_bytes_u16, put_u32, put_u64};
 
 /// Version of the wire format; both parties must speak the same one.
-pub const WIRE_VERSION: &str = concat!("blindjoin/", env!("CARGO_PKG_VERSION"), "/wire-1");
+pub const WIRE_VERSION: &str = concat!("blindjoin/", env!("CARGO_PKG_VERSION"), "/wire-2");
 /// Longest string field in a hello.
 const MAX_FIELD: usize = 128;
 
@@ -29,6 +29,12 @@ pub struct Hello {
     pub broadcast_result: bool,
     /// Number of (unique) items this party brings — revealed to the peer by every PSI protocol.
     pub item_count: u64,
+    /// The protocol's mode where it has several (RR22: `fast`, `low_comm`, `malicious`); empty
+    /// otherwise. Must agree.
+    pub variant: String,
+    /// Items per bucket when the data path splits the run into buckets (0: one bucket). Must
+    /// agree, since both sides derive the bucket count from it.
+    pub bucket_size: u64,
 }
 
 impl Hello {
@@ -53,7 +59,21 @@ impl Hello {
             join_type: join_type.to_string(),
             broadcast_result,
             item_count,
+            variant: String::new(),
+            bucket_size: 0,
         }
+    }
+
+    /// The same hello announcing `bucket_size` items per bucket (0: no bucketing).
+    pub fn with_bucket_size(mut self, bucket_size: u64) -> Self {
+        self.bucket_size = bucket_size;
+        self
+    }
+
+    /// The same hello announcing protocol mode `variant` (see [`Hello::variant`]).
+    pub fn with_variant(mut self, variant: &str) -> Self {
+        self.variant = variant.to_string();
+        self
     }
 
     fn encode(&self) -> Vec<u8> {
@@ -69,6 +89,8 @@ impl Hello {
         put_bytes_u16(&mut out, self.join_type.as_bytes());
         out.push(u8::from(self.broadcast_result));
         put_u64(&mut out, self.item_count);
+        put_bytes_u16(&mut out, self.variant.as_bytes());
+        put_u64(&mut out, self.bucket_size);
         out
     }
 
@@ -98,6 +120,8 @@ impl Hello {
             }
         };
         let item_count = r.u64()?;
+        let variant = r.str_u16(MAX_FIELD)?.to_string();
+        let bucket_size = r.u64()?;
         r.finish()?;
         Ok(Hello {
             version,
@@ -108,6 +132,8 @@ impl Hello {
             join_type,
             broadcast_result,
             item_count,
+            variant,
+            bucket_size,
         })
     }
 }
@@ -127,6 +153,15 @@ pub struct HandshakeChecked {
 }
 
 impl HandshakeChecked {
+    /// The same agreement for one bucket of a bucketed run, holding `ours` of our items and
+    /// `theirs` of the peer's.
+    pub fn for_bucket(&self, ours: u64, theirs: u64) -> Self {
+        let mut hs = self.clone();
+        hs.ours.item_count = ours;
+        hs.theirs.item_count = theirs;
+        hs
+    }
+
     /// Whether this party learns the intersection.
     pub fn we_learn_result(&self) -> bool {
         self.ours.role == Role::Receiver || self.ours.broadcast_result
@@ -143,7 +178,7 @@ pub fn check(ours: &Hello, theirs: &Hello) -> Result<(), ProtocolError> {
         our_role: ours.role.to_string(),
         their_role: theirs.role.to_string(),
     };
-    let fields: [(&'static str, String, String); 6] = [
+    let fields: [(&'static str, String, String); 8] = [
         (
             "program version",
             ours.version.clone(),
@@ -160,9 +195,19 @@ pub fn check(ours: &Hello, theirs: &Hello) -> Result<(), ProtocolError> {
             theirs.curve.clone(),
         ),
         (
+            "the protocol mode (rr22_config.low_comm_mode / rr22_config.malicious)",
+            ours.variant.clone(),
+            theirs.variant.clone(),
+        ),
+        (
             "the number of key columns (keys)",
             ours.key_columns.to_string(),
             theirs.key_columns.to_string(),
+        ),
+        (
+            "the bucket size (rr22_config.bucket_size / kkrt_config.bucket_size)",
+            ours.bucket_size.to_string(),
+            theirs.bucket_size.to_string(),
         ),
         (
             "advanced_join_type",

@@ -8,6 +8,7 @@
 //! | protocol | module | model |
 //! |---|---|---|
 //! | `PROTOCOL_ECDH` | [`ecdh`] | semi-honest, DDH in the random-oracle model |
+//! | `PROTOCOL_RR22` | [`rr22`] | semi-honest (fast, low_comm); malicious outputs (see module) |
 //!
 //! ```
 //! use blindjoin_crypto::{Curve, item_digest};
@@ -31,6 +32,7 @@ pub mod ecdh;
 mod error;
 mod handshake;
 mod progress;
+pub mod rr22;
 mod shuffle;
 
 pub use blindjoin_crypto::{Curve, ItemDigest};
@@ -51,7 +53,7 @@ pub enum Protocol {
     Ecdh,
     /// KKRT16 — planned.
     Kkrt,
-    /// RR22 — planned.
+    /// RR22 (Raghuraman–Rindal, CCS 2022): OKVS + silent VOLE; see [`rr22`].
     Rr22,
 }
 
@@ -67,7 +69,7 @@ impl Protocol {
 
     /// Whether this build implements the protocol.
     pub fn is_supported(self) -> bool {
-        matches!(self, Protocol::Ecdh)
+        matches!(self, Protocol::Ecdh | Protocol::Rr22)
     }
 }
 
@@ -90,7 +92,7 @@ impl FromStr for Protocol {
             _ => {
                 return Err(ProtocolError::Unsupported {
                     what: format!("protocol {s:?}"),
-                    hint: "use PROTOCOL_ECDH (PROTOCOL_KKRT and PROTOCOL_RR22 are planned)".into(),
+                    hint: "use PROTOCOL_ECDH or PROTOCOL_RR22 (PROTOCOL_KKRT is planned)".into(),
                 });
             }
         })
@@ -130,6 +132,10 @@ pub struct PsiOptions {
     pub batch_size: usize,
     /// A user-supplied secret key (raw 32 bytes); random per run when `None`.
     pub secret_key: Option<Zeroizing<Vec<u8>>>,
+    /// Extra statistical-security bits for match tags, `⌈log2 B⌉` when the run is split into `B`
+    /// buckets, so the false-match bound 2^-40 holds for the whole run, not per bucket. Both
+    /// parties derive it from agreed values.
+    pub extra_stat_bits: u32,
 }
 
 impl Default for PsiOptions {
@@ -137,6 +143,7 @@ impl Default for PsiOptions {
         Self {
             batch_size: 4096,
             secret_key: None,
+            extra_stat_bits: 0,
         }
     }
 }
@@ -176,9 +183,11 @@ pub fn run_psi(
     }
     match hs.protocol {
         Protocol::Ecdh => ecdh::run(link, hs, opts, items, progress),
+        Protocol::Rr22 => rr22::run(link, hs, opts, items, progress),
         other => Err(ProtocolError::Unsupported {
             what: format!("protocol {other}"),
-            hint: "use PROTOCOL_ECDH; this protocol is planned but not built yet".into(),
+            hint: "use PROTOCOL_ECDH or PROTOCOL_RR22; this protocol is planned but not built yet"
+                .into(),
         }),
     }
 }

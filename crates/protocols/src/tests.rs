@@ -34,8 +34,20 @@ fn plaintext(mine: &[ItemDigest], theirs: &[ItemDigest]) -> Vec<usize> {
         .collect()
 }
 
+/// What runs: protocol, curve, mode.
+#[derive(Clone, Copy, Debug)]
+struct Proto(Protocol, Option<Curve>, &'static str);
+
+fn ecdh(curve: Curve) -> Proto {
+    Proto(Protocol::Ecdh, Some(curve), "")
+}
+
+fn rr22(mode: rr22::Rr22Mode) -> Proto {
+    Proto(Protocol::Rr22, None, mode.variant())
+}
+
 fn run_pair(
-    curve: Curve,
+    p: Proto,
     xs: Vec<ItemDigest>,
     ys: Vec<ItemDigest>,
     broadcast: bool,
@@ -44,19 +56,11 @@ fn run_pair(
     let (mut la, mut lb) = mem_pair();
     let opts = PsiOptions {
         batch_size: batch,
-        secret_key: None,
+        ..PsiOptions::default()
     };
     let o2 = opts.clone();
     let hello = move |role, n: usize| {
-        Hello::new(
-            Protocol::Ecdh,
-            Some(curve),
-            role,
-            1,
-            "INNER",
-            broadcast,
-            n as u64,
-        )
+        Hello::new(p.0, p.1, role, 1, "INNER", broadcast, n as u64).with_variant(p.2)
     };
     let t = std::thread::spawn(move || {
         let hs = handshake(&mut lb, hello(Role::Sender, ys.len())).unwrap();
@@ -70,7 +74,7 @@ fn run_pair(
     (out, t.join().unwrap())
 }
 
-fn check(curve: Curve, c: Case, batch: usize) {
+fn check(curve: Proto, c: Case, batch: usize) {
     let (xs, ys) = sets(&c, c.n_r as u64 * 31 + c.n_s as u64);
     for broadcast in [true, false] {
         let (r, s) = run_pair(curve, xs.clone(), ys.clone(), broadcast, batch);
@@ -79,19 +83,23 @@ fn check(curve: Curve, c: Case, batch: usize) {
         assert_eq!(
             r.intersection.as_ref(),
             Some(&want_r),
-            "{curve} receiver n_r={} n_s={}",
+            "{curve:?} receiver n_r={} n_s={}",
             c.n_r,
             c.n_s
         );
         if broadcast {
-            assert_eq!(s.intersection, Some(plaintext(&ys, &xs)), "{curve} sender");
+            assert_eq!(
+                s.intersection,
+                Some(plaintext(&ys, &xs)),
+                "{curve:?} sender"
+            );
         } else {
             assert_eq!(s.intersection, None);
         }
     }
 }
 
-fn every_case(curve: Curve) {
+fn every_case(curve: Proto) {
     let edge = [
         Case {
             n_r: 0,
@@ -152,33 +160,33 @@ fn every_case(curve: Curve) {
 
 #[test]
 fn ecdh_curve25519_matches_plaintext() {
-    every_case(Curve::Curve25519);
+    every_case(ecdh(Curve::Curve25519));
 }
 
 #[test]
 fn ecdh_ristretto255_matches_plaintext() {
-    every_case(Curve::Ristretto255);
+    every_case(ecdh(Curve::Ristretto255));
 }
 
 #[test]
 fn ecdh_secp256k1_matches_plaintext() {
-    every_case(Curve::Secp256k1);
+    every_case(ecdh(Curve::Secp256k1));
 }
 
 #[test]
 fn ecdh_p256_matches_plaintext() {
-    every_case(Curve::P256);
+    every_case(ecdh(Curve::P256));
 }
 
 #[test]
 fn ecdh_sm2_matches_plaintext() {
-    every_case(Curve::Sm2);
+    every_case(ecdh(Curve::Sm2));
 }
 
 #[test]
 fn ecdh_unbalanced_and_small_batches() {
     check(
-        Curve::Curve25519,
+        ecdh(Curve::Curve25519),
         Case {
             n_r: 3000,
             n_s: 17,
@@ -187,13 +195,66 @@ fn ecdh_unbalanced_and_small_batches() {
         100,
     );
     check(
-        Curve::Curve25519,
+        ecdh(Curve::Curve25519),
         Case {
             n_r: 17,
             n_s: 3000,
             overlap: 9,
         },
         1,
+    );
+}
+
+#[test]
+fn rr22_fast_matches_plaintext() {
+    every_case(rr22(rr22::Rr22Mode::Fast));
+}
+
+#[test]
+fn rr22_low_comm_matches_plaintext() {
+    every_case(rr22(rr22::Rr22Mode::LowComm));
+}
+
+#[test]
+fn rr22_malicious_matches_plaintext() {
+    every_case(rr22(rr22::Rr22Mode::Malicious));
+}
+
+#[test]
+fn rr22_larger_and_unbalanced_sets() {
+    for mode in [
+        rr22::Rr22Mode::Fast,
+        rr22::Rr22Mode::LowComm,
+        rr22::Rr22Mode::Malicious,
+    ] {
+        for (n_r, n_s, overlap) in [
+            (2, 2, 1),
+            (1000, 1000, 0),
+            (1000, 1000, 1000),
+            (1 << 10, 1 << 16, 500),
+            (1 << 16, 1 << 10, 1 << 10),
+            (100_000, 100_000, 33_333),
+        ] {
+            check(rr22(mode), Case { n_r, n_s, overlap }, 4096);
+        }
+    }
+}
+
+#[test]
+fn rr22_sizes_follow_the_set_sizes() {
+    use rr22::{Rr22Mode, Rr22Sizes};
+    let s = Rr22Sizes::new(Rr22Mode::Fast, 1 << 20, 1 << 20, 0);
+    assert_eq!((s.value_bytes, s.out_bytes), (16, 10));
+    let s = Rr22Sizes::new(Rr22Mode::LowComm, 1 << 20, 1 << 20, 0);
+    assert_eq!((s.value_bytes, s.out_bytes), (8, 10)); // 40 + 20 bits → 8 bytes
+    let s = Rr22Sizes::new(Rr22Mode::LowComm, 1 << 30, 1 << 30, 0);
+    assert_eq!((s.value_bytes, s.out_bytes), (9, 13));
+    let s = Rr22Sizes::new(Rr22Mode::Malicious, 10, 10, 0);
+    assert_eq!((s.value_bytes, s.out_bytes), (16, 16));
+    assert!(Rr22Mode::from_flags(true, true).is_err());
+    assert_eq!(
+        Rr22Mode::from_flags(true, false).unwrap(),
+        Rr22Mode::LowComm
     );
 }
 
@@ -294,4 +355,99 @@ fn a_lying_peer_gets_a_typed_error() {
     let err = run_psi(&mut la, &hs, &PsiOptions::default(), &xs, &NoProgress).unwrap_err();
     assert!(matches!(err, ProtocolError::InvalidMessage(_)), "{err}");
     t.join().unwrap();
+}
+
+/// Prints the time spent in each protocol stage, per party.
+struct StageClock(
+    &'static str,
+    std::sync::Mutex<(std::time::Instant, &'static str)>,
+);
+
+impl Progress for StageClock {
+    fn stage(&self, name: &'static str, _: u64) {
+        let mut g = self.1.lock().unwrap();
+        eprintln!(
+            "{:>8}: {:<40} {:>8.3} s",
+            self.0,
+            g.1,
+            g.0.elapsed().as_secs_f64()
+        );
+        *g = (std::time::Instant::now(), name);
+    }
+    fn advance(&self, _: u64) {}
+}
+
+/// `cargo test --release -p blindjoin-protocols rr22_speed -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn rr22_speed() {
+    let n = 1usize << 20;
+    let (xs, ys) = sets(
+        &Case {
+            n_r: n,
+            n_s: n,
+            overlap: n / 2,
+        },
+        7,
+    );
+    for mode in [
+        rr22::Rr22Mode::Fast,
+        rr22::Rr22Mode::LowComm,
+        rr22::Rr22Mode::Malicious,
+    ] {
+        let (mut la, mut lb) = mem_pair();
+        let p = rr22(mode);
+        let hello = move |role, n: usize| {
+            Hello::new(p.0, p.1, role, 1, "INNER", false, n as u64).with_variant(p.2)
+        };
+        let ys = ys.clone();
+        let t0 = std::time::Instant::now();
+        let t = std::thread::spawn(move || {
+            let hs = handshake(&mut lb, hello(Role::Sender, ys.len())).unwrap();
+            let clock = StageClock("sender", (std::time::Instant::now(), "start").into());
+            run_psi(&mut lb, &hs, &PsiOptions::default(), &ys, &clock).unwrap();
+            clock.stage("end", 0);
+            lb.stats()
+        });
+        let hs = handshake(&mut la, hello(Role::Receiver, xs.len())).unwrap();
+        let clock = StageClock("receiver", (std::time::Instant::now(), "start").into());
+        let out = run_psi(&mut la, &hs, &PsiOptions::default(), &xs, &clock).unwrap();
+        clock.stage("end", 0);
+        let s = t.join().unwrap();
+        let r = la.stats();
+        assert_eq!(out.intersection.unwrap().len(), n / 2);
+        eprintln!(
+            "RR22 {mode} n=2^20: {:.3} s, {:.1} bits/element",
+            t0.elapsed().as_secs_f64(),
+            (s.bytes_sent + r.bytes_sent) as f64 * 8.0 / n as f64
+        );
+    }
+}
+
+#[test]
+fn rr22_hostile_receiver_gets_a_typed_error() {
+    use blindjoin_link::Link as _;
+    let (mut la, mut lb) = mem_pair();
+    let p = rr22(rr22::Rr22Mode::Fast);
+    let hello =
+        move |role, n: u64| Hello::new(p.0, p.1, role, 1, "INNER", false, n).with_variant(p.2);
+    let ys = vec![item_digest(b"a"), item_digest(b"b")];
+    let t = std::thread::spawn(move || {
+        let hs = handshake(&mut lb, hello(Role::Sender, 2)).unwrap();
+        run_psi(&mut lb, &hs, &PsiOptions::default(), &ys, &NoProgress).unwrap_err()
+    });
+    let _ = handshake(&mut la, hello(Role::Receiver, 2)).unwrap();
+    // An honest VOLE of the agreed length (the OKVS size for 2 keys), then a masked-OKVS message
+    // claiming more entries than the OKVS has.
+    let (m, _) = blindjoin_crypto::okvs::OkvsParams::default()
+        .size_for(2)
+        .unwrap();
+    let _vole = blindjoin_ot::vole::vole_receive(&mut la, m, 128, false).unwrap();
+    let mut msg = vec![0x22u8];
+    msg.extend_from_slice(&[7u8; 16]);
+    msg.extend_from_slice(&((m + 5) as u32).to_le_bytes());
+    msg.extend(std::iter::repeat_n(0u8, (m + 5) * 16));
+    la.send(&msg).unwrap();
+    let err = t.join().unwrap();
+    assert!(matches!(err, ProtocolError::InvalidMessage(_)), "{err}");
 }

@@ -88,7 +88,7 @@ fn features_not_built_are_refused_by_name() {
             "\"check_hash_digest\": true",
             "check_hash_digest",
         ),
-        ("PROTOCOL_ECDH", "PROTOCOL_RR22", "protocol_config.protocol"),
+        ("PROTOCOL_ECDH", "PROTOCOL_KKRT", "protocol_config.protocol"),
         ("CURVE_25519", "CURVE_FOURQ", "ecdh_config.curve"),
         (
             "\"type\": \"IO_TYPE_FILE_CSV\", \"path\": \"/data/in.csv\"",
@@ -156,4 +156,56 @@ fn trailing_commas_inside_strings_are_left_alone() {
     let (t, lines) = strip_trailing_commas("{\"a\": \"x,]\", \"b\": [1,\n2,\n]}");
     assert_eq!(t, "{\"a\": \"x,]\", \"b\": [1,\n2 \n]}");
     assert_eq!(lines, vec![2]);
+}
+
+fn rr22_config(rr22: &str) -> String {
+    seed_config("ROLE_RECEIVER", "receiver").replacen(
+        r#""protocol": "PROTOCOL_ECDH",
+      "ecdh_config": { "curve": "CURVE_25519" },"#,
+        &format!(r#""protocol": "PROTOCOL_RR22",{rr22}"#),
+        1,
+    )
+}
+
+#[test]
+fn rr22_configs_select_the_mode_and_bucket_size() {
+    let s = parse(&rr22_config("")).unwrap();
+    assert_eq!(s.protocol, Protocol::Rr22);
+    assert_eq!((s.variant.as_str(), s.bucket_size), ("fast", 1 << 20));
+    assert_eq!(s.curve, None);
+    let s = parse(&rr22_config(
+        r#" "rr22_config": { "low_comm_mode": true, "bucket_size": "4096" },"#,
+    ))
+    .unwrap();
+    assert_eq!((s.variant.as_str(), s.bucket_size), ("low_comm", 4096));
+    let s = parse(&rr22_config(r#" "rr22_config": { "malicious": true },"#)).unwrap();
+    assert_eq!(s.variant, "malicious");
+    // An ecdh_config left in an RR22 config is harmless.
+    let s = parse(&rr22_config(
+        r#" "ecdh_config": { "curve": "CURVE_FOURQ" },"#,
+    ))
+    .unwrap();
+    assert_eq!(s.curve, None);
+}
+
+#[test]
+fn bad_rr22_configs_name_the_field() {
+    for (rr22, field) in [
+        (
+            r#" "rr22_config": { "malicious": true, "low_comm_mode": true },"#,
+            "rr22_config",
+        ),
+        (
+            r#" "rr22_config": { "bucket_size": 0 },"#,
+            "rr22_config.bucket_size",
+        ),
+        (
+            r#" "rr22_config": { "bucket_size": "lots" },"#,
+            "rr22_config.bucket_size",
+        ),
+        (r#" "rr22_config": { "fast": true },"#, "rr22_config"),
+    ] {
+        let e = parse(&rr22_config(rr22)).unwrap_err().to_string();
+        assert!(e.contains(field), "{rr22}: {e}");
+    }
 }

@@ -1,0 +1,736 @@
+//! Silent random VOLE over GF(2^128), with an optional small noise domain (subfield VOLE).
+//!
+//! The parties end with vectors of length `m`: the *sender* holds a global `Δ ∈ GF(2^128)` and
+//! `B`, the *receiver* holds `A` and `C` with
+//!
+//! ```text
+//! C_i = B_i + A_i·Δ        (every coordinate, arithmetic in GF(2^128))
+//! ```
+//!
+//! and `A` pseudo-random. With `noise_bits = ℓ < 128`, every `A_i` lies in the GF(2)-subspace of
+//! elements whose bits `ℓ..128` are zero (ℓ-bit strings embedded in GF(2^128)): this is the
+//! "subfield VOLE" RR22's low-communication mode needs, where the receiver sends `P + A` at ℓ bits
+//! per entry. (The subspace is not a subfield, but everything RR22 and the dual-LPN argument use
+//! is GF(2)-linearity in `A` and the fact that `a·Δ` is uniform for `a ≠ 0`: the noise is ℓ
+//! parallel binary LPN instances with a shared support, exactly as for a GF(2^ℓ) subfield.)
+//!
+//! # Construction (Boyle–Couteau–Gilboa–Ishai–Kohl–Rindal–Scholl, CCS 2019, §5 "silent" VOLE)
+//!
+//! 1. **Dual LPN.** `A = u·Gᵀ`, `C = w·Gᵀ`, `B = v·Gᵀ` for the dual encoding `Gᵀ` of an
+//!    Expand-Accumulate code ([`ExAccCode`], "ExAcc7": expander weight 7, rate 1/2, `N = 2n`,
+//!    BCG+22 CRYPTO 2022 §3), where `u ∈ GF(2^128)^N` is *regular* sparse noise (one nonzero
+//!    `β_j` per block) and `w = v + u·Δ`. The code seed is public (sent by the sender).
+//! 2. **Noise weight.** `t ≥` [`NOISE_WEIGHT`] `= 400` blocks: libOTe's rule
+//!    `t = ⌈−κ / log2(1 − 2δ)⌉` for a code of relative minimum distance `δ`, with libOTe's
+//!    estimate `δ = 0.10` for ExAcc7 and `κ = 128`, gives 398, rounded up to a multiple of 8.
+//!    The code length is at least `2·`[`MIN_CODE_N`] so small `m` keep a healthy LPN instance
+//!    (the extra outputs are simply dropped).
+//! 3. **Multi-point VOLE** `w = v + u·Δ` from GGM trees ([`crate::pprf::mpvole_send`]): one
+//!    tree of `2^d` leaves per noise block (the last one truncated to the code length), the
+//!    punctured leaf corrected by a base VOLE `γ_j = δ_j + β_j·Δ`.
+//! 4. **Base VOLE** from `ℓ` correlated OTs per block (Gilboa's multiplication): the COT
+//!    receiver's choice bits are the bits of `β_j`, and with `t_{j,k} = q_{j,k} + c_{j,k}·Δ`,
+//!    `γ_j = Σ_k t_{j,k}·x^k = Σ_k q_{j,k}·x^k + β_j·Δ`.
+//! 5. The COTs (`t·d` for the trees plus `t·ℓ` for the base VOLE) come from SoftSpokenOT
+//!    ([`crate::softspoken`], k = 4: 32 bits per OT), with its malicious check when checked.
+//!
+//! Messages: the receiver opens with `"VOLE" | u64 m | u8 ℓ`, the sender answers `"VOLS" | seed`,
+//! then the COT extension and the PPRF run.
+//!
+//! # Consistency check (`checked = true`)
+//!
+//! The check of Weng–Yang–Katz–Wang, *Wolverine* (S&P 2021) §4 / Yang et al., *Ferret* (CCS 2020)
+//! Fig. 7, against a sender whose tree sums or corrections are inconsistent: after the
+//! expansion the receiver picks a fresh seed for random weights `χ_i ∈ GF(2^128)` (AES-CTR) and
+//! sends it with `x′ = Σ_j χ_{p_j}·β_j + y*`, where `(y*, z* = v* + y*·Δ)` is one more base VOLE
+//! (128 further COTs). The sender returns `SHA-256(Σ χ_i·v_i + v* + x′·Δ)`; the receiver
+//! compares it with `SHA-256(Σ χ_i·w_i + z*)` and fails with
+//! [`OtError::PeerMisbehaved`] on a mismatch. A cheating sender passes with probability
+//! ≤ 2^-128 + (selective failure: it learns one predicate of the noise positions, the leakage the
+//! Wolverine/Ferret analysis allows). `v*` hides the sender's reply.
+//!
+//! # Security model
+//!
+//! Unchecked: semi-honest, like the COTs and the PPRF underneath. Checked: the sender's PPRF
+//! messages are verified as above; the correlated OTs must then also come from a maliciously
+//! secure extension for the whole VOLE to be malicious-secure. Every peer message is
+//! bounds-checked and parameter mismatches are typed errors.
+
+use crate::OtError;
+use crate::pprf::{MAX_DEPTH, MAX_LEAVES, complement_choices, mpvole_receive, mpvole_send};
+use crate::softspoken::{SoftSpokenParams, softspoken_cot_receive, softspoken_cot_send};
+use blindjoin_crypto::exacc::ExAccCode;
+use blindjoin_crypto::gf128::Gf128;
+use blindjoin_crypto::random_bytes;
+use blindjoin_link::{Link, Reader, put_u64};
+use zeroize::Zeroize;
+
+/// Regular noise weight (number of GGM trees), at least; see the module docs.
+pub const NOISE_WEIGHT: usize = 400;
+
+/// Smallest code message size: shorter VOLEs are cut from one of this length.
+pub const MIN_CODE_N: usize = 1 << 13;
+
+/// Largest VOLE length one call produces (the code length `2m` must fit the PPRF).
+pub const MAX_VOLE_LEN: usize = MAX_LEAVES / 2;
+
+const HELLO_MAGIC: &[u8; 4] = b"VOLE";
+const SEED_MAGIC: &[u8; 4] = b"VOLS";
+const CHECK_MAGIC: &[u8; 4] = b"VOLC";
+const REPLY_MAGIC: &[u8; 4] = b"VOLR";
+const CHECK_DOMAIN: &[u8] = b"blindjoin/vole/check\0";
+
+/// COTs for the check's extra base VOLE `(y*, z*)`.
+const CHECK_COTS: usize = 128;
+
+/// The sender's half: `Δ` and `B`, with the receiver holding `C = B + A·Δ`. Zeroized on drop.
+pub struct VoleSender {
+    delta: Gf128,
+    b: Vec<Gf128>,
+}
+
+impl VoleSender {
+    /// The global key `Δ`.
+    pub fn delta(&self) -> Gf128 {
+        self.delta
+    }
+
+    /// `B`.
+    pub fn b(&self) -> &[Gf128] {
+        &self.b
+    }
+
+    /// Length `m`.
+    pub fn len(&self) -> usize {
+        self.b.len()
+    }
+
+    /// `m == 0`.
+    pub fn is_empty(&self) -> bool {
+        self.b.is_empty()
+    }
+}
+
+impl Drop for VoleSender {
+    fn drop(&mut self) {
+        self.delta.0.zeroize();
+        zeroize_field(&mut self.b);
+    }
+}
+
+/// The receiver's half: `A` (ℓ-bit values when `noise_bits = ℓ`) and `C = B + A·Δ`. Zeroized
+/// on drop.
+pub struct VoleReceiver {
+    a: Vec<Gf128>,
+    c: Vec<Gf128>,
+}
+
+impl VoleReceiver {
+    /// `A`.
+    pub fn a(&self) -> &[Gf128] {
+        &self.a
+    }
+
+    /// `C`.
+    pub fn c(&self) -> &[Gf128] {
+        &self.c
+    }
+
+    /// Length `m`.
+    pub fn len(&self) -> usize {
+        self.c.len()
+    }
+
+    /// `m == 0`.
+    pub fn is_empty(&self) -> bool {
+        self.c.is_empty()
+    }
+}
+
+impl Drop for VoleReceiver {
+    fn drop(&mut self) {
+        zeroize_field(&mut self.a);
+        zeroize_field(&mut self.c);
+    }
+}
+
+fn zeroize_field(v: &mut [Gf128]) {
+    for x in v.iter_mut() {
+        x.0.zeroize();
+    }
+}
+
+/// The LPN instance for a VOLE of length `m`: code message size `n`, code length `big_n = 2n`,
+/// `t` trees of depth `d` (the last holding `big_n − (t−1)·2^d` leaves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LpnShape {
+    /// Code message size (≥ `m`).
+    pub n: usize,
+    /// Code length `2n`.
+    pub big_n: usize,
+    /// Noise weight = number of trees.
+    pub t: usize,
+    /// Tree depth.
+    pub d: usize,
+}
+
+impl LpnShape {
+    /// The shape used for a VOLE of length `m`.
+    ///
+    /// # Errors
+    /// [`OtError::Usage`] when `m > MAX_VOLE_LEN`.
+    pub fn for_len(m: usize) -> Result<Self, OtError> {
+        if m > MAX_VOLE_LEN {
+            return Err(OtError::Usage(format!(
+                "VOLE of length {m} exceeds the maximum {MAX_VOLE_LEN}; split the input"
+            )));
+        }
+        let n = m.max(MIN_CODE_N);
+        let big_n = 2 * n;
+        let mut d = 1;
+        while d < MAX_DEPTH && big_n.div_ceil(1 << (d + 1)) >= NOISE_WEIGHT {
+            d += 1;
+        }
+        Ok(LpnShape {
+            n,
+            big_n,
+            t: big_n.div_ceil(1 << d),
+            d,
+        })
+    }
+
+    /// Leaves of tree `j` that lie inside the code length.
+    pub fn tree_len(&self, j: usize) -> usize {
+        (self.big_n - (j << self.d)).min(1 << self.d)
+    }
+}
+
+/// SoftSpokenOT with its default field size; its malicious check when the VOLE is checked.
+fn cot_params(checked: bool) -> SoftSpokenParams {
+    SoftSpokenParams {
+        malicious: checked,
+        ..SoftSpokenParams::default()
+    }
+}
+
+fn check_noise_bits(noise_bits: usize) -> Result<(), OtError> {
+    if !(1..=128).contains(&noise_bits) {
+        return Err(OtError::Usage(format!(
+            "VOLE noise width {noise_bits} bits out of range 1..=128"
+        )));
+    }
+    Ok(())
+}
+
+fn hello(m: usize, noise_bits: usize, checked: bool) -> Vec<u8> {
+    let mut h = HELLO_MAGIC.to_vec();
+    put_u64(&mut h, m as u64);
+    h.push(noise_bits as u8); // ≤ 128, checked
+    h.push(u8::from(checked));
+    h
+}
+
+/// The check weights `χ_i = AES_seed(i)` for `i < n`.
+fn check_weights(seed: &[u8; 16], n: usize) -> Vec<Gf128> {
+    use aes::Aes128;
+    use aes::cipher::{BlockCipherEncrypt, KeyInit};
+    use rayon::prelude::*;
+    let cipher = Aes128::new(&(*seed).into());
+    let mut out = vec![Gf128::ZERO; n];
+    out.par_chunks_mut(1 << 12)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let mut blocks: Vec<[u8; 16]> = (0..chunk.len())
+                .map(|i| (((c << 12) + i) as u128).to_le_bytes())
+                .collect();
+            cipher.encrypt_blocks(aes::Block::cast_slice_from_core_mut(&mut blocks));
+            for (o, b) in chunk.iter_mut().zip(&blocks) {
+                *o = Gf128(u128::from_le_bytes(*b));
+            }
+        });
+    out
+}
+
+/// `Σ χ_i·x_i`, in parallel.
+fn weighted_sum(chi: &[Gf128], x: &[u128]) -> Gf128 {
+    use blindjoin_crypto::gf128::inner_product;
+    use rayon::prelude::*;
+    chi.par_chunks(1 << 14)
+        .zip(x.par_chunks(1 << 14))
+        .map(|(c, x)| {
+            let xs: Vec<Gf128> = x.iter().map(|&v| Gf128(v)).collect();
+            inner_product(c, &xs)
+        })
+        .reduce(|| Gf128::ZERO, |a, b| a + b)
+}
+
+fn check_digest(x: Gf128) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::new()
+        .chain_update(CHECK_DOMAIN)
+        .chain_update(x.0.to_le_bytes())
+        .finalize()
+        .into()
+}
+
+fn code_for(shape: &LpnShape, seed: [u8; 16]) -> Result<ExAccCode, OtError> {
+    ExAccCode::rate_half(shape.n, seed).map_err(|e| OtError::Usage(e.to_string()))
+}
+
+/// `Σ_k xs[k]·x^k` over GF(2^128).
+fn gilboa_sum(xs: &[u128]) -> Gf128 {
+    xs.iter()
+        .enumerate()
+        .map(|(k, &x)| Gf128(x) * Gf128(1u128 << k))
+        .sum()
+}
+
+/// Runs a random VOLE of length `m` as the sender (holder of `Δ`), with noise values of
+/// `noise_bits` bits (128: full GF(2^128) VOLE; fewer: the receiver's `A` is ℓ-bit).
+///
+/// # Errors
+/// The receiver asked for other parameters ([`OtError::PeerMisbehaved`]); malformed messages;
+/// link failure; `m > MAX_VOLE_LEN` or `noise_bits ∉ 1..=128` ([`OtError::Usage`]).
+pub fn vole_send(
+    link: &mut dyn Link,
+    m: usize,
+    noise_bits: usize,
+    checked: bool,
+) -> Result<VoleSender, OtError> {
+    check_noise_bits(noise_bits)?;
+    let shape = LpnShape::for_len(m)?;
+    let msg = link.recv()?;
+    let mut r = Reader::new(&msg, "VOLE hello");
+    if r.take(4)? != HELLO_MAGIC {
+        return Err(OtError::PeerMisbehaved(
+            "VOLE hello has the wrong magic; the peer runs a different protocol".into(),
+        ));
+    }
+    let (peer_m, peer_bits, peer_checked) = (r.u64()?, r.u8()?, r.u8()?);
+    r.finish()?;
+    if (peer_m, usize::from(peer_bits), peer_checked) != (m as u64, noise_bits, u8::from(checked)) {
+        return Err(OtError::PeerMisbehaved(format!(
+            "VOLE: this party expects length {m} with {noise_bits}-bit noise (checked: \
+             {checked}), the receiver asked for length {peer_m} with {peer_bits}-bit noise \
+             (checked: {})",
+            peer_checked != 0
+        )));
+    }
+    let mut seed = [0u8; 16];
+    random_bytes(&mut seed)?;
+    let mut reply = SEED_MAGIC.to_vec();
+    reply.extend_from_slice(&seed);
+    link.send(&reply)?;
+    let code = code_for(&shape, seed)?;
+
+    let LpnShape { t, d, big_n, .. } = shape;
+    let extra = if checked { CHECK_COTS } else { 0 };
+    let cots = softspoken_cot_send(link, t * d + t * noise_bits + extra, cot_params(checked))?;
+    let delta = cots.delta();
+    let (tree_q, rest) = cots.q().split_at(t * d);
+    let (base_q, check_q) = rest.split_at(t * noise_bits);
+    let mut offsets: Vec<u128> = base_q
+        .chunks_exact(noise_bits)
+        .map(|qs| gilboa_sum(qs).0)
+        .collect();
+    let mut v_star = gilboa_sum(check_q);
+    let mut v = mpvole_send(link, delta, tree_q, t, d, &offsets)?;
+    offsets.zeroize();
+    drop(cots);
+    v.truncate(big_n);
+
+    if checked {
+        let msg = link.recv()?;
+        let mut r = Reader::new(&msg, "VOLE check challenge");
+        if r.take(4)? != CHECK_MAGIC {
+            return Err(OtError::PeerMisbehaved(
+                "VOLE check challenge has the wrong magic".into(),
+            ));
+        }
+        let mut seed = [0u8; 16];
+        seed.copy_from_slice(r.take(16)?);
+        let mut xb = [0u8; 16];
+        xb.copy_from_slice(r.take(16)?);
+        r.finish()?;
+        let chi = check_weights(&seed, big_n);
+        let reply = weighted_sum(&chi, &v) + v_star + Gf128(u128::from_le_bytes(xb)) * Gf128(delta);
+        let mut msg = REPLY_MAGIC.to_vec();
+        msg.extend_from_slice(&check_digest(reply));
+        link.send(&msg)?;
+    }
+    v_star.0.zeroize();
+
+    let mut b = vec![0u128; shape.n];
+    code.dual_encode(&mut v, &mut b)
+        .map_err(|e| OtError::Usage(e.to_string()))?;
+    v.zeroize();
+    b.truncate(m);
+    let b = b.into_iter().map(Gf128).collect();
+    Ok(VoleSender {
+        delta: Gf128(delta),
+        b,
+    })
+}
+
+/// Runs a random VOLE of length `m` as the receiver: returns `A` (pseudo-random, `noise_bits`
+/// bits per entry) and `C = B + A·Δ`.
+///
+/// # Errors
+/// Malformed sender messages; link failure; RNG failure; bad `m` / `noise_bits`
+/// ([`OtError::Usage`]).
+pub fn vole_receive(
+    link: &mut dyn Link,
+    m: usize,
+    noise_bits: usize,
+    checked: bool,
+) -> Result<VoleReceiver, OtError> {
+    check_noise_bits(noise_bits)?;
+    let shape = LpnShape::for_len(m)?;
+    link.send(&hello(m, noise_bits, checked))?;
+    let msg = link.recv()?;
+    let mut r = Reader::new(&msg, "VOLE code seed");
+    if r.take(4)? != SEED_MAGIC {
+        return Err(OtError::PeerMisbehaved(
+            "VOLE seed message has the wrong magic; the peer runs a different protocol".into(),
+        ));
+    }
+    let mut seed = [0u8; 16];
+    seed.copy_from_slice(r.take(16)?);
+    r.finish()?;
+    let code = code_for(&shape, seed)?;
+
+    let LpnShape { t, d, big_n, .. } = shape;
+    let mut alphas = random_points(&shape)?;
+    let mut betas = random_noise_values(t, noise_bits)?;
+    let mut choices = complement_choices(&alphas, d);
+    choices.extend(
+        betas
+            .iter()
+            .flat_map(|&b| (0..noise_bits).map(move |k| (b >> k) & 1 == 1)),
+    );
+    let mut y_star = 0u128;
+    if checked {
+        y_star = random_noise_values(1, 128)?[0];
+        choices.extend((0..CHECK_COTS).map(|k| (y_star >> k) & 1 == 1));
+    }
+    let cots = softspoken_cot_receive(link, &choices, cot_params(checked))?;
+    choices.zeroize();
+    let (tree_t, rest) = cots.t().split_at(t * d);
+    let (base_t, check_t) = rest.split_at(t * noise_bits);
+    let tree_c = &cots.choices()[..t * d];
+    let mut gammas: Vec<u128> = base_t
+        .chunks_exact(noise_bits)
+        .map(|ts| gilboa_sum(ts).0)
+        .collect();
+    let mut z_star = gilboa_sum(check_t);
+    let mut w = mpvole_receive(link, tree_t, tree_c, &alphas, d, &gammas)?;
+    gammas.zeroize();
+    drop(cots);
+    w.truncate(big_n);
+
+    if checked {
+        let mut seed = [0u8; 16];
+        random_bytes(&mut seed)?;
+        let chi = check_weights(&seed, big_n);
+        let x_star: Gf128 = alphas
+            .iter()
+            .zip(&betas)
+            .enumerate()
+            .map(|(j, (&a, &b))| chi[(j << d) + a] * Gf128(b))
+            .sum();
+        let mut msg = CHECK_MAGIC.to_vec();
+        msg.extend_from_slice(&seed);
+        msg.extend_from_slice(&(x_star.0 ^ y_star).to_le_bytes());
+        link.send(&msg)?;
+        let expect = check_digest(weighted_sum(&chi, &w) + z_star);
+        let reply = link.recv()?;
+        let mut r = Reader::new(&reply, "VOLE check reply");
+        if r.take(4)? != REPLY_MAGIC {
+            return Err(OtError::PeerMisbehaved(
+                "VOLE check reply has the wrong magic".into(),
+            ));
+        }
+        let got = r.take(32)?;
+        r.finish()?;
+        if got != expect {
+            return Err(OtError::PeerMisbehaved(
+                "the VOLE consistency check failed: the sender's PPRF messages are inconsistent"
+                    .into(),
+            ));
+        }
+    }
+    y_star.zeroize();
+    z_star.0.zeroize();
+
+    let (a, c) = encode_receiver(&code, &shape, m, &mut w, &alphas, &betas)?;
+    w.zeroize();
+    alphas.zeroize();
+    betas.zeroize();
+    Ok(VoleReceiver { a, c })
+}
+
+/// Dual-encodes the receiver's `w` (dense) and `u` (regular sparse noise: `β_j` at
+/// `j·2^d + α_j`) in one pass over the expander. `u`'s prefix-XOR is never materialised:
+/// at position `p` in tree `j` it is `β_0 ⊕ … ⊕ β_{j−1}`, plus `β_j` once `p` reaches `α_j`,
+/// which a table of `t` entries answers.
+fn encode_receiver(
+    code: &ExAccCode,
+    shape: &LpnShape,
+    m: usize,
+    w: &mut [u128],
+    alphas: &[usize],
+    betas: &[u128],
+) -> Result<(Vec<Gf128>, Vec<Gf128>), OtError> {
+    let d = shape.d;
+    let low = (1usize << d) - 1;
+    let mut before = Vec::with_capacity(betas.len());
+    let mut acc = 0u128;
+    for &b in betas {
+        before.push(acc);
+        acc ^= b;
+    }
+    accumulate(w);
+    let n = shape.n;
+    let mut a = vec![Gf128::ZERO; n];
+    let mut c = vec![Gf128::ZERO; n];
+    let w: &[u128] = w;
+    code.for_each_position_batch(|row, pos| {
+        let rows = row..row + pos.len();
+        for ((ao, co), &p) in a[rows.clone()].iter_mut().zip(&mut c[rows]).zip(pos) {
+            let j = p >> d;
+            let past = 0u128.wrapping_sub(u128::from(p & low >= alphas[j]));
+            ao.0 ^= before[j] ^ (betas[j] & past);
+            co.0 ^= w[p];
+        }
+    });
+    before.zeroize();
+    a.truncate(m);
+    c.truncate(m);
+    Ok((a, c))
+}
+
+/// In-place prefix XOR (the code's accumulator).
+fn accumulate(x: &mut [u128]) {
+    let mut acc = 0u128;
+    for v in x.iter_mut() {
+        acc ^= *v;
+        *v = acc;
+    }
+}
+
+/// One noise position per tree, uniform within the tree's (possibly truncated) length.
+fn random_points(shape: &LpnShape) -> Result<Vec<usize>, OtError> {
+    let mut bytes = vec![0u8; 8 * shape.t];
+    random_bytes(&mut bytes)?;
+    let points = bytes
+        .chunks_exact(8)
+        .enumerate()
+        .map(|(j, c)| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            let r = u64::from_le_bytes(w);
+            // Multiply-shift reduction: bias ≤ 2^d / 2^64.
+            ((u128::from(r) * shape.tree_len(j) as u128) >> 64) as usize
+        })
+        .collect();
+    bytes.zeroize();
+    Ok(points)
+}
+
+/// `t` uniform nonzero values of `bits` bits.
+fn random_noise_values(t: usize, bits: usize) -> Result<Vec<u128>, OtError> {
+    let mask = if bits == 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    };
+    let mut out = vec![0u128; t];
+    let mut b = [0u8; 16];
+    for x in &mut out {
+        while *x == 0 {
+            random_bytes(&mut b)?;
+            *x = u128::from_le_bytes(b) & mask;
+        }
+    }
+    b.zeroize();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::run2;
+    use std::time::Instant;
+
+    fn run_vole(m: usize, bits: usize) -> (VoleSender, VoleReceiver) {
+        run_vole_checked(m, bits, false)
+    }
+
+    fn run_vole_checked(m: usize, bits: usize, checked: bool) -> (VoleSender, VoleReceiver) {
+        run2(
+            move |l| vole_send(l, m, bits, checked).unwrap(),
+            move |l| vole_receive(l, m, bits, checked).unwrap(),
+        )
+    }
+
+    fn check(s: &VoleSender, r: &VoleReceiver, m: usize, bits: usize) {
+        assert_eq!((s.len(), r.len(), r.a().len()), (m, m, m));
+        let delta = s.delta();
+        for i in 0..m {
+            assert_eq!(
+                r.c()[i],
+                s.b()[i] + r.a()[i] * delta,
+                "m={m} bits={bits} i={i}"
+            );
+            if bits < 128 {
+                assert_eq!(r.a()[i].0 >> bits, 0, "A_{i} wider than {bits} bits");
+            }
+        }
+        if m >= 64 {
+            // A is pseudo-random: not all zero, and its entries are not all equal.
+            assert!(r.a().iter().any(|a| a.0 != 0));
+            assert!(r.a().windows(2).any(|p| p[0] != p[1]));
+        }
+    }
+
+    #[test]
+    fn relation_holds_on_every_coordinate() {
+        for m in [0usize, 1, 2, 100, 4097, 20_000] {
+            for bits in [128usize, 64, 48, 1] {
+                let (s, r) = run_vole(m, bits);
+                check(&s, &r, m, bits);
+            }
+        }
+    }
+
+    #[test]
+    fn checked_vole_passes_with_an_honest_sender() {
+        for (m, bits) in [(1usize, 128usize), (5000, 128), (5000, 64)] {
+            let (s, r) = run_vole_checked(m, bits, true);
+            check(&s, &r, m, bits);
+        }
+    }
+
+    /// A sender that flips one bit of its first PPRF level-sum message is caught.
+    #[test]
+    fn checked_vole_catches_a_cheating_sender() {
+        use blindjoin_link::{Link, LinkError, LinkStats};
+
+        /// Forwards to the real link, corrupting the message after the PPRF level-sums header.
+        struct Corrupt<'a> {
+            inner: &'a mut dyn Link,
+            armed: bool,
+        }
+        impl Link for Corrupt<'_> {
+            fn send(&mut self, msg: &[u8]) -> Result<(), LinkError> {
+                let fire = self.armed;
+                self.armed = msg.starts_with(b"PPRS");
+                if fire {
+                    let mut m = msg.to_vec();
+                    let last = m.len() - 1;
+                    m[last] ^= 1;
+                    return self.inner.send(&m);
+                }
+                self.inner.send(msg)
+            }
+            fn recv(&mut self) -> Result<Vec<u8>, LinkError> {
+                self.inner.recv()
+            }
+            fn abort(&mut self, reason: &str) {
+                self.inner.abort(reason)
+            }
+            fn close(&mut self) -> Result<(), LinkError> {
+                self.inner.close()
+            }
+            fn stats(&self) -> LinkStats {
+                self.inner.stats()
+            }
+            fn peer_id(&self) -> &str {
+                self.inner.peer_id()
+            }
+        }
+
+        // The block after the level-sums header holds the level sums and corrections; its last
+        // byte belongs to the last tree's correction.
+        let (s, r) = run2(
+            |l| {
+                let mut c = Corrupt {
+                    inner: l,
+                    armed: false,
+                };
+                vole_send(&mut c, 3000, 128, true).map(|_| ())
+            },
+            |l| vole_receive(l, 3000, 128, true).map(|_| ()),
+        );
+        let _ = s;
+        assert!(
+            matches!(&r, Err(OtError::PeerMisbehaved(e)) if e.contains("consistency")),
+            "{:?}",
+            r.err()
+        );
+    }
+
+    #[test]
+    fn shape_meets_noise_weight_and_covers_code() {
+        for m in [0usize, 1, 1 << 13, 100_000, 1 << 20, 1_300_000, 1 << 24] {
+            let s = LpnShape::for_len(m).unwrap();
+            assert!(s.n >= m && s.big_n == 2 * s.n);
+            assert!(s.t >= NOISE_WEIGHT, "{s:?}");
+            assert!(s.t << s.d >= s.big_n && (s.t - 1) << s.d < s.big_n, "{s:?}");
+            assert!(s.tree_len(s.t - 1) >= 1);
+        }
+        assert!(LpnShape::for_len(MAX_VOLE_LEN + 1).is_err());
+    }
+
+    #[test]
+    fn parameter_mismatch_is_a_typed_error() {
+        let (s, r) = run2(
+            |l| {
+                let r = vole_send(l, 100, 128, false).map(|_| ());
+                if let Err(e) = &r {
+                    l.abort(&e.to_string());
+                }
+                r
+            },
+            |l| vole_receive(l, 100, 64, false).map(|_| ()),
+        );
+        assert!(matches!(s, Err(OtError::PeerMisbehaved(_))), "{s:?}");
+        assert!(r.is_err());
+        assert!(matches!(
+            run2(|l| vole_send(l, 1, 0, false).map(|_| ()), |_| ()).0,
+            Err(OtError::Usage(_))
+        ));
+    }
+
+    #[test]
+    fn truncated_seed_message_is_a_typed_error() {
+        let (_, r) = run2(
+            |l| {
+                let _ = l.recv();
+                l.send(b"VOLS0123").unwrap();
+            },
+            |l| vole_receive(l, 10, 128, false).map(|_| ()),
+        );
+        assert!(matches!(r, Err(OtError::InvalidMessage(_))), "{r:?}");
+    }
+
+    /// `cargo test -p blindjoin-ot --release vole_speed -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn vole_speed() {
+        for (m, bits, checked) in [
+            (1usize << 20, 128usize, false),
+            (1_153_434, 128, false),
+            (1_153_434, 64, false),
+            (1_153_434, 128, true),
+        ] {
+            let t0 = Instant::now();
+            let (s, r) = run_vole_checked(m, bits, checked);
+            println!(
+                "VOLE m={m} bits={bits} checked={checked}: {:?}",
+                t0.elapsed()
+            );
+            assert_eq!(r.c()[m - 1], s.b()[m - 1] + r.a()[m - 1] * s.delta());
+        }
+    }
+}

@@ -1,0 +1,625 @@
+//! RR22 PSI — Raghuraman and Rindal, "Blazing Fast PSI from Improved OKVS and Subfield VOLE"
+//! (CCS 2022), Fig. 11 (the semi-honest protocol) and §5 (its malicious variant, after Rindal and
+//! Schoppmann, "VOLE-PSI", Eurocrypt 2021, Fig. 4).
+//!
+//! Receiver R holds X (and learns X ∩ Y); sender S holds Y.
+//! 1. R encodes the OKVS `P = Encode({(x, H^B(x)) : x ∈ X})` under a fresh public seed
+//!    ([`blindjoin_crypto::okvs`], random-band OKVS, re-seeded if elimination fails).
+//! 2. A random VOLE of length `m = |P|` ([`blindjoin_ot::vole`]): R gets `A′, C`, S gets `Δ, B`
+//!    with `C = B + A′·Δ`.
+//! 3. R sends the seed and `A = P + A′`.
+//! 4. S sets `K = B + Δ·A` (so `K = C + Δ·P`) and sends, in a secret random order,
+//!    `H^o(Decode(K, y) + Δ·H^B(y))` for y ∈ Y — which equals `H^o(Decode(C, y))` exactly when
+//!    `Decode(P, y) = H^B(y)`, i.e. when y ∈ X.
+//! 5. R outputs the x with `H^o(Decode(C, x))` among S's values. With `broadcast_result`, R then
+//!    sends S the positions (in S's shuffled order) that matched.
+//!
+//! # Modes (`Rr22Mode`; both parties must agree — the handshake checks it)
+//!
+//! * **fast**: `A`, `H^B` in GF(2^128); `H^o` truncated to `λ + log2(n_R·n_S)` bits (λ = 40).
+//! * **low_comm**: `H^B` and the VOLE noise are `ℓ = λ + ⌈log2 n_S⌉` bits (rounded up to bytes),
+//!   so `A` costs ℓ instead of 128 bits per OKVS entry. A y ∉ X matches only if
+//!   `Decode(P, y) = H^B(y)` (probability `2^-ℓ` each, so ≤ 2^-40 over all of Y) or its output
+//!   collides with one of R's (≤ 2^-40 by the output length).
+//! * **malicious**: fast mode plus RS21's extra randomisation: S commits to `w_S` before the
+//!   VOLE, R sends `w_R` after `A`, S opens `w_S`, and outputs are the full 128-bit
+//!   `H^o(x, v + w)` with `w = w_S ⊕ w_R` and the item itself keying `H^o` (Davies–Meyer).
+//!   **Caveat:** the VOLE and the OT extension under it are still the semi-honest ones (no
+//!   consistency check yet), so this mode is not yet secure against a malicious peer; it is
+//!   offered so the wire format and outputs are final.
+//!
+//! Leakage: R learns X ∩ Y and |Y|; S learns |X| (and X ∩ Y with `broadcast_result`).
+//! Hashes are fixed-key AES in Matyas–Meyer–Oseas form (`π(z) ⊕ z`), under separate keys.
+
+use crate::shuffle::random_permutation;
+use crate::{HandshakeChecked, ItemDigest, Progress, ProtocolError, PsiOptions, PsiOutput, Role};
+use aes::Aes128;
+use aes::cipher::{BlockCipherEncrypt, KeyInit};
+use blindjoin_crypto::gf128::Gf128;
+use blindjoin_crypto::okvs::{OkvsError, OkvsLayout, OkvsParams, encode_with_retry};
+use blindjoin_crypto::random_bytes;
+use blindjoin_link::{Link, Reader, put_u32};
+use blindjoin_ot::vole::{vole_receive, vole_send};
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+use std::fmt;
+use zeroize::Zeroize;
+
+/// Statistical security parameter λ.
+const STAT_SEC: u32 = 40;
+
+/// OKVS entries per message of `A`.
+const A_CHUNK: usize = 1 << 20;
+
+/// Outputs per message from the sender.
+const OUT_CHUNK: usize = 1 << 18;
+
+/// Items hashed / decoded per parallel task.
+const TASK: usize = 1 << 12;
+
+/// OKVS encoding attempts before giving up (each fails with probability ≲ 2^-40).
+const OKVS_TRIES: u32 = 8;
+
+const MSG_COMMIT: u8 = 0x21;
+const MSG_A: u8 = 0x22;
+const MSG_W_R: u8 = 0x23;
+const MSG_W_S: u8 = 0x24;
+const MSG_OUT: u8 = 0x25;
+
+const KEY_HB: [u8; 16] = *b"blindjoin-rr22-B";
+const KEY_HO: [u8; 16] = *b"blindjoin-rr22-O";
+const COMMIT_DOMAIN: &[u8] = b"blindjoin/rr22/commit-w\0";
+
+/// The three RR22 variants.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Rr22Mode {
+    /// Semi-honest, GF(2^128) VOLE.
+    #[default]
+    Fast,
+    /// Semi-honest, ℓ-bit subfield VOLE: less communication.
+    LowComm,
+    /// RS21's malicious-model outputs (see the module docs for what is not yet malicious).
+    Malicious,
+}
+
+impl Rr22Mode {
+    /// The name announced in the handshake.
+    pub fn variant(self) -> &'static str {
+        match self {
+            Rr22Mode::Fast => "fast",
+            Rr22Mode::LowComm => "low_comm",
+            Rr22Mode::Malicious => "malicious",
+        }
+    }
+
+    /// Parses [`Self::variant`].
+    pub fn from_variant(s: &str) -> Option<Self> {
+        [Rr22Mode::Fast, Rr22Mode::LowComm, Rr22Mode::Malicious]
+            .into_iter()
+            .find(|m| m.variant() == s)
+    }
+
+    /// The mode for SecretFlow's `rr22_config.low_comm_mode` and our `rr22_config.malicious`.
+    ///
+    /// # Errors
+    /// Both set: RR22's low-communication mode has no malicious variant.
+    pub fn from_flags(low_comm: bool, malicious: bool) -> Result<Self, ProtocolError> {
+        match (low_comm, malicious) {
+            (false, false) => Ok(Rr22Mode::Fast),
+            (true, false) => Ok(Rr22Mode::LowComm),
+            (false, true) => Ok(Rr22Mode::Malicious),
+            (true, true) => Err(ProtocolError::Config(
+                "rr22_config.low_comm_mode and rr22_config.malicious cannot both be true: RR22's \
+                 low-communication (subfield VOLE) mode has no malicious variant; pick one"
+                    .into(),
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Rr22Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.variant())
+    }
+}
+
+/// Sizes both parties derive from the handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rr22Sizes {
+    /// Bytes per OKVS value / VOLE noise value (16, or ℓ/8 in low-comm mode).
+    pub value_bytes: usize,
+    /// Bytes per output compared.
+    pub out_bytes: usize,
+}
+
+impl Rr22Sizes {
+    /// Sizes for `n_r` receiver and `n_s` sender items in `mode`, with `extra` statistical
+    /// security bits (see [`PsiOptions::extra_stat_bits`]).
+    pub fn new(mode: Rr22Mode, n_r: u64, n_s: u64, extra: u32) -> Self {
+        let lambda = STAT_SEC + extra.min(24);
+        let log2_ceil = |x: u128| 128 - x.max(1).saturating_sub(1).leading_zeros();
+        let out_bytes = match mode {
+            Rr22Mode::Malicious => 16,
+            _ => {
+                let bits = lambda + log2_ceil(u128::from(n_r.max(1)) * u128::from(n_s.max(1)));
+                (bits.div_ceil(8) as usize).clamp(8, 16)
+            }
+        };
+        let value_bytes = match mode {
+            Rr22Mode::LowComm => {
+                ((lambda + log2_ceil(u128::from(n_s))).div_ceil(8) as usize).clamp(8, 16)
+            }
+            _ => 16,
+        };
+        Rr22Sizes {
+            value_bytes,
+            out_bytes,
+        }
+    }
+
+    fn value_mask(&self) -> u128 {
+        mask_bytes(self.value_bytes)
+    }
+}
+
+fn mask_bytes(bytes: usize) -> u128 {
+    if bytes >= 16 {
+        u128::MAX
+    } else {
+        (1u128 << (8 * bytes)) - 1
+    }
+}
+
+/// Runs RR22 after a successful handshake.
+pub(crate) fn run(
+    link: &mut dyn Link,
+    hs: &HandshakeChecked,
+    opts: &PsiOptions,
+    items: &[ItemDigest],
+    progress: &dyn Progress,
+) -> Result<PsiOutput, ProtocolError> {
+    let mode = Rr22Mode::from_variant(&hs.ours.variant)
+        .ok_or_else(|| ProtocolError::Config(format!("unknown RR22 mode {:?}", hs.ours.variant)))?;
+    let (n_r, n_s) = match hs.ours.role {
+        Role::Receiver => (hs.ours.item_count, hs.theirs.item_count),
+        Role::Sender => (hs.theirs.item_count, hs.ours.item_count),
+    };
+    if n_r > u32::MAX as u64 || n_s > u32::MAX as u64 {
+        return Err(ProtocolError::Config(
+            "RR22 takes at most 2^32 - 1 unique keys per party; raise the bucket count".into(),
+        ));
+    }
+    let sizes = Rr22Sizes::new(mode, n_r, n_s, opts.extra_stat_bits);
+    let ctx = Ctx {
+        mode,
+        sizes,
+        n_r: n_r as usize,
+        n_s: n_s as usize,
+        progress,
+        broadcast: hs.ours.broadcast_result,
+    };
+    match hs.ours.role {
+        Role::Receiver => receiver(link, &ctx, items),
+        Role::Sender => sender(link, &ctx, items),
+    }
+}
+
+struct Ctx<'a> {
+    mode: Rr22Mode,
+    sizes: Rr22Sizes,
+    n_r: usize,
+    n_s: usize,
+    progress: &'a dyn Progress,
+    broadcast: bool,
+}
+
+fn okvs_layout_size(n_r: usize) -> Result<usize, ProtocolError> {
+    OkvsParams::default()
+        .size_for(n_r)
+        .map(|(m, _)| m)
+        .map_err(okvs_error)
+}
+
+fn okvs_error(e: OkvsError) -> ProtocolError {
+    match e {
+        OkvsError::DuplicateKey { index_a, index_b } => ProtocolError::Config(format!(
+            "items {index_a} and {index_b} are equal; RR22 needs deduplicated keys (the data path \
+             deduplicates them — this is a bug in the caller)"
+        )),
+        other => ProtocolError::Config(format!("OKVS: {other}")),
+    }
+}
+
+fn receiver(
+    link: &mut dyn Link,
+    ctx: &Ctx<'_>,
+    items: &[ItemDigest],
+) -> Result<PsiOutput, ProtocolError> {
+    let m = okvs_layout_size(ctx.n_r)?;
+    let commitment = if ctx.mode == Rr22Mode::Malicious {
+        let msg = link.recv()?;
+        let mut r = Reader::new(&msg, "RR22 commitment");
+        expect_type(&mut r, MSG_COMMIT)?;
+        let mut c = [0u8; 32];
+        c.copy_from_slice(r.take(32)?);
+        r.finish()?;
+        Some(c)
+    } else {
+        None
+    };
+
+    // VOLE and the OKVS solve are independent: run them side by side. The solve goes to its own
+    // OS thread, never into rayon's pool with the blocking link calls (a pool worker blocked on
+    // the link could sit on top of a stolen job the peer waits for).
+    ctx.progress.stage("RR22: VOLE and OKVS encoding", 0);
+    let mut seed = [0u8; 16];
+    random_bytes(&mut seed)?;
+    let vmask = ctx.sizes.value_mask();
+    let (vole, okvs) = std::thread::scope(|scope| {
+        let solver = scope.spawn(|| {
+            let values = hash_b(items, vmask);
+            encode_with_retry(items, &values, seed, OKVS_TRIES)
+        });
+        let vole = vole_receive(
+            link,
+            m,
+            8 * ctx.sizes.value_bytes,
+            ctx.mode == Rr22Mode::Malicious,
+        );
+        let okvs = solver
+            .join()
+            .map_err(|_| ProtocolError::Unreachable("the OKVS solver thread panicked"));
+        (vole, okvs)
+    });
+    let okvs = okvs?;
+    let vole = vole?;
+    let okvs = okvs.map_err(okvs_error)?;
+    if okvs.len() != m || vole.len() != m {
+        return Err(ProtocolError::Unreachable("OKVS and VOLE lengths differ"));
+    }
+
+    // A = P + A′, sent with the seed that worked.
+    ctx.progress
+        .stage("RR22: sending the masked OKVS", m as u64);
+    let vb = ctx.sizes.value_bytes;
+    let mut first = true;
+    for (p, a) in okvs
+        .as_slice()
+        .chunks(A_CHUNK)
+        .zip(vole.a().chunks(A_CHUNK))
+    {
+        let mut msg = Vec::with_capacity(1 + 16 + 4 + p.len() * vb);
+        msg.push(MSG_A);
+        if first {
+            msg.extend_from_slice(&okvs.seed());
+            first = false;
+        }
+        put_u32(&mut msg, p.len() as u32);
+        for (pi, ai) in p.iter().zip(a) {
+            msg.extend_from_slice(&(pi.0 ^ ai.0).to_le_bytes()[..vb]);
+        }
+        link.send(&msg)?;
+        ctx.progress.advance(p.len() as u64);
+    }
+    if first {
+        return Err(ProtocolError::Unreachable("empty OKVS"));
+    }
+
+    let w = match commitment {
+        Some(c) => Some(exchange_w_receiver(link, &c)?),
+        None => None,
+    };
+
+    // Our outputs H^o(Decode(C, x)), then the sender's, streamed and looked up.
+    ctx.progress.stage("RR22: matching", ctx.n_s as u64);
+    let layout = okvs.layout();
+    let mut decoded = vec![Gf128::ZERO; items.len()];
+    decode_par(layout, vole.c(), items, &mut decoded)?;
+    drop(vole);
+    let ours = output_hash(ctx, items, &mut decoded, w);
+    let table = TagTable::new(&ours);
+
+    let ob = ctx.sizes.out_bytes;
+    let mut mine = Vec::new();
+    let mut theirs = Vec::new();
+    let mut received = 0usize;
+    while received < ctx.n_s {
+        let msg = link.recv()?;
+        let mut r = Reader::new(&msg, "RR22 outputs");
+        expect_type(&mut r, MSG_OUT)?;
+        let (count, bytes) = r.records(ob, ctx.n_s - received)?;
+        r.finish()?;
+        if count == 0 {
+            return Err(ProtocolError::PeerMisbehaved(
+                "empty RR22 output batch".into(),
+            ));
+        }
+        for (i, t) in bytes.chunks_exact(ob).enumerate() {
+            let mut b = [0u8; 16];
+            b[..ob].copy_from_slice(t);
+            let found = table.lookup(u128::from_le_bytes(b), &mut mine);
+            if found {
+                theirs.push((received + i) as u32);
+            }
+        }
+        received += count;
+        ctx.progress.advance(count as u64);
+    }
+    mine.sort_unstable();
+    mine.dedup();
+    if ctx.broadcast {
+        crate::ecdh::send_indices(link, OUT_CHUNK, &theirs)?;
+    }
+    Ok(PsiOutput {
+        intersection: Some(mine),
+    })
+}
+
+fn sender(
+    link: &mut dyn Link,
+    ctx: &Ctx<'_>,
+    items: &[ItemDigest],
+) -> Result<PsiOutput, ProtocolError> {
+    let m = okvs_layout_size(ctx.n_r)?;
+    let mut w_s = [0u8; 16];
+    if ctx.mode == Rr22Mode::Malicious {
+        random_bytes(&mut w_s)?;
+        let mut msg = vec![MSG_COMMIT];
+        msg.extend_from_slice(&commit(&w_s));
+        link.send(&msg)?;
+    }
+
+    ctx.progress.stage("RR22: VOLE", 0);
+    let vole = vole_send(
+        link,
+        m,
+        8 * ctx.sizes.value_bytes,
+        ctx.mode == Rr22Mode::Malicious,
+    )?;
+    let delta = vole.delta();
+
+    // K = B + Δ·A.
+    ctx.progress
+        .stage("RR22: receiving the masked OKVS", m as u64);
+    let vb = ctx.sizes.value_bytes;
+    let mut k: Vec<Gf128> = Vec::with_capacity(m);
+    let mut seed = [0u8; 16];
+    while k.len() < m {
+        let msg = link.recv()?;
+        let mut r = Reader::new(&msg, "RR22 masked OKVS");
+        expect_type(&mut r, MSG_A)?;
+        if k.is_empty() {
+            seed.copy_from_slice(r.take(16)?);
+        }
+        let (count, bytes) = r.records(vb, (m - k.len()).min(A_CHUNK))?;
+        r.finish()?;
+        if count == 0 {
+            return Err(ProtocolError::PeerMisbehaved(
+                "empty RR22 OKVS batch".into(),
+            ));
+        }
+        let b = &vole.b()[k.len()..k.len() + count];
+        let start = k.len();
+        k.resize(start + count, Gf128::ZERO);
+        k[start..]
+            .par_chunks_mut(TASK)
+            .zip(bytes.par_chunks(TASK * vb))
+            .zip(b.par_chunks(TASK))
+            .for_each(|((out, a), b)| {
+                for ((o, a), b) in out.iter_mut().zip(a.chunks_exact(vb)).zip(b) {
+                    let mut x = [0u8; 16];
+                    x[..vb].copy_from_slice(a);
+                    *o = *b + delta * Gf128(u128::from_le_bytes(x));
+                }
+            });
+        ctx.progress.advance(count as u64);
+    }
+    drop(vole);
+
+    let w = if ctx.mode == Rr22Mode::Malicious {
+        Some(exchange_w_sender(link, &w_s)?)
+    } else {
+        None
+    };
+    w_s.zeroize();
+
+    // Outputs in a secret random order.
+    ctx.progress
+        .stage("RR22: sending outputs", items.len() as u64);
+    let order = random_permutation(items.len())?;
+    let shuffled: Vec<ItemDigest> = order.iter().map(|&i| items[i]).collect();
+    let layout = OkvsLayout::for_items(ctx.n_r, seed, OkvsParams::default()).map_err(okvs_error)?;
+    let mut decoded = vec![Gf128::ZERO; items.len()];
+    decode_par(&layout, &k, &shuffled, &mut decoded)?;
+    k.iter_mut().for_each(|x| x.0.zeroize());
+    drop(k);
+    let vmask = ctx.sizes.value_mask();
+    let hb = hash_b(&shuffled, vmask);
+    decoded
+        .par_chunks_mut(TASK)
+        .zip(hb.par_chunks(TASK))
+        .for_each(|(d, h)| {
+            for (d, h) in d.iter_mut().zip(h) {
+                *d += delta * *h;
+            }
+        });
+    let outs = output_hash(ctx, &shuffled, &mut decoded, w);
+    let ob = ctx.sizes.out_bytes;
+    for chunk in outs.chunks(OUT_CHUNK) {
+        let mut msg = Vec::with_capacity(5 + chunk.len() * ob);
+        msg.push(MSG_OUT);
+        put_u32(&mut msg, chunk.len() as u32);
+        for o in chunk {
+            msg.extend_from_slice(&o.to_le_bytes()[..ob]);
+        }
+        link.send(&msg)?;
+        ctx.progress.advance(chunk.len() as u64);
+    }
+
+    if !ctx.broadcast {
+        return Ok(PsiOutput { intersection: None });
+    }
+    let positions = crate::ecdh::receive_indices(link, items.len())?;
+    let mut mine: Vec<usize> = positions.into_iter().map(|p| order[p]).collect();
+    mine.sort_unstable();
+    Ok(PsiOutput {
+        intersection: Some(mine),
+    })
+}
+
+fn expect_type(r: &mut Reader<'_>, want: u8) -> Result<(), ProtocolError> {
+    let got = r.u8()?;
+    if got == want {
+        Ok(())
+    } else {
+        Err(ProtocolError::PeerMisbehaved(format!(
+            "expected RR22 message type {want:#x}, got {got:#x}"
+        )))
+    }
+}
+
+fn commit(w_s: &[u8; 16]) -> [u8; 32] {
+    Sha256::new()
+        .chain_update(COMMIT_DOMAIN)
+        .chain_update(w_s)
+        .finalize()
+        .into()
+}
+
+/// R: send `w_R`, receive and check the opening of `w_S`; returns `w = w_S ⊕ w_R`.
+fn exchange_w_receiver(link: &mut dyn Link, c: &[u8; 32]) -> Result<u128, ProtocolError> {
+    let mut w_r = [0u8; 16];
+    random_bytes(&mut w_r)?;
+    let mut msg = vec![MSG_W_R];
+    msg.extend_from_slice(&w_r);
+    link.send(&msg)?;
+    let msg = link.recv()?;
+    let mut r = Reader::new(&msg, "RR22 opening of w_S");
+    expect_type(&mut r, MSG_W_S)?;
+    let mut w_s = [0u8; 16];
+    w_s.copy_from_slice(r.take(16)?);
+    r.finish()?;
+    if commit(&w_s) != *c {
+        return Err(ProtocolError::PeerMisbehaved(
+            "the sender's w_S does not match its commitment".into(),
+        ));
+    }
+    Ok(u128::from_le_bytes(w_s) ^ u128::from_le_bytes(w_r))
+}
+
+/// S: receive `w_R`, open `w_S`; returns `w = w_S ⊕ w_R`.
+fn exchange_w_sender(link: &mut dyn Link, w_s: &[u8; 16]) -> Result<u128, ProtocolError> {
+    let msg = link.recv()?;
+    let mut r = Reader::new(&msg, "RR22 w_R");
+    expect_type(&mut r, MSG_W_R)?;
+    let mut w_r = [0u8; 16];
+    w_r.copy_from_slice(r.take(16)?);
+    r.finish()?;
+    let mut open = vec![MSG_W_S];
+    open.extend_from_slice(w_s);
+    link.send(&open)?;
+    Ok(u128::from_le_bytes(*w_s) ^ u128::from_le_bytes(w_r))
+}
+
+/// `H^B(x) = π_B(x) ⊕ x`, truncated by `mask`.
+fn hash_b(items: &[ItemDigest], mask: u128) -> Vec<Gf128> {
+    let cipher = Aes128::new(&KEY_HB.into());
+    let mut out = vec![Gf128::ZERO; items.len()];
+    out.par_chunks_mut(TASK)
+        .zip(items.par_chunks(TASK))
+        .for_each(|(dst, src)| {
+            let mut blocks: Vec<[u8; 16]> = src.to_vec();
+            cipher.encrypt_blocks(aes::Block::cast_slice_from_core_mut(&mut blocks));
+            for ((d, b), x) in dst.iter_mut().zip(&blocks).zip(src) {
+                *d = Gf128((u128::from_le_bytes(*b) ^ u128::from_le_bytes(*x)) & mask);
+            }
+        });
+    out
+}
+
+/// Output hash of `v` for each item, truncated to `out_bytes` (as a little-endian `u128`).
+/// Semi-honest: `π_O(v) ⊕ v`. Malicious: Davies–Meyer keyed by the item, on `v + w`.
+fn output_hash(ctx: &Ctx<'_>, items: &[ItemDigest], v: &mut [Gf128], w: Option<u128>) -> Vec<u128> {
+    let mask = mask_bytes(ctx.sizes.out_bytes);
+    let mut out = vec![0u128; v.len()];
+    match w {
+        None => {
+            let cipher = Aes128::new(&KEY_HO.into());
+            out.par_chunks_mut(TASK)
+                .zip(v.par_chunks(TASK))
+                .for_each(|(dst, src)| {
+                    let mut blocks: Vec<[u8; 16]> = src.iter().map(|x| x.0.to_le_bytes()).collect();
+                    cipher.encrypt_blocks(aes::Block::cast_slice_from_core_mut(&mut blocks));
+                    for ((d, b), x) in dst.iter_mut().zip(&blocks).zip(src) {
+                        *d = (u128::from_le_bytes(*b) ^ x.0) & mask;
+                    }
+                    blocks.zeroize();
+                });
+        }
+        Some(w) => {
+            out.par_chunks_mut(TASK)
+                .zip(v.par_chunks(TASK))
+                .zip(items.par_chunks(TASK))
+                .for_each(|((dst, src), keys)| {
+                    for ((d, x), key) in dst.iter_mut().zip(src).zip(keys) {
+                        let z = x.0 ^ w;
+                        let mut b = z.to_le_bytes().into();
+                        Aes128::new(key.into()).encrypt_block(&mut b);
+                        let mut bytes = [0u8; 16];
+                        bytes.copy_from_slice(&b);
+                        *d = (u128::from_le_bytes(bytes) ^ z) & mask;
+                    }
+                });
+        }
+    }
+    v.iter_mut().for_each(|x| x.0.zeroize());
+    out
+}
+
+fn decode_par(
+    layout: &OkvsLayout,
+    vector: &[Gf128],
+    keys: &[ItemDigest],
+    out: &mut [Gf128],
+) -> Result<(), ProtocolError> {
+    layout.decode_batch(vector, keys, out).map_err(okvs_error)
+}
+
+/// Open-addressing hash table from a receiver's output tag to its item indices (tags are
+/// pseudo-random, so their low bits index the table directly).
+struct TagTable {
+    slots: Vec<(u128, u32)>,
+    mask: usize,
+}
+
+impl TagTable {
+    const EMPTY: u32 = u32::MAX;
+
+    fn new(tags: &[u128]) -> Self {
+        let cap = (2 * tags.len()).next_power_of_two().max(16);
+        let mut slots = vec![(0u128, Self::EMPTY); cap];
+        let mask = cap - 1;
+        for (i, &t) in tags.iter().enumerate() {
+            let mut s = (t as usize) & mask;
+            while slots[s].1 != Self::EMPTY {
+                s = (s + 1) & mask;
+            }
+            slots[s] = (t, i as u32);
+        }
+        TagTable { slots, mask }
+    }
+
+    /// Pushes every index whose tag is `t` onto `out`; returns whether there was one.
+    fn lookup(&self, t: u128, out: &mut Vec<usize>) -> bool {
+        let mut s = (t as usize) & self.mask;
+        let mut found = false;
+        while self.slots[s].1 != Self::EMPTY {
+            if self.slots[s].0 == t {
+                out.push(self.slots[s].1 as usize);
+                found = true;
+            }
+            s = (s + 1) & self.mask;
+        }
+        found
+    }
+}
