@@ -24,9 +24,8 @@
 //! * **malicious**: fast mode plus RS21's extra randomisation: S commits to `w_S` before the
 //!   VOLE, R sends `w_R` after `A`, S opens `w_S`, and outputs are the full 128-bit
 //!   `H^o(x, v + w)` with `w = w_S ⊕ w_R` and the item itself keying `H^o` (Davies–Meyer).
-//!   **Caveat:** the VOLE and the OT extension under it are still the semi-honest ones (no
-//!   consistency check yet), so this mode is not yet secure against a malicious peer; it is
-//!   offered so the wire format and outputs are final.
+//!   The VOLE runs its consistency check and SoftSpokenOT its malicious check. **Caveat:** the
+//!   base OTs are still only semi-honest, so this mode is hardened, not proven malicious-secure.
 //!
 //! Leakage: R learns X ∩ Y and |Y|; S learns |X| (and X ∩ Y with `broadcast_result`).
 //! Hashes are fixed-key AES in Matyas–Meyer–Oseas form (`π(z) ⊕ z`), under separate keys.
