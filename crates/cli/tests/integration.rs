@@ -453,7 +453,7 @@ fn bad_configs_name_the_field() {
         "{}",
         stderr(&o)
     );
-    let o = run_config_alone("rr22", |t| t.replace("PROTOCOL_ECDH", "PROTOCOL_RR22"));
+    let o = run_config_alone("kkrt", |t| t.replace("PROTOCOL_ECDH", "PROTOCOL_KKRT"));
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("not supported yet"), "{}", stderr(&o));
     let o = run_config_alone("fourq", |t| t.replace("CURVE_25519", "CURVE_FOURQ"));
