@@ -58,10 +58,7 @@ pub(crate) fn run(
         ProtocolError::Config("PROTOCOL_ECDH needs protocol_config.ecdh_config.curve".into())
     })?;
     let cipher = new_cipher(curve, opts.secret_key.as_ref().map(|k| k.as_slice()))?;
-    let (n_r, n_s) = match hs.ours.role {
-        Role::Receiver => (hs.ours.item_count, hs.theirs.item_count),
-        Role::Sender => (hs.theirs.item_count, hs.ours.item_count),
-    };
+    let (n_r, n_s) = hs.set_sizes();
     if n_r > u32::MAX as u64 || n_s > u32::MAX as u64 {
         return Err(ProtocolError::Config(
             "ECDH-PSI takes at most 2^32 - 1 unique keys per party".into(),
@@ -195,7 +192,7 @@ fn sender(
     })
 }
 
-fn expect_type(r: &mut Reader<'_>, want: u8) -> Result<(), ProtocolError> {
+pub(crate) fn expect_type(r: &mut Reader<'_>, want: u8) -> Result<(), ProtocolError> {
     let got = r.u8()?;
     if got == want {
         Ok(())

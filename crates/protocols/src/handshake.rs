@@ -162,6 +162,14 @@ impl HandshakeChecked {
         hs
     }
 
+    /// `(n_receiver, n_sender)`: the two parties' item counts by role.
+    pub fn set_sizes(&self) -> (u64, u64) {
+        match self.ours.role {
+            Role::Receiver => (self.ours.item_count, self.theirs.item_count),
+            Role::Sender => (self.theirs.item_count, self.ours.item_count),
+        }
+    }
+
     /// Whether this party learns the intersection.
     pub fn we_learn_result(&self) -> bool {
         self.ours.role == Role::Receiver || self.ours.broadcast_result

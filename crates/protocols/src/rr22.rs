@@ -30,6 +30,7 @@
 //! Leakage: R learns X ∩ Y and |Y|; S learns |X| (and X ∩ Y with `broadcast_result`).
 //! Hashes are fixed-key AES in Matyas–Meyer–Oseas form (`π(z) ⊕ z`), under separate keys.
 
+use crate::ecdh::expect_type;
 use crate::shuffle::random_permutation;
 use crate::{HandshakeChecked, ItemDigest, Progress, ProtocolError, PsiOptions, PsiOutput, Role};
 use aes::Aes128;
@@ -179,10 +180,7 @@ pub(crate) fn run(
 ) -> Result<PsiOutput, ProtocolError> {
     let mode = Rr22Mode::from_variant(&hs.ours.variant)
         .ok_or_else(|| ProtocolError::Config(format!("unknown RR22 mode {:?}", hs.ours.variant)))?;
-    let (n_r, n_s) = match hs.ours.role {
-        Role::Receiver => (hs.ours.item_count, hs.theirs.item_count),
-        Role::Sender => (hs.theirs.item_count, hs.ours.item_count),
-    };
+    let (n_r, n_s) = hs.set_sizes();
     if n_r > u32::MAX as u64 || n_s > u32::MAX as u64 {
         return Err(ProtocolError::Config(
             "RR22 takes at most 2^32 - 1 unique keys per party; raise the bucket count".into(),
@@ -464,17 +462,6 @@ fn sender(
     Ok(PsiOutput {
         intersection: Some(mine),
     })
-}
-
-fn expect_type(r: &mut Reader<'_>, want: u8) -> Result<(), ProtocolError> {
-    let got = r.u8()?;
-    if got == want {
-        Ok(())
-    } else {
-        Err(ProtocolError::PeerMisbehaved(format!(
-            "expected RR22 message type {want:#x}, got {got:#x}"
-        )))
-    }
 }
 
 fn commit(w_s: &[u8; 16]) -> [u8; 32] {
