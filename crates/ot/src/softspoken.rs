@@ -55,7 +55,7 @@
 //! `d^(i)[β]` belongs to OT `128β + r`). Every message is decoded with an exact expected length.
 //!
 //! Communication R → S: `16·⌈128/k⌉` bytes per 128 OTs (`⌈128/k⌉` bits per OT) plus fixed
-//! costs — header, the base OTs (≈ 4.2 KiB), the tree sums (`32·(128 − m)` bytes ≤ 4 KiB); in
+//! costs — header, the base OTs (≈ 4.2 KiB; S → R ≈ 8.2 KiB), the tree sums (`32·(128 − m)` bytes ≤ 4 KiB); in
 //! malicious mode also one extra block of 128 OTs, `64·m` bytes of leaf checks and the
 //! 2064-byte response, and S → R 16 bytes. Local work per OT: `2^k / k` fixed-key AES calls
 //! (S: `(2^k − 1)/k`) and ≈ `2^{k+1}/k` word XORs per party, against IKNP's 2 (R) and 1 (S)
@@ -118,8 +118,8 @@
 //! alone costs `R` nothing; `σ` only has to stay unknown to `R` until the corrections are sent.
 //! The padding OTs are consumed by the check and not returned.
 //!
-//! **Not covered.** The base OTs ([`crate::base_ot`], Chou–Orlandi) are semi-honest only, so the
-//! end-to-end protocol is not maliciously secure until they are replaced; a malicious `S` is not
+//! **Not covered.** The base OTs ([`crate::base_ot`], Masny–Rindal) are malicious-secure, but the
+//! composition with this check has no proof of ours; a malicious `S` is not
 //! checked (it has nothing to check: its only messages are base-OT points and `σ`). Failures do
 //! not say which small VOLE or column failed, so an abort leaks no more than one bit.
 //!

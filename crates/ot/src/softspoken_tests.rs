@@ -182,8 +182,9 @@ fn softspoken_communication_per_ot() {
                 bits_per_ot < 1.25 * 128.0 / k as f64 + 1.0,
                 "k={k}: {bits_per_ot}"
             );
-            // The sender only sends the base-OT points (and the 16-byte challenge).
-            assert!(s_stats.bytes_sent < 5_000, "{}", s_stats.bytes_sent);
+            // The sender only sends the base-OT points (two per Masny–Rindal OT, 8 KiB for
+            // 128) and the 16-byte challenge.
+            assert!(s_stats.bytes_sent < 9_000, "{}", s_stats.bytes_sent);
         }
     }
 }

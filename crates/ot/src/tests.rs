@@ -31,7 +31,7 @@ where
 
 #[test]
 fn base_ot_correct() {
-    for k in [1usize, 128, 300] {
+    for k in [0usize, 1, 128, 1000] {
         let choices = random_choices(k);
         let c2 = choices.clone();
         let (pairs, got) = run2(
@@ -44,8 +44,48 @@ fn base_ot_correct() {
             let c = usize::from(choices[i]);
             assert_eq!(got[i], pairs[i][c], "k={k} i={i}");
             assert_ne!(got[i], pairs[i][1 - c], "k={k} i={i}");
-            assert_ne!(pairs[i][0], pairs[i][1]);
+            assert_ne!(pairs[i][0], pairs[i][1], "k={k} i={i}");
         }
+        // No key repeats within the batch (index binding).
+        let mut all: Vec<[u8; 16]> = pairs.iter().flatten().copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 2 * k);
+    }
+}
+
+#[test]
+fn base_ot_all_zero_and_all_one_choices() {
+    // Both branches of the receiver's swap, across a whole batch.
+    for bit in [false, true] {
+        let choices = vec![bit; 64];
+        let c2 = choices.clone();
+        let (pairs, got) = run2(
+            |l| base_ot_send(l, 64).unwrap(),
+            move |l| base_ot_receive(l, &c2).unwrap(),
+        );
+        for i in 0..64 {
+            assert_eq!(got[i], pairs[i][usize::from(bit)]);
+            assert_ne!(got[i], pairs[i][usize::from(!bit)]);
+        }
+    }
+}
+
+#[test]
+fn base_ot_sessions_are_independent() {
+    let choices = random_choices(128);
+    let run = |c: Vec<bool>| {
+        run2(
+            |l| base_ot_send(l, 128).unwrap(),
+            move |l| base_ot_receive(l, &c).unwrap(),
+        )
+    };
+    let (s1, r1) = run(choices.clone());
+    let (s2, r2) = run(choices);
+    for i in 0..128 {
+        assert_ne!(r1[i], r2[i], "i={i}");
+        assert_ne!(s1[i][0], s2[i][0], "i={i}");
+        assert_ne!(s1[i][1], s2[i][1], "i={i}");
     }
 }
 
@@ -65,6 +105,26 @@ fn base_ot_zero_and_too_many() {
         base_ot_receive(&mut l, &vec![false; MAX_BASE_OTS + 1]),
         Err(OtError::Usage(_))
     ));
+}
+
+/// Wall time of a base-OT batch (both parties, in memory). Not asserted: run with
+/// `cargo test -p blindjoin-ot --release -- --ignored --nocapture base_ot_timing`.
+#[test]
+#[ignore]
+fn base_ot_timing() {
+    for k in [128usize, 512] {
+        let choices = random_choices(k);
+        let reps = 5;
+        let start = std::time::Instant::now();
+        for _ in 0..reps {
+            let c2 = choices.clone();
+            run2(
+                move |l| base_ot_send(l, k).unwrap(),
+                move |l| base_ot_receive(l, &c2).unwrap(),
+            );
+        }
+        println!("base OT k={k}: {:?} per batch", start.elapsed() / reps);
+    }
 }
 
 fn check_cot(n: usize) -> (u128, Vec<u128>) {
@@ -199,56 +259,106 @@ fn base_ot_receiver_rejects_bad_sender_point() {
 #[test]
 fn base_ot_sender_rejects_bad_receiver_points() {
     let g = point_bytes(&RISTRETTO_BASEPOINT_POINT);
-    let msg_with = |count: u32, points: &[[u8; 32]]| {
+    let g2 = point_bytes(&(RISTRETTO_BASEPOINT_POINT + RISTRETTO_BASEPOINT_POINT));
+    let good: [u8; 64] = [g, g2].concat().try_into().unwrap();
+    let msg_with = |count: u32, records: &[[u8; 64]]| {
         let mut m = Vec::new();
         put_u32(&mut m, count);
-        for p in points {
+        for p in records {
             m.extend_from_slice(p);
         }
         m
     };
-    // (message builder given A, expected error kind)
-    type Build = Box<dyn Fn([u8; 32]) -> Vec<u8> + Send>;
-    let cases: Vec<(Build, &str)> = vec![
-        (Box::new(move |_| msg_with(3, &[g; 3])), "misbehaved"),
-        (Box::new(move |_| msg_with(5, &[g; 5])), "invalid"),
-        (Box::new(move |_| msg_with(u32::MAX, &[g; 2])), "invalid"),
-        (Box::new(move |_| msg_with(4, &[g; 3])), "invalid"),
+    let with_point = |pos: usize, p: [u8; 32]| {
+        // Four good records with point `pos` (= 2i + j, r_{i,j}) replaced.
+        let mut m = msg_with(4, &[good; 4]);
+        m[4 + 32 * pos..4 + 32 * (pos + 1)].copy_from_slice(&p);
+        m
+    };
+    // (message, expected error kind, expected point index for "crypto")
+    let cases: Vec<(Vec<u8>, &str, usize)> = vec![
+        (msg_with(3, &[good; 3]), "misbehaved", 0),
+        (msg_with(5, &[good; 5]), "invalid", 0),
+        (msg_with(u32::MAX, &[good; 2]), "invalid", 0),
+        (msg_with(4, &[good; 3]), "invalid", 0),
         (
-            Box::new(move |_| [msg_with(4, &[g; 4]), vec![1]].concat()),
+            msg_with(4, &[good; 4])[..4 + 64 * 4 - 1].to_vec(),
             "invalid",
+            0,
         ),
-        (Box::new(|_| vec![1, 2]), "invalid"),
+        ([msg_with(4, &[good; 4]), vec![1]].concat(), "invalid", 0),
+        // The Chou–Orlandi shape (one point per OT) is no longer accepted.
         (
-            Box::new(move |_| msg_with(4, &[g, g, [0; 32], g])),
-            "crypto",
+            {
+                let mut m = Vec::new();
+                put_u32(&mut m, 4);
+                m.extend_from_slice(&[g; 4].concat());
+                m
+            },
+            "invalid",
+            0,
         ),
+        (vec![1, 2], "invalid", 0),
+        (vec![], "invalid", 0),
+        (with_point(4, [0; 32]), "crypto", 4),
+        (with_point(0, [0; 32]), "crypto", 0),
+        (with_point(3, [0xee; 32]), "crypto", 3),
+        (with_point(7, [0xff; 32]), "crypto", 7),
+        // 2·G with the sign bit set: a non-canonical encoding of a valid point.
         (
-            Box::new(move |_| msg_with(4, &[g, [0xee; 32], g, g])),
+            with_point(6, {
+                let mut p = g2;
+                p[31] |= 0x80;
+                p
+            }),
             "crypto",
+            6,
         ),
-        (Box::new(move |a| msg_with(4, &[g, g, g, a])), "crypto"),
     ];
-    for (i, (build, kind)) in cases.into_iter().enumerate() {
+    for (i, (msg, kind, want_index)) in cases.into_iter().enumerate() {
         let (_, r) = run2(
             move |l| {
-                let a: [u8; 32] = l.recv().unwrap().try_into().unwrap();
-                l.send(&build(a)).unwrap();
+                let _a = l.recv().unwrap();
+                l.send(&msg).unwrap();
             },
             |l| base_ot_send(l, 4),
         );
-        let ok = matches!(
-            (&r, kind),
+        let ok = match (&r, kind) {
             (Err(OtError::PeerMisbehaved(_)), "misbehaved")
-                | (Err(OtError::InvalidMessage(_)), "invalid")
-                | (Err(OtError::Crypto(_)), "crypto")
-        );
+            | (Err(OtError::InvalidMessage(_)), "invalid") => true,
+            (
+                Err(OtError::Crypto(blindjoin_crypto::CryptoError::InvalidPoint { index, .. })),
+                "crypto",
+            ) => *index == want_index,
+            _ => false,
+        };
         assert!(
             ok,
             "case {i}: expected {kind}, got {:?}",
             r.map(|v| v.len())
         );
     }
+}
+
+#[test]
+fn base_ot_degenerate_receiver_record_still_gives_distinct_keys() {
+    // A malicious receiver may send r_{i,0} = r_{i,1}: well-formed, so accepted, but the sender's
+    // two keys still differ (the slot j is hashed in) and look unrelated.
+    let g = point_bytes(&RISTRETTO_BASEPOINT_POINT);
+    let (_, r) = run2(
+        move |l| {
+            let _a = l.recv().unwrap();
+            let mut m = Vec::new();
+            put_u32(&mut m, 2);
+            m.extend_from_slice(&[g; 4].concat());
+            l.send(&m).unwrap();
+        },
+        |l| base_ot_send(l, 2),
+    );
+    let pairs = r.unwrap();
+    assert_ne!(pairs[0][0], pairs[0][1]);
+    assert_ne!(pairs[1][0], pairs[1][1]);
+    assert_ne!(pairs[0][0], pairs[1][0]);
 }
 
 #[test]
