@@ -17,6 +17,10 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// As the CLI: huge pages for the protocols' large buffers.
+#[global_allocator]
+static ALLOC: blindjoin_alloc::HugePageAlloc = blindjoin_alloc::HugePageAlloc;
+
 /// How often the waiting thread checks for Ctrl-C.
 const SIGNAL_POLL: Duration = Duration::from_millis(100);
 
