@@ -157,7 +157,8 @@ def _protocol_config(
     malicious: bool = False,
     bucket_size: Optional[int] = None,
 ) -> Dict[str, Any]:
-    """``protocol_config`` of a v2 config: the curve for ECDH, the mode and buckets for RR22."""
+    """``protocol_config`` of a v2 config: the curve for ECDH, the mode and buckets for RR22, the
+    buckets for KKRT."""
     pc: Dict[str, Any] = {"protocol": protocol, "role": role, "broadcast_result": broadcast_result}
     if protocol == "PROTOCOL_RR22":
         rr22: Dict[str, Any] = {"low_comm_mode": low_comm}
@@ -166,6 +167,9 @@ def _protocol_config(
         if bucket_size is not None:
             rr22["bucket_size"] = bucket_size
         pc["rr22_config"] = rr22
+    elif protocol == "PROTOCOL_KKRT":
+        if bucket_size is not None:
+            pc["kkrt_config"] = {"bucket_size": bucket_size}
     else:
         pc["ecdh_config"] = {"curve": curve}
     return pc
@@ -274,17 +278,19 @@ def intersect(
 
     ``rows_or_table`` is a list of dicts, or a pandas DataFrame (pandas is optional). ``role`` is
     ``"receiver"`` or ``"sender"``; ``self_addr``/``peer_addr`` are ``"host:port"``. ``protocol``
-    is ``"PROTOCOL_ECDH"`` (with ``curve``) or ``"PROTOCOL_RR22"`` (with ``rr22_mode`` ``"fast"``,
-    ``"low_comm"`` or ``"malicious"``); both parties must pass the same. Party ids
+    is ``"PROTOCOL_ECDH"`` (with ``curve``), ``"PROTOCOL_RR22"`` (with ``rr22_mode`` ``"fast"``,
+    ``"low_comm"`` or ``"malicious"``) or ``"PROTOCOL_KKRT"``; both parties must pass the same. Party ids
     default to the role names (``"receiver"``/``"sender"``); both sides must agree on them.
 
     Only the key columns leave Python: they are written as text (``str(value)``, ``None`` -> empty,
     which is an error) to a temporary CSV together with a row number, the run is the same as
     :func:`run`, and the rows of the intersection are picked from the input by row number. So the
     result is the same type as the input with the original values and dtypes: the input's rows whose
-    keys are in the intersection, sorted by key (so both parties' results line up row by row), with
-    every matching row when keys repeat. Keys compare as text, so both parties must format them the
-    same way (``1`` and ``1.0`` differ).
+    keys are in the intersection, sorted by key. With ``broadcast_result`` (the default) the two
+    results are the SQL inner join row by row: a row whose key the peer holds ``b`` times appears
+    ``b`` times, so ``zip(mine, theirs)`` gives every matching pair. Without it the receiver gets
+    each matching row once. Keys compare as text, so both parties must format them the same way
+    (``1`` and ``1.0`` differ).
 
     Returns ``None`` for a sender with ``broadcast_result=False`` (it learns nothing). With
     ``return_report=True`` returns ``(result, report)``.

@@ -238,7 +238,7 @@ def test_psi_csv_secretflow_style(tables, tmp_path: Path) -> None:
     assert [r["id"] for r in rows] == expected  # sort=True: sorted by key
 
 
-@pytest.mark.parametrize("protocol", ["RR22_PSI_2PC", "RR22_LOWCOMM_PSI_2PC"])
+@pytest.mark.parametrize("protocol", ["RR22_PSI_2PC", "RR22_LOWCOMM_PSI_2PC", "KKRT_PSI_2PC"])
 def test_psi_csv_rr22(tables, tmp_path: Path, protocol: str) -> None:
     _, _, expected = tables
     ports = free_ports(2)
@@ -260,8 +260,12 @@ def test_psi_csv_rr22(tables, tmp_path: Path, protocol: str) -> None:
         tmp_path,
     )
     assert "ok" in a and "ok" in b, (a, b)
-    assert a["ok"]["protocol"] == "PROTOCOL_RR22"
-    assert a["ok"]["mode"] == ("low_comm" if "LOWCOMM" in protocol else "fast")
+    if protocol == "KKRT_PSI_2PC":
+        assert a["ok"]["protocol"] == "PROTOCOL_KKRT"
+        assert a["ok"].get("mode") is None
+    else:
+        assert a["ok"]["protocol"] == "PROTOCOL_RR22"
+        assert a["ok"]["mode"] == ("low_comm" if "LOWCOMM" in protocol else "fast")
     assert a["ok"]["buckets"] > 1
     check_outputs(tmp_path / "a_out.csv", tmp_path / "b_out.csv", expected)
 
@@ -283,10 +287,18 @@ def test_intersect_lists_of_dicts(tmp_path: Path) -> None:
     )
     assert "ok" in a and "ok" in b, (a, b)
     common_ids = {r["id"] for r in alice} & {r["id"] for r in bob}
-    # Original rows, values and types kept; every matching row; sorted by key text.
-    assert sorted(map(json.dumps, a["ok"])) == sorted(json.dumps(r) for r in alice if r["id"] in common_ids)
-    assert sorted(map(json.dumps, b["ok"])) == sorted(json.dumps(r) for r in bob if r["id"] in common_ids)
+
+    def count(rows, k):
+        return sum(r["id"] == k for r in rows)
+
+    # Original rows, values and types kept; SQL join pairs: each matching row once per matching
+    # peer row (alice's 5 twice, bob's 3 twice); sorted by key text; zipped they pair up.
+    want_a = [json.dumps(r) for r in alice if r["id"] in common_ids for _ in range(count(bob, r["id"]))]
+    want_b = [json.dumps(r) for r in bob if r["id"] in common_ids for _ in range(count(alice, r["id"]))]
+    assert sorted(map(json.dumps, a["ok"])) == sorted(want_a)
+    assert sorted(map(json.dumps, b["ok"])) == sorted(want_b)
     assert [r["id"] for r in a["ok"]] == sorted((r["id"] for r in a["ok"]), key=str)
+    assert [r["id"] for r in a["ok"]] == [r["id"] for r in b["ok"]]
     assert {r["id"] for r in a["ok"]} == common_ids == {3, 5, 7}
 
 
@@ -325,10 +337,10 @@ def test_unknown_config_field_is_config_error(tmp_path: Path) -> None:
 
 
 def test_unsupported_protocol_is_config_error(tmp_path: Path) -> None:
-    with pytest.raises(blindjoin.ConfigError, match="not supported yet"):
+    with pytest.raises(blindjoin.ConfigError, match="unknown protocol"):
         blindjoin.psi_csv(
             "id", tmp_path / "a.csv", tmp_path / "o.csv", "alice", self_party="alice",
-            parties={"alice": "127.0.0.1:12001", "bob": "127.0.0.1:12002"}, protocol="KKRT_PSI_2PC",
+            parties={"alice": "127.0.0.1:12001", "bob": "127.0.0.1:12002"}, protocol="DP_PSI_2PC",
         )
 
 

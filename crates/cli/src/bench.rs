@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub(crate) struct BenchArgs {
-    /// Protocol.
+    /// Protocol: ecdh, rr22 or kkrt.
     #[arg(long, default_value = "ecdh")]
     protocol: String,
     /// Curve (ECDH).
@@ -24,7 +24,7 @@ pub(crate) struct BenchArgs {
     /// RR22 mode.
     #[arg(long, value_enum, default_value_t = Rr22ModeArg::Fast)]
     rr22_mode: Rr22ModeArg,
-    /// RR22 keys per bucket.
+    /// RR22 / KKRT keys per bucket.
     #[arg(long, default_value_t = DEFAULT_BUCKET_SIZE)]
     bucket_size: u64,
     /// Rows per party.

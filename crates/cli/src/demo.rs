@@ -15,7 +15,7 @@ pub(crate) struct DemoArgs {
     /// Rows per party in the built-in example.
     #[arg(long, short = 'n', default_value_t = 10_000)]
     rows: usize,
-    /// Protocol: rr22 (fast mode) or ecdh.
+    /// Protocol: rr22 (fast mode), kkrt or ecdh.
     #[arg(long, default_value = "rr22")]
     protocol: String,
     /// Curve for ECDH: 25519, ristretto255, secp256k1, sm2, p256.
@@ -73,7 +73,8 @@ fn spec(
     let (curve, variant) = match protocol {
         Protocol::Ecdh => (Some(parse_curve(&a.curve)?), String::new()),
         Protocol::Rr22 => (None, Rr22Mode::Fast.variant().to_string()),
-        other => anyhow::bail!("--protocol {other}: the demo runs rr22 or ecdh"),
+        Protocol::Kkrt => (None, String::new()),
+        other => anyhow::bail!("--protocol {other}: the demo runs rr22, kkrt or ecdh"),
     };
     Ok(RunSpec {
         parties: Parties {
@@ -97,6 +98,7 @@ fn spec(
         secret_key_path: None,
         connect_timeout: Duration::from_secs(30),
         recv_timeout: DEFAULT_RECV_TIMEOUT,
+        join: Default::default(),
         warnings: Vec::new(),
     })
 }
@@ -109,6 +111,7 @@ fn demo_in(dir: &Path, a: &DemoArgs) -> Result<()> {
     let bob = spec(dir, "bob", pb, "alice", pa, Role::Sender, a)?;
     let what = match alice.curve {
         Some(c) => format!("ECDH-PSI on {c}"),
+        None if alice.variant.is_empty() => alice.protocol.to_string(),
         None => format!("{} ({} mode)", alice.protocol, alice.variant),
     };
     println!(

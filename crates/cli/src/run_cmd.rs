@@ -32,7 +32,7 @@ pub(crate) struct RunArgs {
     /// The peer's id (default: the other role).
     #[arg(long)]
     peer_id: Option<String>,
-    /// The protocol: ecdh or rr22.
+    /// The protocol: rr22, kkrt or ecdh.
     #[arg(long, default_value = "ecdh")]
     protocol: String,
     /// The curve for ECDH: 25519, ristretto255, secp256k1, sm2, p256.
@@ -41,7 +41,7 @@ pub(crate) struct RunArgs {
     /// RR22's mode (both parties must agree).
     #[arg(long, value_enum, default_value_t = Rr22ModeArg::Fast)]
     rr22_mode: Rr22ModeArg,
-    /// RR22: keys per hash bucket (both parties must agree).
+    /// RR22 and KKRT: keys per hash bucket (both parties must agree).
     #[arg(long, default_value_t = DEFAULT_BUCKET_SIZE)]
     bucket_size: u64,
     /// Input CSV file.
@@ -193,7 +193,7 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
     let protocol: Protocol = a.protocol.parse()?;
     if !protocol.is_supported() {
         anyhow::bail!(
-            "--protocol {}: not supported yet; use rr22 or ecdh (KKRT is being built)",
+            "--protocol {}: not supported yet; use rr22, kkrt or ecdh",
             a.protocol
         );
     }
@@ -202,6 +202,7 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
     }
     let (curve, variant, bucket_size) = match protocol {
         Protocol::Ecdh => (Some(parse_curve(&a.curve)?), String::new(), 0),
+        Protocol::Kkrt => (None, String::new(), a.bucket_size),
         _ => (
             None,
             a.rr22_mode.mode().variant().to_string(),
@@ -241,6 +242,7 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
             "--connect-timeout",
         )?,
         recv_timeout: secs(a.recv_timeout, DEFAULT_RECV_TIMEOUT, "--recv-timeout")?,
+        join: Default::default(),
         warnings: Vec::new(),
     })
 }

@@ -4,7 +4,7 @@
 // Test helpers outside `#[test]` functions: failing loudly is what a test should do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -34,7 +34,8 @@ fn free_port() -> u16 {
 
 /// The `protocol_config` lines for a test "curve": a real curve runs ECDH; `RR22`, `RR22_LOW`
 /// and `RR22_MAL` run RR22's fast, low-communication and malicious modes with small buckets (so
-/// bucketing is exercised too).
+/// bucketing is exercised too); `KKRT` runs KKRT16 in buckets of 500 and `KKRT_ONE` with
+/// SecretFlow's default `kkrt_config` (one bucket).
 fn protocol_lines(curve: &str) -> String {
     let rr22 = |extra: &str| {
         format!(
@@ -46,6 +47,10 @@ fn protocol_lines(curve: &str) -> String {
         "RR22" => rr22(r#", "low_comm_mode": false"#),
         "RR22_LOW" => rr22(r#", "low_comm_mode": true"#),
         "RR22_MAL" => rr22(r#", "malicious": true"#),
+        "KKRT" => r#""protocol": "PROTOCOL_KKRT",
+      "kkrt_config": { "bucket_size": 500 },"#
+            .to_string(),
+        "KKRT_ONE" => r#""protocol": "PROTOCOL_KKRT","#.to_string(),
         _ => format!(
             r#""protocol": "PROTOCOL_ECDH",
       "ecdh_config": {{ "curve": "{curve}" }},"#
@@ -185,20 +190,34 @@ fn gen_tables(dir: &Path, rows: &str, overlap: usize, dups: f64) {
     std::fs::rename(dir.join("bob.csv"), dir.join("sender.csv")).unwrap();
 }
 
-/// Plaintext inner join: each party's rows whose key the other has, sorted by key (stable).
-fn expected(own: &Path, other: &Path) -> Vec<Vec<String>> {
-    let other_keys: HashSet<String> = rows(other)
-        .into_iter()
-        .skip(1)
-        .map(|r| r[0].clone())
-        .collect();
+/// Plaintext SQL inner join, one party's side: for each shared key (sorted), the `a·b` pairs
+/// in left-major order — the left party repeats each of its rows `b` times, the right party
+/// repeats its run of rows `a` times.
+fn expected(own: &Path, other: &Path, own_is_left: bool) -> Vec<Vec<String>> {
+    let mut other_count: BTreeMap<String, usize> = BTreeMap::new();
+    for r in rows(other).into_iter().skip(1) {
+        *other_count.entry(r[0].clone()).or_default() += 1;
+    }
     let mut by_key: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
     for r in rows(own).into_iter().skip(1) {
-        if other_keys.contains(&r[0]) {
+        if other_count.contains_key(&r[0]) {
             by_key.entry(r[0].clone()).or_default().push(r);
         }
     }
-    by_key.into_values().flatten().collect()
+    let mut out = Vec::new();
+    for (key, own_rows) in by_key {
+        let b = other_count[&key];
+        if own_is_left {
+            for r in own_rows {
+                out.extend(std::iter::repeat_n(r, b));
+            }
+        } else {
+            for _ in 0..b {
+                out.extend(own_rows.iter().cloned());
+            }
+        }
+    }
+    out
 }
 
 fn check_pair(dir: &Path, curve: &str, dups: f64) {
@@ -215,18 +234,18 @@ fn check_pair(dir: &Path, curve: &str, dups: f64) {
     assert_eq!(out_r[0], vec!["id", "payload1", "payload2"]);
     assert_eq!(
         out_r[1..],
-        expected(&dir.join("receiver.csv"), &dir.join("sender.csv"))[..],
+        expected(&dir.join("receiver.csv"), &dir.join("sender.csv"), true)[..],
         "{curve}"
     );
     assert_eq!(
         out_s[1..],
-        expected(&dir.join("sender.csv"), &dir.join("receiver.csv"))[..],
+        expected(&dir.join("sender.csv"), &dir.join("receiver.csv"), false)[..],
         "{curve}"
     );
+    // Aligned, duplicates or not: row i has the same key on both sides.
+    let keys = |o: &[Vec<String>]| o.iter().map(|r| r[0].clone()).collect::<Vec<_>>();
+    assert_eq!(keys(&out_r), keys(&out_s));
     if dups == 0.0 {
-        // Aligned: row i has the same key on both sides.
-        let keys = |o: &[Vec<String>]| o.iter().map(|r| r[0].clone()).collect::<Vec<_>>();
-        assert_eq!(keys(&out_r), keys(&out_s));
         assert_eq!(out_r.len(), 601);
     }
     let report: serde_json::Value = serde_json::from_str(
@@ -236,12 +255,17 @@ fn check_pair(dir: &Path, curve: &str, dups: f64) {
     assert_eq!(report["intersection_key_count"], 600);
     let protocol = if curve.starts_with("RR22") {
         "PROTOCOL_RR22"
+    } else if curve.starts_with("KKRT") {
+        "PROTOCOL_KKRT"
     } else {
         "PROTOCOL_ECDH"
     };
     assert_eq!(report["protocol"], protocol);
-    if curve.starts_with("RR22") {
+    if curve.starts_with("RR22") || curve == "KKRT" {
         assert_eq!(report["buckets"], 3, "1500 keys in buckets of 500");
+    }
+    if curve == "KKRT_ONE" {
+        assert_eq!(report["buckets"], 1, "default bucket_size 2^20");
     }
     assert!(report["bytes_sent"].as_u64().unwrap() > 0);
     assert!(
@@ -283,6 +307,16 @@ fn secretflow_configs_rr22_low_comm_bucketed() {
 #[test]
 fn secretflow_configs_rr22_malicious_bucketed_with_duplicates() {
     check_pair(&tmp("rr22mal"), "RR22_MAL", 0.3);
+}
+
+#[test]
+fn secretflow_configs_kkrt_bucketed() {
+    check_pair(&tmp("kkrt"), "KKRT", 0.0);
+}
+
+#[test]
+fn secretflow_configs_kkrt_default_config_with_duplicates() {
+    check_pair(&tmp("kkrt1"), "KKRT_ONE", 0.3);
 }
 
 #[test]
@@ -453,9 +487,18 @@ fn bad_configs_name_the_field() {
         "{}",
         stderr(&o)
     );
-    let o = run_config_alone("kkrt", |t| t.replace("PROTOCOL_ECDH", "PROTOCOL_KKRT"));
+    let o = run_config_alone("kkrt", |t| {
+        t.replace(
+            r#""protocol": "PROTOCOL_ECDH","#,
+            r#""protocol": "PROTOCOL_KKRT", "kkrt_config": { "bucket_size": 0 },"#,
+        )
+    });
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("not supported yet"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("kkrt_config.bucket_size"),
+        "{}",
+        stderr(&o)
+    );
     let o = run_config_alone("fourq", |t| t.replace("CURVE_25519", "CURVE_FOURQ"));
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -559,4 +602,62 @@ fn flags_work_without_a_config_and_demo_and_bench_run() {
     let b: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
     assert_eq!(b["correct"], true);
     assert_eq!(b["intersection"], 1500);
+}
+
+/// SecretFlow's join cases (psi_test.cc): receiver keys {3,1,3,3,5}, sender {3,1,6,1,3}, the
+/// receiver on the left. Both outputs line up row by row with SQL's pairs and null padding.
+#[test]
+fn joins_pair_duplicates_and_pad_like_sql() {
+    let cases: [(&str, &[&str], &[&str]); 5] = [
+        ("INNER_JOIN", &[], &[]),
+        ("LEFT_JOIN", &["5"], &["NA"]),
+        ("RIGHT_JOIN", &["NA"], &["6"]),
+        ("FULL_JOIN", &["5", "NA"], &["NA", "6"]),
+        ("DIFFERENCE", &["5", "NA"], &["NA", "6"]),
+    ];
+    for (join, tail_r, tail_s) in cases {
+        let dir = tmp(&format!("join_{join}"));
+        std::fs::write(dir.join("receiver.csv"), "id,x\n3,a\n1,b\n3,c\n3,d\n5,e\n").unwrap();
+        std::fs::write(dir.join("sender.csv"), "id,y\n3,p\n1,q\n6,r\n1,s\n3,t\n").unwrap();
+        let ports = (free_port(), free_port());
+        let mut children = Vec::new();
+        for (me, role) in [("receiver", "ROLE_RECEIVER"), ("sender", "ROLE_SENDER")] {
+            let p = sf_config(&dir, me, role, "RR22", true, "id", ports);
+            let text = std::fs::read_to_string(&p)
+                .unwrap()
+                .replace("TYPE_UNSPECIFIED", &format!("TYPE_{join}"))
+                .replace(
+                    "\"check_hash_digest\": false",
+                    "\"check_hash_digest\": true, \"output_attr\": { \"csv_null_rep\": \"NA\" }",
+                );
+            std::fs::write(&p, text).unwrap();
+            children.push(spawn_config(&p));
+        }
+        let s = finish(children.pop().unwrap());
+        let r = finish(children.pop().unwrap());
+        assert!(
+            r.status.success() && s.status.success(),
+            "{join}: {}\n{}",
+            stderr(&r),
+            stderr(&s)
+        );
+        let out_r = rows(&dir.join("receiver_out.csv"));
+        let out_s = rows(&dir.join("sender_out.csv"));
+        let pairs = |o: &[Vec<String>]| -> Vec<String> { o.iter().map(|r| r.join(",")).collect() };
+        let mut want_r: Vec<&str> = Vec::new();
+        let mut want_s: Vec<&str> = Vec::new();
+        if join != "DIFFERENCE" {
+            want_r.extend(["1,b", "1,b", "3,a", "3,a", "3,c", "3,c", "3,d", "3,d"]);
+            want_s.extend(["1,q", "1,s", "3,p", "3,t", "3,p", "3,t", "3,p", "3,t"]);
+        }
+        let pad = |v: &mut Vec<&str>, tail: &[&str], own: &'static str| {
+            for t in tail {
+                v.push(if *t == "NA" { "NA,NA" } else { own });
+            }
+        };
+        pad(&mut want_r, tail_r, "5,e");
+        pad(&mut want_s, tail_s, "6,r");
+        assert_eq!(pairs(&out_r[1..]), want_r, "{join}: receiver");
+        assert_eq!(pairs(&out_s[1..]), want_s, "{join}: sender");
+    }
 }

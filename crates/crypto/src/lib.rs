@@ -4,7 +4,8 @@
 //! sm2), with RFC 9380 hash-to-curve on every curve, and the item digest every protocol consumes.
 //! This crate depends on nothing else in blindjoin. It also holds the non-interactive building
 //! blocks of the OT/VOLE protocols: [`gf128`] (GF(2^128) with PCLMULQDQ) and [`okvs`] (a random
-//! band OKVS, Bienstock et al., eprint 2023/903).
+//! band OKVS, Bienstock et al., eprint 2023/903), and of KKRT16: [`cuckoo`] (stash-less
+//! three-function cuckoo hashing).
 //!
 //! The central type is [`EcdhCipher`]: a secret scalar `k` bound to a group, which maps private
 //! items to `H(x)^k` and re-masks peer points `P ↦ P^k`. Both operations work on whole batches so a
@@ -26,6 +27,7 @@
 //! assert_eq!(xab, xba); // (H(x)^a)^b == (H(x)^b)^a
 //! ```
 
+pub mod cuckoo;
 mod digest;
 mod error;
 pub mod exacc;

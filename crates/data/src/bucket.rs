@@ -34,7 +34,7 @@ pub fn bucket_count(n_ours: u64, n_theirs: u64, bucket_size: u64) -> Result<usiz
     if b > MAX_BUCKETS as u64 {
         return Err(DataError::Protocol(ProtocolError::Config(format!(
             "bucket_size {bucket_size} would split {} keys into {b} buckets (at most \
-             {MAX_BUCKETS}); raise rr22_config.bucket_size",
+             {MAX_BUCKETS}); raise rr22_config.bucket_size / kkrt_config.bucket_size",
             n_ours.max(n_theirs)
         ))));
     }

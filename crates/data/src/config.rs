@@ -8,7 +8,8 @@
 //! SecretFlow's own docs contain) is accepted with a warning.
 
 use crate::error::ConfigError;
-use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, RunSpec};
+use crate::join::JoinType;
+use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, JoinSpec, Parties, RunSpec};
 use blindjoin_crypto::Curve;
 use blindjoin_protocols::rr22::Rr22Mode;
 use blindjoin_protocols::{Protocol, Role};
@@ -73,7 +74,6 @@ struct EcdhConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BucketConfig {
-    #[allow(dead_code)] // Parsed so configs validate; used once KKRT lands.
     bucket_size: Option<Value>,
 }
 
@@ -119,7 +119,6 @@ struct InputAttr {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OutputAttr {
-    #[allow(dead_code)] // Only used by outer joins, which are refused for now.
     csv_null_rep: Option<String>,
 }
 
@@ -238,17 +237,13 @@ pub fn parse_launch_config(
     let protocol: Protocol = match pc.protocol.trim() {
         "PROTOCOL_ECDH" => Protocol::Ecdh,
         "PROTOCOL_RR22" => Protocol::Rr22,
-        "PROTOCOL_KKRT" => {
-            return Err(not_yet(
-                "psi_config.protocol_config.protocol",
-                &pc.protocol,
-                "use PROTOCOL_RR22 (faster, less traffic) or PROTOCOL_ECDH; KKRT is being built",
-            ));
-        }
+        "PROTOCOL_KKRT" => Protocol::Kkrt,
         other => {
             return Err(invalid(
                 "psi_config.protocol_config.protocol",
-                &format!("unknown protocol {other:?}; use PROTOCOL_RR22 or PROTOCOL_ECDH"),
+                &format!(
+                    "unknown protocol {other:?}; use PROTOCOL_RR22, PROTOCOL_KKRT or PROTOCOL_ECDH"
+                ),
             ));
         }
     };
@@ -292,9 +287,9 @@ pub fn parse_launch_config(
             ),
         ));
     }
-    let _ = &pc.kkrt_config;
     let (variant, bucket_size) = match protocol {
         Protocol::Rr22 => rr22_settings(pc.rr22_config.as_ref())?,
+        Protocol::Kkrt => (String::new(), kkrt_settings(pc.kkrt_config.as_ref())?),
         _ => (String::new(), 0),
     };
 
@@ -355,46 +350,56 @@ pub fn parse_launch_config(
             "set it to false; resume after a crash is planned",
         ));
     }
-    let join = psi
+    let join_name = psi
         .advanced_join_type
         .as_deref()
         .unwrap_or("ADVANCED_JOIN_TYPE_UNSPECIFIED");
-    match join {
-        "ADVANCED_JOIN_TYPE_UNSPECIFIED" | "ADVANCED_JOIN_TYPE_INNER_JOIN" => {}
-        "ADVANCED_JOIN_TYPE_LEFT_JOIN"
-        | "ADVANCED_JOIN_TYPE_RIGHT_JOIN"
-        | "ADVANCED_JOIN_TYPE_FULL_JOIN"
-        | "ADVANCED_JOIN_TYPE_DIFFERENCE" => {
-            return Err(not_yet(
-                "psi_config.advanced_join_type",
-                join,
-                "use ADVANCED_JOIN_TYPE_INNER_JOIN (or leave it unset); outer and difference joins are planned",
-            ));
-        }
-        other => {
+    let join_type = JoinType::parse(join_name).ok_or_else(|| {
+        invalid(
+            "psi_config.advanced_join_type",
+            &format!(
+                "unknown join type {join_name:?}; use ADVANCED_JOIN_TYPE_UNSPECIFIED, _INNER_JOIN, _LEFT_JOIN, _RIGHT_JOIN, _FULL_JOIN or _DIFFERENCE"
+            ),
+        )
+    })?;
+    let left_side = match psi.left_side.as_deref().unwrap_or("") {
+        "" | "ROLE_RECEIVER" => Role::Receiver,
+        "ROLE_SENDER" => Role::Sender,
+        side => {
             return Err(invalid(
-                "psi_config.advanced_join_type",
-                &format!(
-                    "unknown join type {other:?}; use ADVANCED_JOIN_TYPE_UNSPECIFIED, _INNER_JOIN, _LEFT_JOIN, _RIGHT_JOIN, _FULL_JOIN or _DIFFERENCE"
-                ),
+                "psi_config.left_side",
+                &format!("{side:?}; use ROLE_RECEIVER or ROLE_SENDER"),
             ));
         }
-    }
-    if let Some(side) = psi.left_side.as_deref()
-        && !matches!(side, "ROLE_RECEIVER" | "ROLE_SENDER" | "")
-    {
+    };
+    if join_type != JoinType::Inner && !broadcast_result {
         return Err(invalid(
-            "psi_config.left_side",
-            &format!("{side:?}; use ROLE_RECEIVER or ROLE_SENDER"),
+            "psi_config.advanced_join_type",
+            &format!(
+                "{join_name} needs psi_config.protocol_config.broadcast_result = true on both \
+                 parties: each side's output is padded for the other's unmatched rows"
+            ),
         ));
     }
-    if psi.check_hash_digest.unwrap_or(false) {
-        return Err(not_yet(
+    let check_hash_digest = psi.check_hash_digest.unwrap_or(false);
+    if check_hash_digest && !broadcast_result {
+        return Err(invalid(
             "psi_config.check_hash_digest",
-            "true",
-            "set it to false; the digest check is planned",
+            "needs psi_config.protocol_config.broadcast_result = true: both parties must know \
+             the intersection to compare its digest",
         ));
     }
+    let null_rep = psi
+        .output_attr
+        .as_ref()
+        .and_then(|a| a.csv_null_rep.clone())
+        .unwrap_or_else(|| "NULL".into());
+    let join = JoinSpec {
+        join: join_type,
+        left_side,
+        null_rep,
+        check_hash_digest,
+    };
     if psi.intersection_threshold.unwrap_or(0) > 0 {
         return Err(not_yet(
             "psi_config.intersection_threshold",
@@ -409,11 +414,7 @@ pub fn parse_launch_config(
             "remove it; it belongs to threshold PSI, which is planned",
         ));
     }
-    let _ = (
-        &psi.skip_duplicates_check,
-        &psi.input_attr,
-        &psi.output_attr,
-    );
+    let _ = (&psi.skip_duplicates_check, &psi.input_attr);
     if let Some(d) = &psi.debug_options {
         if d.trace_path.is_some() {
             warnings.push("debug_options.trace_path: blindjoin writes no Perfetto trace; see the JSON report for stage times".into());
@@ -507,6 +508,7 @@ pub fn parse_launch_config(
         output,
         keys: psi.keys,
         align: !psi.disable_alignment.unwrap_or(false),
+        join,
         report: ext
             .as_ref()
             .and_then(|e| e.report_path.as_deref())
@@ -522,7 +524,23 @@ pub fn parse_launch_config(
     })
 }
 
-/// Default `rr22_config.bucket_size`, as SecretFlow.
+/// `bucket_size` from `kkrt_config` (SecretFlow's `KkrtConfig` has only this field).
+fn kkrt_settings(cfg: Option<&BucketConfig>) -> Result<u64, ConfigError> {
+    let field = "psi_config.protocol_config.kkrt_config.bucket_size";
+    let bucket_size = match cfg.and_then(|c| c.bucket_size.as_ref()) {
+        None => DEFAULT_BUCKET_SIZE,
+        Some(v) => lenient_u64(v, field)?,
+    };
+    if bucket_size == 0 {
+        return Err(invalid(
+            field,
+            "must be at least 1 (default 1048576 keys per bucket)",
+        ));
+    }
+    Ok(bucket_size)
+}
+
+/// Default `rr22_config.bucket_size` and `kkrt_config.bucket_size`, as SecretFlow.
 pub const DEFAULT_BUCKET_SIZE: u64 = 1 << 20;
 
 /// `(mode, bucket_size)` from `rr22_config`.

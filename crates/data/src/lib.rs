@@ -13,6 +13,7 @@ mod config;
 pub mod csv;
 mod error;
 pub mod generate;
+pub mod join;
 mod output;
 mod report;
 mod run;

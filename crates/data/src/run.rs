@@ -5,19 +5,18 @@
 use crate::bucket::run_bucketed;
 use crate::csv::write_record;
 use crate::error::DataError;
+use crate::join::{JoinInput, JoinPlan, JoinType, exchange_counts};
 use crate::output::{AtomicFile, write_atomic};
 use crate::report::{Report, Stages, peak_rss_bytes};
 use crate::spec::RunSpec;
-use crate::table::{Table, sort_rows_by_key};
+use crate::table::{Table, UniqueKeys, sort_rows_by_key};
+use blindjoin_crypto::item_digest;
 use blindjoin_link::{Link, LinkError, TcpLink, TcpOptions};
-use blindjoin_protocols::{Hello, Progress, PsiOptions, handshake};
+use blindjoin_protocols::{Hello, Progress, ProtocolError, PsiOptions, handshake};
 use rayon::prelude::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use zeroize::Zeroizing;
-
-/// The join type announced in the handshake (others come with the join issue).
-const JOIN_TYPE: &str = "ADVANCED_JOIN_TYPE_INNER_JOIN";
 
 /// How long a party whose input is bad keeps trying to reach the peer to tell it so.
 const ABORT_GRACE: Duration = Duration::from_secs(5);
@@ -151,7 +150,7 @@ pub fn run_on_link(
         spec.curve,
         spec.role,
         spec.keys.len() as u32,
-        JOIN_TYPE,
+        &spec.join.handshake_name(),
         spec.broadcast_result,
         unique.digests.len() as u64,
     )
@@ -167,27 +166,37 @@ pub fn run_on_link(
         ..PsiOptions::default()
     };
     let result = run_bucketed(link, &hs, &opts, &unique.digests, progress)?;
-    link.close()?;
     stages.protocol_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
+    // With the result on both sides, the join needs the peer's counts (and the digest check
+    // its digest) before the link closes.
+    let layout = match &result.intersection {
+        Some(keys) if spec.broadcast_result => {
+            Some(joined_layout(spec, &table, &unique, keys, link)?)
+        }
+        _ => None,
+    };
+    link.close()?;
     let (intersection_count, intersection_key_count, output_path) =
         match (&result.intersection, &spec.output) {
             (Some(keys), Some(out)) => {
-                let mut rows: Vec<u32> = keys
-                    .iter()
-                    .flat_map(|&k| unique.rows_of(k).iter().copied())
-                    .collect();
-                if spec.align {
-                    // Stable in input order for rows with equal keys.
-                    sort_rows_by_key(&table, &mut rows);
-                } else {
-                    rows.par_sort_unstable();
-                }
-                progress.stage("writing output", rows.len() as u64);
-                write_rows(&table, &rows, out)?;
+                let plan = match layout {
+                    Some(plan) => plan,
+                    // Receiver only (inner join, checked by the config): its own matched rows.
+                    None => {
+                        let mut rows: Vec<u32> = keys
+                            .iter()
+                            .flat_map(|&k| unique.rows_of(k).iter().copied())
+                            .collect();
+                        order_rows(spec, &table, &mut rows);
+                        JoinPlan::own_rows(rows)
+                    }
+                };
+                progress.stage("writing output", plan.len());
+                write_rows(&table, &plan, &spec.join.null_rep, out)?;
                 (
-                    rows.len() as i64,
+                    plan.len() as i64,
                     keys.len() as i64,
                     Some(out.display().to_string()),
                 )
@@ -236,16 +245,146 @@ pub fn run_on_link(
     Ok(report)
 }
 
-/// Header (normalised quoting) then each selected row byte-for-byte as in the input.
-fn write_rows(table: &Table, rows: &[u32], out: &Path) -> Result<(), DataError> {
+/// Sorts rows by key when aligning (stable for equal keys), else into input order.
+fn order_rows(spec: &RunSpec, table: &Table, rows: &mut [u32]) {
+    if spec.align {
+        sort_rows_by_key(table, rows);
+    } else {
+        rows.par_sort_unstable();
+    }
+}
+
+/// Both parties know the intersection: check its digest if asked, exchange row counts, and lay
+/// out this party's side of the join (see [`crate::join`]).
+fn joined_layout(
+    spec: &RunSpec,
+    table: &Table,
+    unique: &UniqueKeys,
+    keys: &[usize],
+    link: &mut dyn Link,
+) -> Result<JoinPlan, DataError> {
+    if spec.join.check_hash_digest {
+        check_intersection_digest(link, unique, keys)?;
+    }
+    let mut matched_flag = vec![false; unique.digests.len()];
+    for &k in keys {
+        if let Some(f) = matched_flag.get_mut(k) {
+            *f = true;
+        }
+    }
+    let mut unmatched: Vec<u32> = (0..unique.digests.len())
+        .filter(|&k| !matched_flag[k])
+        .flat_map(|k| unique.rows_of(k).iter().copied())
+        .collect();
+    order_rows(spec, table, &mut unmatched);
+    if !spec.align {
+        // Unaligned: our own rows of the join, in input order, with no pairs or padding.
+        let am_left = spec.role == spec.join.left_side;
+        let keep_unmatched = match spec.join.join {
+            JoinType::Inner => false,
+            JoinType::Left => am_left,
+            JoinType::Right => !am_left,
+            JoinType::Full | JoinType::Difference => true,
+        };
+        let mut rows: Vec<u32> = if spec.join.join == JoinType::Difference {
+            Vec::new()
+        } else {
+            keys.iter()
+                .flat_map(|&k| unique.rows_of(k).iter().copied())
+                .collect()
+        };
+        if keep_unmatched {
+            rows.extend_from_slice(&unmatched);
+        }
+        rows.par_sort_unstable();
+        return Ok(JoinPlan::own_rows(rows));
+    }
+    // Matched keys in key order (the order both parties share): sort their first rows by key,
+    // then map each first row back to its key.
+    let mut key_of_first = vec![u32::MAX; table.len()];
+    let mut firsts: Vec<u32> = Vec::with_capacity(keys.len());
+    for &k in keys {
+        let first = first_row(unique, k);
+        key_of_first[first] = k as u32;
+        firsts.push(first as u32);
+    }
+    sort_rows_by_key(table, &mut firsts);
+    let mut matched_rows = Vec::new();
+    let mut matched_ends = Vec::with_capacity(keys.len());
+    let mut counts = Vec::with_capacity(keys.len());
+    for &f in &firsts {
+        let rows = unique.rows_of(key_of_first[f as usize] as usize);
+        matched_rows.extend_from_slice(rows);
+        matched_ends.push(matched_rows.len());
+        // DIFFERENCE writes no pairs: send 1 for every key rather than reveal the counts.
+        counts.push(if spec.join.join == JoinType::Difference {
+            1
+        } else {
+            rows.len() as u32
+        });
+    }
+    drop(key_of_first);
+    let (peer_counts, peer_unmatched) = exchange_counts(link, &counts, unmatched.len() as u64)?;
+    JoinPlan::new(JoinInput {
+        join: spec.join.join,
+        am_left: spec.role == spec.join.left_side,
+        matched_rows,
+        matched_ends,
+        peer_counts,
+        unmatched,
+        peer_unmatched,
+    })
+}
+
+fn first_row(unique: &UniqueKeys, k: usize) -> usize {
+    unique.rows_of(k).first().copied().unwrap_or(0) as usize
+}
+
+/// `check_hash_digest`: both parties hash their intersection's key digests (sorted) and compare.
+fn check_intersection_digest(
+    link: &mut dyn Link,
+    unique: &UniqueKeys,
+    keys: &[usize],
+) -> Result<(), DataError> {
+    let mut all = Vec::with_capacity(16 * keys.len() + 32);
+    all.extend_from_slice(b"blindjoin/intersection-digest/v1");
+    for &k in keys {
+        all.extend_from_slice(&unique.digests[k]);
+    }
+    let ours = item_digest(&all);
+    link.send(&ours)?;
+    let theirs = link.recv()?;
+    if theirs.as_slice() != ours.as_slice() {
+        return Err(DataError::Protocol(ProtocolError::PeerMisbehaved(
+            "check_hash_digest: the two parties' intersections differ (a bug, a corrupted run, \
+             or a dishonest peer); no output was written"
+                .into(),
+        )));
+    }
+    Ok(())
+}
+
+/// Header (normalised quoting), then the plan's rows: ours byte-for-byte as in the input, and
+/// the null row (`null_rep` in every column) for padding.
+fn write_rows(table: &Table, plan: &JoinPlan, null_rep: &str, out: &Path) -> Result<(), DataError> {
     let mut f = AtomicFile::create(out)?;
     let mut header = Vec::new();
     write_record(&mut header, table.header.iter().map(|h| h.as_bytes()));
     f.write_all(&header)?;
+    let mut null_row = Vec::new();
+    write_record(
+        &mut null_row,
+        table.header.iter().map(|_| null_rep.as_bytes()),
+    );
     let mut buf = Vec::with_capacity(1 << 20);
-    for &r in rows {
-        buf.extend_from_slice(table.raw_row(r as usize));
-        buf.push(b'\n');
+    for row in plan.rows() {
+        match row {
+            Some(r) => {
+                buf.extend_from_slice(table.raw_row(r as usize));
+                buf.push(b'\n');
+            }
+            None => buf.extend_from_slice(&null_row),
+        }
         if buf.len() >= 1 << 20 {
             f.write_all(&buf)?;
             buf.clear();

@@ -1,6 +1,7 @@
 //! [`RunSpec`]: one party's fully validated run, whatever it was written in (SecretFlow v2 JSON,
 //! our flags, or the Python API).
 
+use crate::join::JoinType;
 use blindjoin_crypto::Curve;
 use blindjoin_protocols::{Protocol, Role};
 use std::path::PathBuf;
@@ -61,8 +62,49 @@ pub struct RunSpec {
     pub connect_timeout: Duration,
     /// How long to wait for any one message.
     pub recv_timeout: Duration,
+    /// The join written to the output; see [`crate::join`].
+    pub join: JoinSpec,
     /// Non-fatal notes from config parsing, printed before the run.
     pub warnings: Vec<String>,
+}
+
+/// How the intersection is joined back onto the rows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinSpec {
+    /// `advanced_join_type`.
+    pub join: JoinType,
+    /// `left_side`: the role whose rows are the join's left side (default the receiver).
+    pub left_side: Role,
+    /// `output_attr.csv_null_rep`: the text of every column of a padding row (default `NULL`).
+    pub null_rep: String,
+    /// `check_hash_digest`: compare a digest of the intersection with the peer after the run.
+    pub check_hash_digest: bool,
+}
+
+impl Default for JoinSpec {
+    fn default() -> Self {
+        Self {
+            join: JoinType::Inner,
+            left_side: Role::Receiver,
+            null_rep: "NULL".into(),
+            check_hash_digest: false,
+        }
+    }
+}
+
+impl JoinSpec {
+    /// What the handshake compares: the join, its left side and the digest check must agree.
+    pub fn handshake_name(&self) -> String {
+        let mut s = format!(
+            "{}:{}",
+            self.join.config_name(),
+            self.left_side.config_name()
+        );
+        if self.check_hash_digest {
+            s.push_str(":check_hash_digest");
+        }
+        s
+    }
 }
 
 impl RunSpec {

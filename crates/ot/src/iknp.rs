@@ -184,14 +184,14 @@ fn tccr_hash(xs: &[u128], offset: u128) -> Vec<[u8; 16]> {
     out
 }
 
-/// AES-128-CTR stream keyed by one base-OT key.
-struct Prg {
+/// AES-128-CTR stream keyed by one base-OT key (also used by [`crate::kkrt_oprf`]).
+pub(crate) struct Prg {
     cipher: Aes128,
     counter: u128,
 }
 
 impl Prg {
-    fn new(key: &[u8; 16]) -> Self {
+    pub(crate) fn new(key: &[u8; 16]) -> Self {
         Prg {
             cipher: Aes128::new(&(*key).into()),
             counter: 0,
@@ -199,7 +199,7 @@ impl Prg {
     }
 
     /// Overwrites `out` (a multiple of 16 bytes) with the next `out.len()` stream bytes.
-    fn fill(&mut self, out: &mut [u8]) {
+    pub(crate) fn fill(&mut self, out: &mut [u8]) {
         let (blocks, _) = aes::Block::slice_as_chunks_mut(out);
         for b in blocks.iter_mut() {
             *b = self.counter.to_le_bytes().into();

@@ -3,12 +3,16 @@
 //! Layer: depends on `blindjoin-crypto` (OS randomness, error types) and `blindjoin-link`
 //! (messages, bounded decoding); used by the protocol crate for OT-based PSI (KKRT16, RR22).
 //!
-//! * [`base_ot_send`] / [`base_ot_receive`]: a batch of random OTs, Chou–Orlandi (LATINCRYPT
-//!   2015) over Ristretto255 with transcript-bound key derivation ([`base_ot`] module doc).
+//! * [`base_ot_send`] / [`base_ot_receive`]: a batch of random OTs, Masny–Rindal "Endemic OT"
+//!   (CCS 2019) over Ristretto255, malicious-secure in the random-oracle model ([`base_ot`]
+//!   module doc).
 //! * [`iknp_cot_send`] / [`iknp_cot_receive`]: IKNP (CRYPTO 2003) OT extension producing `n`
 //!   correlated OTs with a global `Δ` — sender holds `Δ, q_i`, receiver holds
 //!   `t_i = q_i ⊕ c_i·Δ` — and random OTs derived from them by a fixed-key-AES tweakable
 //!   correlation-robust hash ([`iknp`] module doc).
+//!
+//! * [`kkrt_oprf_send`] / [`kkrt_oprf_receive`]: the KKRT16 batched OPRF (1-out-of-∞ OT from a
+//!   512-bit IKNP extension with a pseudorandom code), for KKRT PSI ([`kkrt_oprf`] module doc).
 //!
 //! * [`softspoken`]: SoftSpokenOT (Roy, CRYPTO 2022), the same correlated OTs at 128/k bits per
 //!   OT, with an optional consistency check against a cheating receiver.
@@ -16,7 +20,7 @@
 //!   GF(2^128) (ExAcc7 dual LPN), with an optional consistency check against a cheating sender.
 //!
 //! **Security model: semi-honest** unless a module says otherwise (SoftSpokenOT's and the VOLE's
-//! checks; the base OTs remain semi-honest). Beyond those checks nothing detects a malicious
+//! checks; the base OTs are malicious-secure). Beyond those checks nothing detects a malicious
 //! peer's deviations (other than rejecting malformed messages and invalid points). Every peer message is treated as untrusted bytes: lengths and counts are checked
 //! before allocation and failures are typed [`OtError`]s, never panics. On an error the caller
 //! should [`abort`](blindjoin_link::Link::abort) the link.
@@ -36,6 +40,7 @@
 
 pub mod base_ot;
 pub mod iknp;
+pub mod kkrt_oprf;
 pub mod pprf;
 pub mod softspoken;
 pub mod transpose;
@@ -50,6 +55,7 @@ pub use base_ot::{MAX_BASE_OTS, base_ot_receive, base_ot_send};
 pub use iknp::{
     CHUNK_OTS, CotReceiver, CotSender, KAPPA, MAX_COTS, iknp_cot_receive, iknp_cot_send,
 };
+pub use kkrt_oprf::{OprfSender, kkrt_oprf_receive, kkrt_oprf_send};
 pub use softspoken::{SoftSpokenParams, softspoken_cot_receive, softspoken_cot_send};
 
 use blindjoin_crypto::CryptoError;

@@ -27,7 +27,6 @@ const STAT_SEC: u32 = 40;
 
 const MSG_POINTS: u8 = 1;
 const MSG_TAGS: u8 = 2;
-const MSG_INDICES: u8 = 3;
 
 /// Batches processed in parallel per step: enough to keep every core busy.
 fn batches_in_flight() -> usize {
@@ -145,7 +144,7 @@ fn receiver(
     if broadcast {
         theirs.sort_unstable();
         theirs.dedup();
-        send_indices(link, ctx.batch, &theirs)?;
+        crate::positions::send(link, &theirs, n_s)?;
     }
     Ok(PsiOutput {
         intersection: Some(ours),
@@ -184,7 +183,7 @@ fn sender(
     if !broadcast {
         return Ok(PsiOutput { intersection: None });
     }
-    let positions = receive_indices(link, items.len())?;
+    let positions = crate::positions::receive(link, items.len())?;
     let mut mine: Vec<usize> = positions.into_iter().map(|p| order[p]).collect();
     mine.sort_unstable();
     Ok(PsiOutput {
@@ -273,62 +272,4 @@ fn receive_group(
         .collect::<Result<Vec<_>, ProtocolError>>()?;
     ctx.progress.advance((*received - first) as u64);
     Ok(Some((first, remasked)))
-}
-
-/// Sends sorted positions: a count message, then batches of u32.
-pub(crate) fn send_indices(
-    link: &mut dyn Link,
-    batch: usize,
-    positions: &[u32],
-) -> Result<(), ProtocolError> {
-    let mut head = vec![MSG_INDICES];
-    put_u32(&mut head, positions.len() as u32);
-    link.send(&head)?;
-    for chunk in positions.chunks(batch) {
-        let mut msg = Vec::with_capacity(5 + 4 * chunk.len());
-        msg.push(MSG_INDICES);
-        put_u32(&mut msg, chunk.len() as u32);
-        for p in chunk {
-            put_u32(&mut msg, *p);
-        }
-        link.send(&msg)?;
-    }
-    Ok(())
-}
-
-/// Receives positions into our shuffled send order; checks each is in range and that they are
-/// strictly increasing (so no duplicates and no more than `n` of them).
-pub(crate) fn receive_indices(link: &mut dyn Link, n: usize) -> Result<Vec<usize>, ProtocolError> {
-    let head = link.recv()?;
-    let mut r = Reader::new(&head, "intersection size");
-    expect_type(&mut r, MSG_INDICES)?;
-    let total = r.u32()? as usize;
-    r.finish()?;
-    if total > n {
-        return Err(ProtocolError::PeerMisbehaved(format!(
-            "claims an intersection of {total} items, but this party has only {n}"
-        )));
-    }
-    let mut out = Vec::with_capacity(total);
-    while out.len() < total {
-        let msg = link.recv()?;
-        let mut r = Reader::new(&msg, "intersection positions");
-        expect_type(&mut r, MSG_INDICES)?;
-        let (count, bytes) = r.records(4, total - out.len())?;
-        r.finish()?;
-        if count == 0 {
-            return Err(ProtocolError::PeerMisbehaved("empty position batch".into()));
-        }
-        for b in bytes.chunks_exact(4) {
-            let p = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
-            let increasing = out.last().is_none_or(|&last| p > last);
-            if p >= n || !increasing {
-                return Err(ProtocolError::PeerMisbehaved(format!(
-                    "intersection position {p} is out of range or out of order"
-                )));
-            }
-            out.push(p);
-        }
-    }
-    Ok(out)
 }

@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | `PROTOCOL_ECDH` | [`ecdh`] | semi-honest, DDH in the random-oracle model |
 //! | `PROTOCOL_RR22` | [`rr22`] | semi-honest (fast, low_comm); malicious outputs (see module) |
+//! | `PROTOCOL_KKRT` | [`kkrt`] | semi-honest (KKRT16 batched OPRF + cuckoo hashing) |
 //!
 //! ```
 //! use blindjoin_crypto::{Curve, item_digest};
@@ -31,6 +32,8 @@
 pub mod ecdh;
 mod error;
 mod handshake;
+pub mod kkrt;
+mod positions;
 mod progress;
 pub mod rr22;
 mod shuffle;
@@ -51,7 +54,8 @@ use zeroize::Zeroizing;
 pub enum Protocol {
     /// ECDH-PSI (Meadows 1986; Huberman–Franklin–Hogg 1999).
     Ecdh,
-    /// KKRT16 — planned.
+    /// KKRT16 (Kolesnikov–Kumaresan–Rosulek–Trieu, CCS 2016): batched OPRF + cuckoo hashing;
+    /// see [`kkrt`].
     Kkrt,
     /// RR22 (Raghuraman–Rindal, CCS 2022): OKVS + silent VOLE; see [`rr22`].
     Rr22,
@@ -69,7 +73,7 @@ impl Protocol {
 
     /// Whether this build implements the protocol.
     pub fn is_supported(self) -> bool {
-        matches!(self, Protocol::Ecdh | Protocol::Rr22)
+        matches!(self, Protocol::Ecdh | Protocol::Kkrt | Protocol::Rr22)
     }
 }
 
@@ -92,7 +96,7 @@ impl FromStr for Protocol {
             _ => {
                 return Err(ProtocolError::Unsupported {
                     what: format!("protocol {s:?}"),
-                    hint: "use PROTOCOL_ECDH or PROTOCOL_RR22 (PROTOCOL_KKRT is planned)".into(),
+                    hint: "use PROTOCOL_RR22, PROTOCOL_KKRT or PROTOCOL_ECDH".into(),
                 });
             }
         })
@@ -184,11 +188,7 @@ pub fn run_psi(
     match hs.protocol {
         Protocol::Ecdh => ecdh::run(link, hs, opts, items, progress),
         Protocol::Rr22 => rr22::run(link, hs, opts, items, progress),
-        other => Err(ProtocolError::Unsupported {
-            what: format!("protocol {other}"),
-            hint: "use PROTOCOL_ECDH or PROTOCOL_RR22; this protocol is planned but not built yet"
-                .into(),
-        }),
+        Protocol::Kkrt => kkrt::run(link, hs, opts, items, progress),
     }
 }
 

@@ -1,5 +1,9 @@
 //! Every protocol against a plaintext intersection, over the in-memory link on two threads.
 
+/// As the CLI: huge pages for large buffers, so timings here match the binary's.
+#[global_allocator]
+static ALLOC: blindjoin_alloc::HugePageAlloc = blindjoin_alloc::HugePageAlloc;
+
 use super::*;
 use blindjoin_crypto::item_digest;
 use blindjoin_link::mem_pair;
@@ -378,6 +382,7 @@ impl Progress for StageClock {
 }
 
 /// `cargo test --release -p blindjoin-protocols rr22_speed -- --ignored --nocapture`
+/// (`BJ_RR22_MODES=fast` for one mode)
 #[test]
 #[ignore]
 fn rr22_speed() {
@@ -395,6 +400,12 @@ fn rr22_speed() {
         rr22::Rr22Mode::LowComm,
         rr22::Rr22Mode::Malicious,
     ] {
+        // `BJ_RR22_MODES=fast,low_comm` runs only those modes (for profiling one at a time).
+        if let Ok(only) = std::env::var("BJ_RR22_MODES")
+            && !only.split(',').any(|m| m == mode.variant())
+        {
+            continue;
+        }
         let (mut la, mut lb) = mem_pair();
         let p = rr22(mode);
         let hello = move |role, n: usize| {
@@ -450,4 +461,99 @@ fn rr22_hostile_receiver_gets_a_typed_error() {
     la.send(&msg).unwrap();
     let err = t.join().unwrap();
     assert!(matches!(err, ProtocolError::InvalidMessage(_)), "{err}");
+}
+
+fn kkrt() -> Proto {
+    Proto(Protocol::Kkrt, None, "")
+}
+
+#[test]
+fn kkrt_matches_plaintext() {
+    every_case(kkrt());
+}
+
+#[test]
+fn kkrt_larger_and_unbalanced_sets() {
+    for (n_r, n_s, overlap) in [
+        (2, 2, 1),
+        (1000, 1000, 0),
+        (1000, 1000, 1000),
+        (1000, 1000, 500),
+        (1 << 10, 1 << 16, 500),
+        (1 << 16, 1 << 10, 1 << 10),
+        (100_000, 100_000, 0),
+        (100_000, 100_000, 100_000),
+        (100_000, 100_000, 33_333),
+    ] {
+        check(kkrt(), Case { n_r, n_s, overlap }, 4096);
+    }
+}
+
+#[test]
+fn kkrt_tags_cover_three_hashes() {
+    // ℓ = 40 + ⌈log2(n_r · 3 n_s)⌉ bits: 82 bits → 11 bytes at 2^20 × 2^20.
+    assert_eq!(ecdh::tag_len_with(1 << 20, 3 << 20, 0), 11);
+    assert_eq!(ecdh::tag_len_with(1, 3, 0), 8);
+}
+
+/// `cargo test --release -p blindjoin-protocols kkrt_speed -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn kkrt_speed() {
+    let n = 1usize << 20;
+    let (xs, ys) = sets(
+        &Case {
+            n_r: n,
+            n_s: n,
+            overlap: n / 2,
+        },
+        7,
+    );
+    let (mut la, mut lb) = mem_pair();
+    let p = kkrt();
+    let hello = move |role, n: usize| {
+        Hello::new(p.0, p.1, role, 1, "INNER", false, n as u64).with_variant(p.2)
+    };
+    let t0 = std::time::Instant::now();
+    let t = std::thread::spawn(move || {
+        let hs = handshake(&mut lb, hello(Role::Sender, ys.len())).unwrap();
+        let clock = StageClock("sender", (std::time::Instant::now(), "start").into());
+        run_psi(&mut lb, &hs, &PsiOptions::default(), &ys, &clock).unwrap();
+        clock.stage("end", 0);
+        lb.stats()
+    });
+    let hs = handshake(&mut la, hello(Role::Receiver, xs.len())).unwrap();
+    let clock = StageClock("receiver", (std::time::Instant::now(), "start").into());
+    let out = run_psi(&mut la, &hs, &PsiOptions::default(), &xs, &clock).unwrap();
+    clock.stage("end", 0);
+    let s = t.join().unwrap();
+    let r = la.stats();
+    assert_eq!(out.intersection.unwrap().len(), n / 2);
+    eprintln!(
+        "KKRT n=2^20: {:.3} s, {:.1} bits/element",
+        t0.elapsed().as_secs_f64(),
+        (s.bytes_sent + r.bytes_sent) as f64 * 8.0 / n as f64
+    );
+}
+
+#[test]
+fn kkrt_hostile_receiver_gets_a_typed_error() {
+    use blindjoin_link::Link as _;
+    let (mut la, mut lb) = mem_pair();
+    let p = kkrt();
+    let hello =
+        move |role, n: u64| Hello::new(p.0, p.1, role, 1, "INNER", false, n).with_variant(p.2);
+    let ys = vec![item_digest(b"a"), item_digest(b"b")];
+    let t = std::thread::spawn(move || {
+        let hs = handshake(&mut lb, hello(Role::Sender, 2)).unwrap();
+        run_psi(&mut lb, &hs, &PsiOptions::default(), &ys, &NoProgress).unwrap_err()
+    });
+    let _ = handshake(&mut la, hello(Role::Receiver, 2)).unwrap();
+    // A cuckoo table far larger than 2 items can need: refused before any allocation.
+    let mut msg = vec![0x31u8];
+    msg.extend_from_slice(&[7u8; 16]);
+    msg.extend_from_slice(&(1u64 << 40).to_le_bytes());
+    la.send(&msg).unwrap();
+    let err = t.join().unwrap();
+    assert!(matches!(err, ProtocolError::PeerMisbehaved(_)), "{err}");
 }

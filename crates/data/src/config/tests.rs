@@ -78,17 +78,6 @@ fn features_not_built_are_refused_by_name() {
             "\"enabled\": true",
             "recovery_config.enabled",
         ),
-        (
-            "ADVANCED_JOIN_TYPE_UNSPECIFIED",
-            "ADVANCED_JOIN_TYPE_LEFT_JOIN",
-            "advanced_join_type",
-        ),
-        (
-            "\"check_hash_digest\": false",
-            "\"check_hash_digest\": true",
-            "check_hash_digest",
-        ),
-        ("PROTOCOL_ECDH", "PROTOCOL_KKRT", "protocol_config.protocol"),
         ("CURVE_25519", "CURVE_FOURQ", "ecdh_config.curve"),
         (
             "\"type\": \"IO_TYPE_FILE_CSV\", \"path\": \"/data/in.csv\"",
@@ -208,4 +197,100 @@ fn bad_rr22_configs_name_the_field() {
         let e = parse(&rr22_config(rr22)).unwrap_err().to_string();
         assert!(e.contains(field), "{rr22}: {e}");
     }
+}
+
+fn kkrt_config(kkrt: &str) -> String {
+    seed_config("ROLE_RECEIVER", "receiver").replacen(
+        r#""protocol": "PROTOCOL_ECDH",
+      "ecdh_config": { "curve": "CURVE_25519" },"#,
+        &format!(r#""protocol": "PROTOCOL_KKRT",{kkrt}"#),
+        1,
+    )
+}
+
+#[test]
+fn kkrt_configs_select_the_bucket_size() {
+    let s = parse(&kkrt_config("")).unwrap();
+    assert_eq!(s.protocol, Protocol::Kkrt);
+    assert_eq!((s.variant.as_str(), s.bucket_size), ("", 1 << 20));
+    assert_eq!(s.curve, None);
+    let s = parse(&kkrt_config(
+        r#" "kkrt_config": { "bucket_size": "4096" },"#,
+    ))
+    .unwrap();
+    assert_eq!(s.bucket_size, 4096);
+    // An rr22_config left in a KKRT config is ignored, as SecretFlow does.
+    let s = parse(&kkrt_config(r#" "rr22_config": { "bucket_size": 7 },"#)).unwrap();
+    assert_eq!(s.bucket_size, 1 << 20);
+    for (kkrt, field) in [
+        (
+            r#" "kkrt_config": { "bucket_size": 0 },"#,
+            "kkrt_config.bucket_size",
+        ),
+        (
+            r#" "kkrt_config": { "bucket_size": "lots" },"#,
+            "kkrt_config.bucket_size",
+        ),
+        (
+            r#" "kkrt_config": { "low_comm_mode": true },"#,
+            "kkrt_config",
+        ),
+    ] {
+        let e = parse(&kkrt_config(kkrt)).unwrap_err().to_string();
+        assert!(e.contains(field), "{kkrt}: {e}");
+    }
+}
+
+#[test]
+fn joins_need_broadcast_and_parse_their_fields() {
+    use crate::join::JoinType;
+    let base = seed_config("ROLE_SENDER", "sender");
+    let left = base.replace(
+        "ADVANCED_JOIN_TYPE_UNSPECIFIED",
+        "ADVANCED_JOIN_TYPE_LEFT_JOIN",
+    );
+    let e = parse(&left).unwrap_err();
+    assert!(
+        e.to_string().contains("advanced_join_type") && e.to_string().contains("broadcast_result"),
+        "{e}"
+    );
+    let digest = base.replace(
+        "\"check_hash_digest\": false",
+        "\"check_hash_digest\": true",
+    );
+    let e = parse(&digest).unwrap_err();
+    assert!(e.to_string().contains("check_hash_digest"), "{e}");
+
+    let full = base
+        .replace("\"broadcast_result\": false", "\"broadcast_result\": true")
+        .replace(
+            "ADVANCED_JOIN_TYPE_UNSPECIFIED",
+            "ADVANCED_JOIN_TYPE_FULL_JOIN",
+        )
+        .replace(
+            "\"left_side\": \"ROLE_RECEIVER\"",
+            "\"left_side\": \"ROLE_SENDER\"",
+        )
+        .replace(
+            "\"check_hash_digest\": false",
+            "\"check_hash_digest\": true",
+        )
+        .replace(
+            "\"recovery_config\"",
+            "\"output_attr\": { \"csv_null_rep\": \"NA\" },\n    \"recovery_config\"",
+        );
+    let spec = parse(&full).unwrap();
+    assert_eq!(spec.join.join, JoinType::Full);
+    assert_eq!(spec.join.left_side, Role::Sender);
+    assert_eq!(spec.join.null_rep, "NA");
+    assert!(spec.join.check_hash_digest);
+    assert_eq!(
+        spec.join.handshake_name(),
+        "ADVANCED_JOIN_TYPE_FULL_JOIN:ROLE_SENDER:check_hash_digest"
+    );
+    let bad = full.replace(
+        "\"left_side\": \"ROLE_SENDER\"",
+        "\"left_side\": \"ROLE_LEFT\"",
+    );
+    assert!(parse(&bad).unwrap_err().to_string().contains("left_side"));
 }
