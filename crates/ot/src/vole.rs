@@ -155,6 +155,54 @@ impl Drop for VoleReceiver {
     }
 }
 
+/// The receiver's VOLE with `A` encoded and `C` still to do ([`vole_receive_a_first`]).
+pub struct VoleReceiverA {
+    a: Vec<Gf128>,
+    /// The length-`N` noisy vector `w` whose dual encoding is `C`.
+    w: Vec<u128>,
+    code: ExAccCode,
+    m: usize,
+}
+
+impl VoleReceiverA {
+    /// `A`.
+    pub fn a(&self) -> &[Gf128] {
+        &self.a
+    }
+
+    /// Length `m`.
+    pub fn len(&self) -> usize {
+        self.a.len()
+    }
+
+    /// `m == 0`.
+    pub fn is_empty(&self) -> bool {
+        self.a.is_empty()
+    }
+
+    /// Dual-encodes `w` into `C` (in parallel), giving the finished VOLE.
+    ///
+    /// # Errors
+    /// Only on an internal length mismatch ([`OtError::Usage`]).
+    pub fn encode_c(mut self) -> Result<VoleReceiver, OtError> {
+        let mut c = vec![0u128; self.code.n()];
+        self.code
+            .dual_encode(&mut self.w, &mut c)
+            .map_err(|e| OtError::Usage(e.to_string()))?;
+        c.truncate(self.m);
+        let c: Vec<Gf128> = c.into_iter().map(Gf128).collect();
+        let a = std::mem::take(&mut self.a);
+        Ok(VoleReceiver { a, c })
+    }
+}
+
+impl Drop for VoleReceiverA {
+    fn drop(&mut self) {
+        zeroize_field(&mut self.a);
+        self.w.zeroize();
+    }
+}
+
 fn zeroize_field(v: &mut [Gf128]) {
     for x in v.iter_mut() {
         x.0.zeroize();
@@ -385,6 +433,21 @@ pub fn vole_receive(
     noise_bits: usize,
     checked: bool,
 ) -> Result<VoleReceiver, OtError> {
+    vole_receive_a_first(link, m, noise_bits, checked)?.encode_c()
+}
+
+/// [`vole_receive`], stopping once `A` is ready: the caller can use `A` (RR22 sends it on)
+/// before paying for `C`'s dual encoding with [`VoleReceiverA::encode_c`]. All communication
+/// (and the consistency check, when `checked`) is over when this returns.
+///
+/// # Errors
+/// As [`vole_receive`].
+pub fn vole_receive_a_first(
+    link: &mut dyn Link,
+    m: usize,
+    noise_bits: usize,
+    checked: bool,
+) -> Result<VoleReceiverA, OtError> {
     check_noise_bits(noise_bits)?;
     let shape = LpnShape::for_len(m)?;
     link.send(&hello(m, noise_bits, checked))?;
@@ -463,28 +526,25 @@ pub fn vole_receive(
     y_star.zeroize();
     z_star.0.zeroize();
 
-    let (a, c) = encode_receiver(&code, &shape, m, &mut w, &alphas, &betas)?;
-    w.zeroize();
+    let a = encode_sparse(&code, &shape, m, &alphas, &betas);
     alphas.zeroize();
     betas.zeroize();
-    Ok(VoleReceiver { a, c })
+    Ok(VoleReceiverA { a, w, code, m })
 }
 
-/// Dual-encodes the receiver's `w` (dense) and `u` (regular sparse noise: `β_j` at
-/// `j·2^d + α_j`). `w` goes through the code's own (parallel) dual encoding; `u`'s prefix-XOR
-/// is never materialised: at position `p` in tree `j` it is `β_0 ⊕ … ⊕ β_{j−1}`, plus `β_j`
-/// once `p` reaches `j·2^d + α_j`, which a table of `2t` entries answers. Two passes beat one
-/// fused pass: interleaving the two output streams with the gather ran 1.3× slower.
-fn encode_receiver(
+/// The dual encoding of the receiver's regular sparse noise `u` (`β_j` at `j·2^d + α_j`):
+/// `u`'s prefix-XOR is never materialised — at position `p` in tree `j` it is
+/// `β_0 ⊕ … ⊕ β_{j−1}`, plus `β_j` once `p` reaches `j·2^d + α_j`, which a table of `2t` entries
+/// answers. Row chunks run in parallel (the code's PRG is seekable). The dense `w` goes through
+/// the code's own dual encoding separately ([`VoleReceiverA::encode_c`]): one fused pass over
+/// both ran 1.3× slower than the two.
+fn encode_sparse(
     code: &ExAccCode,
     shape: &LpnShape,
     m: usize,
-    w: &mut [u128],
     alphas: &[usize],
     betas: &[u128],
-) -> Result<(Vec<Gf128>, Vec<Gf128>), OtError> {
-    // acc(u)[p] for p in tree j is `table[2j]` = β_0 ⊕ … ⊕ β_{j−1} before the noise position
-    // `j·2^d + α_j`, and `table[2j + 1]` = that ⊕ β_j from it on.
+) -> Vec<Gf128> {
     let d = shape.d;
     let mut table = Vec::with_capacity(2 * betas.len());
     let mut noise_at = Vec::with_capacity(betas.len());
@@ -495,17 +555,8 @@ fn encode_receiver(
         table.push(acc);
         noise_at.push((j << d) + alpha);
     }
-    let n = shape.n;
-    // c = the code's dual encoding of w (accumulate, then expand; in parallel).
-    let mut c = vec![0u128; n];
-    code.dual_encode(w, &mut c)
-        .map_err(|e| OtError::Usage(e.to_string()))?;
-    c.truncate(m);
-    let c: Vec<Gf128> = c.into_iter().map(Gf128).collect();
-    let mut a = vec![Gf128::ZERO; n];
+    let mut a = vec![Gf128::ZERO; shape.n];
     let (table_ref, noise_ref) = (&table[..], &noise_at[..]);
-    // a = the dual encoding of the sparse u, from the table; row chunks in parallel (the
-    // code's PRG is seekable).
     a.par_chunks_mut(ROWS_PER_TASK)
         .enumerate()
         .for_each(|(task, a)| {
@@ -521,8 +572,9 @@ fn encode_receiver(
         });
     table.zeroize();
     noise_at.zeroize();
+    acc.zeroize();
     a.truncate(m);
-    Ok((a, c))
+    a
 }
 
 /// One noise position per tree, uniform within the tree's (possibly truncated) length.
@@ -768,17 +820,16 @@ mod encode_bench {
                 .unwrap();
             pool.install(|| {
                 for _ in 0..2 {
-                    let mut w = w0.clone();
                     let t = std::time::Instant::now();
-                    let _ =
-                        encode_receiver(&code, &shape, shape.n, &mut w, &alphas, &betas).unwrap();
+                    let a = encode_sparse(&code, &shape, shape.n, &alphas, &betas);
                     let er = t.elapsed();
+                    assert_eq!(a.len(), shape.n);
                     let mut w = w0.clone();
                     let mut out = vec![0u128; shape.n];
                     let t = std::time::Instant::now();
                     code.dual_encode(&mut w, &mut out).unwrap();
                     println!(
-                        "threads {threads}: encode_receiver {er:?}, dual_encode {:?}",
+                        "threads {threads}: encode_sparse (A) {er:?}, dual_encode (C) {:?}",
                         t.elapsed()
                     );
                 }

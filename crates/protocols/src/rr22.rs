@@ -40,7 +40,7 @@ use blindjoin_crypto::gf128::Gf128;
 use blindjoin_crypto::okvs::{OkvsError, OkvsLayout, OkvsParams, encode_with_retry};
 use blindjoin_crypto::random_bytes;
 use blindjoin_link::{Link, Reader, put_u32};
-use blindjoin_ot::vole::{vole_receive, vole_send};
+use blindjoin_ot::vole::{vole_receive_a_first, vole_send};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -258,7 +258,7 @@ fn receiver(
             let values = hash_b(items, vmask);
             encode_with_retry(items, &values, seed, OKVS_TRIES)
         });
-        let vole = vole_receive(
+        let vole = vole_receive_a_first(
             link,
             m,
             8 * ctx.sizes.value_bytes,
@@ -312,6 +312,8 @@ fn receiver(
     ctx.progress.stage("RR22: matching", ctx.n_s as u64);
     let layout = okvs.layout();
     let mut decoded = vec![Gf128::ZERO; items.len()];
+    // C's dual encoding waited until A was on its way: the sender works on A meanwhile.
+    let vole = vole.encode_c()?;
     decode_par(layout, vole.c(), items, &mut decoded)?;
     drop(vole);
     let ours = output_hash(ctx, items, &mut decoded, w);
@@ -563,13 +565,16 @@ fn output_hash(ctx: &Ctx<'_>, items: &[ItemDigest], v: &mut [Gf128], w: Option<u
     out
 }
 
+/// OKVS decode on the rayon pool: when the peer is idle its core is ours.
 fn decode_par(
     layout: &OkvsLayout,
     vector: &[Gf128],
     keys: &[ItemDigest],
     out: &mut [Gf128],
 ) -> Result<(), ProtocolError> {
-    layout.decode_batch(vector, keys, out).map_err(okvs_error)
+    layout
+        .par_decode_batch(vector, keys, out)
+        .map_err(okvs_error)
 }
 
 /// Open addressing (linear probing) over the receiver's output tags, at most half full.
