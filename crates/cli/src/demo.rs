@@ -100,6 +100,7 @@ fn spec(
         recv_timeout: DEFAULT_RECV_TIMEOUT,
         join: Default::default(),
         warnings: Vec::new(),
+        tls: None,
     })
 }
 

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use blindjoin_data::Rr22Mode;
 use blindjoin_data::{
     DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, Protocol, Report,
-    Role, RunSpec, parse_curve, parse_launch_config,
+    Role, RunSpec, TlsConfig, parse_curve, parse_launch_config,
 };
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -74,6 +74,16 @@ pub(crate) struct RunArgs {
     /// Where to write the JSON report (default: OUTPUT.report.json). Also overrides the config's.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Mutual TLS: this party's certificate chain (PEM). Needs --tls-key and --tls-ca; with
+    /// --config it overrides link_config's TLS settings.
+    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca"])]
+    tls_cert: Option<PathBuf>,
+    /// Mutual TLS: the private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_ca"])]
+    tls_key: Option<PathBuf>,
+    /// Mutual TLS: the CA certificate(s) the peer's certificate must chain to (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_key"])]
+    tls_ca: Option<PathBuf>,
     /// No progress bars and no summary on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -164,6 +174,15 @@ fn secs(s: Option<f64>, default: Duration, flag: &str) -> Result<Duration> {
     }
 }
 
+/// `--tls-cert/--tls-key/--tls-ca` (clap makes sure all three or none are given).
+fn tls_from_args(a: &RunArgs) -> Option<TlsConfig> {
+    Some(TlsConfig {
+        cert_path: a.tls_cert.clone()?,
+        key_path: a.tls_key.clone()?,
+        ca_path: a.tls_ca.clone()?,
+    })
+}
+
 fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
     if let Some(path) = &a.config {
         let text = std::fs::read_to_string(path)
@@ -178,6 +197,9 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
         }
         if let Some(t) = a.connect_timeout {
             spec.connect_timeout = secs(Some(t), spec.connect_timeout, "--connect-timeout")?;
+        }
+        if let Some(tls) = tls_from_args(a) {
+            spec.tls = Some(tls);
         }
         return Ok(spec);
     }
@@ -243,6 +265,7 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
         )?,
         recv_timeout: secs(a.recv_timeout, DEFAULT_RECV_TIMEOUT, "--recv-timeout")?,
         join: Default::default(),
+        tls: tls_from_args(a),
         warnings: Vec::new(),
     })
 }

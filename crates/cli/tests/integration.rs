@@ -661,3 +661,98 @@ fn joins_pair_duplicates_and_pad_like_sql() {
         assert_eq!(pairs(&out_s[1..]), want_s, "{join}: sender");
     }
 }
+
+/// Writes `certs/<name>.crt` and `.key` into `dir`, signed by `ca` and naming `name` (DNS SAN
+/// and CN).
+fn write_cert(dir: &Path, name: &str, ca: &rcgen::Issuer<'_, rcgen::KeyPair>) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    let cert = params.signed_by(&key, ca).unwrap();
+    std::fs::write(dir.join(format!("certs/{name}.crt")), cert.pem()).unwrap();
+    std::fs::write(dir.join(format!("certs/{name}.key")), key.serialize_pem()).unwrap();
+}
+
+/// A CA whose certificate is `certs/<name>.crt`.
+fn write_ca(dir: &Path, name: &str) -> rcgen::Issuer<'static, rcgen::KeyPair> {
+    std::fs::create_dir_all(dir.join("certs")).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, format!("{name} CA"));
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(dir.join(format!("certs/{name}.crt")), cert.pem()).unwrap();
+    rcgen::Issuer::new(params, key)
+}
+
+/// SecretFlow-style `enable_ssl` with both option blocks, paths relative to the config file.
+fn add_ssl(cfg: &Path, cert: &str) {
+    let ssl = format!(
+        r#""enable_ssl": true,
+    "client_ssl_opts": {{ "certificate_path": "certs/{cert}.crt", "private_key_path": "certs/{cert}.key",
+                          "ca_file_path": "certs/ca.crt", "verify_depth": 1 }},
+    "server_ssl_opts": {{ "certificate_path": "certs/{cert}.crt", "private_key_path": "certs/{cert}.key",
+                          "ca_file_path": "certs/ca.crt", "verify_depth": 1 }},
+    "recv_timeout_ms": 60000,"#
+    );
+    let text = std::fs::read_to_string(cfg).unwrap();
+    std::fs::write(cfg, text.replace(r#""recv_timeout_ms": 60000,"#, &ssl)).unwrap();
+}
+
+#[test]
+fn secretflow_configs_with_mutual_tls() {
+    let dir = tmp("tls");
+    gen_tables(&dir, "300", 120, 0.0);
+    let ca = write_ca(&dir, "ca");
+    write_cert(&dir, "receiver", &ca);
+    write_cert(&dir, "sender", &ca);
+    let other = write_ca(&dir, "other");
+    write_cert(&dir, "impostor", &other);
+
+    let ports = (free_port(), free_port());
+    let r = sf_config(&dir, "receiver", "ROLE_RECEIVER", "RR22", true, "id", ports);
+    let s = sf_config(&dir, "sender", "ROLE_SENDER", "RR22", true, "id", ports);
+    add_ssl(&r, "receiver");
+    add_ssl(&s, "sender");
+    let (cr, cs) = (spawn_config(&r), spawn_config(&s));
+    let (or, os) = (finish(cr), finish(cs));
+    assert!(or.status.success(), "{}", stderr(&or));
+    assert!(os.status.success(), "{}", stderr(&os));
+    let (ro, so) = (
+        rows(&dir.join("receiver_out.csv")),
+        rows(&dir.join("sender_out.csv")),
+    );
+    assert_eq!(
+        ro[1..],
+        expected(&dir.join("receiver.csv"), &dir.join("sender.csv"), true)[..]
+    );
+    assert_eq!(ro.len(), 121);
+    assert_eq!(ro.len(), so.len());
+
+    // The sender shows a certificate from another CA: both fail at once, each saying why.
+    let ports = (free_port(), free_port());
+    let r = sf_config(&dir, "receiver", "ROLE_RECEIVER", "RR22", true, "id", ports);
+    let s = sf_config(&dir, "sender", "ROLE_SENDER", "RR22", true, "id", ports);
+    add_ssl(&r, "receiver");
+    add_ssl(&s, "impostor");
+    let start = Instant::now();
+    let (cr, cs) = (spawn_config(&r), spawn_config(&s));
+    let (or, os) = (finish(cr), finish(cs));
+    assert!(start.elapsed() < Duration::from_secs(30));
+    assert_eq!(or.status.code(), Some(1), "{}", stderr(&or));
+    assert_eq!(os.status.code(), Some(1), "{}", stderr(&os));
+    assert!(
+        stderr(&or).contains("not signed by a CA"),
+        "{}",
+        stderr(&or)
+    );
+    assert!(
+        stderr(&os).contains("refused the TLS handshake"),
+        "{}",
+        stderr(&os)
+    );
+}

@@ -11,6 +11,7 @@ use crate::error::ConfigError;
 use crate::join::JoinType;
 use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, JoinSpec, Parties, RunSpec};
 use blindjoin_crypto::Curve;
+use blindjoin_link::TlsConfig;
 use blindjoin_protocols::rr22::Rr22Mode;
 use blindjoin_protocols::{Protocol, Role};
 use serde::Deserialize;
@@ -123,7 +124,7 @@ struct OutputAttr {
 }
 
 /// yacl's `ContextDescProto`. Transport-tuning fields of brpc have no meaning for our transport
-/// and are accepted and ignored; `enable_ssl: true` is refused until TLS lands.
+/// and are accepted and ignored; `enable_ssl: true` switches on mutual TLS (see [`tls_config`]).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LinkConfig {
@@ -139,9 +140,20 @@ struct LinkConfig {
     brpc_channel_protocol: Option<Value>,
     brpc_channel_connection_type: Option<Value>,
     enable_ssl: Option<bool>,
-    client_ssl_opts: Option<Value>,
-    server_ssl_opts: Option<Value>,
+    client_ssl_opts: Option<SslOpts>,
+    server_ssl_opts: Option<SslOpts>,
     retry_opts: Option<Value>,
+}
+
+/// yacl's `SSLOptionsProto`, spelled as SecretFlow spells it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SslOpts {
+    certificate_path: Option<String>,
+    private_key_path: Option<String>,
+    ca_file_path: Option<String>,
+    /// Accepted and ignored: webpki bounds chain building itself (see docs/config.md).
+    verify_depth: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -423,13 +435,6 @@ pub fn parse_launch_config(
     }
 
     // Link.
-    if link.enable_ssl.unwrap_or(false) {
-        return Err(not_yet(
-            "link_config.enable_ssl",
-            "true",
-            "set it to false on a trusted network; mutual TLS is planned",
-        ));
-    }
     let _ = (
         &link.id,
         &link.http_max_payload_size,
@@ -438,8 +443,6 @@ pub fn parse_launch_config(
         &link.chunk_parallel_send_size,
         &link.brpc_channel_protocol,
         &link.brpc_channel_connection_type,
-        &link.client_ssl_opts,
-        &link.server_ssl_opts,
         &link.retry_opts,
     );
     if link.parties.len() != 2 {
@@ -468,6 +471,17 @@ pub fn parse_launch_config(
             "both parties have the same id",
         ));
     }
+    let tls = if link.enable_ssl.unwrap_or(false) {
+        let listener = blindjoin_link::TcpLink::listens(&self_id, &peer.id);
+        Some(tls_config(
+            link.client_ssl_opts.as_ref(),
+            link.server_ssl_opts.as_ref(),
+            listener,
+            &resolve,
+        )?)
+    } else {
+        None
+    };
     let ext = cfg.blindjoin;
     let connect_timeout = match (
         ext.as_ref().and_then(|e| e.connect_timeout_ms.as_ref()),
@@ -520,8 +534,60 @@ pub fn parse_launch_config(
             .map(resolve),
         connect_timeout,
         recv_timeout,
+        tls,
         warnings,
     })
+}
+
+/// The TLS files for this party. As in SecretFlow, a party uses `server_ssl_opts` where it
+/// listens and `client_ssl_opts` where it connects; we have one connection, so the listener (the
+/// party whose id sorts first) uses `server_ssl_opts` and the other `client_ssl_opts`. If only one
+/// of the two is given, it is used either way.
+fn tls_config(
+    client: Option<&SslOpts>,
+    server: Option<&SslOpts>,
+    listener: bool,
+    resolve: &dyn Fn(&str) -> PathBuf,
+) -> Result<TlsConfig, ConfigError> {
+    let (opts, name) = match (client, server, listener) {
+        (_, Some(s), true) | (None, Some(s), false) => (s, "server_ssl_opts"),
+        (Some(c), _, false) | (Some(c), None, true) => (c, "client_ssl_opts"),
+        (None, None, _) => {
+            return Err(invalid(
+                "link_config.enable_ssl",
+                "true, but neither link_config.server_ssl_opts nor client_ssl_opts is given; \
+                 give certificate_path, private_key_path and ca_file_path",
+            ));
+        }
+    };
+    let path = |field: &str, value: &Option<String>| -> Result<PathBuf, ConfigError> {
+        match value.as_deref().map(str::trim) {
+            Some(p) if !p.is_empty() => Ok(resolve(p)),
+            _ => Err(invalid(
+                &format!("link_config.{name}.{field}"),
+                "missing or empty; mutual TLS (enable_ssl) needs this party's certificate, its \
+                 private key and the CA certificate, as PEM files",
+            )),
+        }
+    };
+    if let Some(v) = &opts.verify_depth {
+        lenient_i64(v, &format!("link_config.{name}.verify_depth"))?;
+    }
+    Ok(TlsConfig {
+        cert_path: path("certificate_path", &opts.certificate_path)?,
+        key_path: path("private_key_path", &opts.private_key_path)?,
+        ca_path: path("ca_file_path", &opts.ca_file_path)?,
+    })
+}
+
+/// `verify_depth` is an `int32` in SecretFlow's proto (and may be negative there).
+fn lenient_i64(v: &Value, field: &str) -> Result<i64, ConfigError> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| invalid(field, &format!("expected an integer, got {v}")))
 }
 
 /// `bucket_size` from `kkrt_config` (SecretFlow's `KkrtConfig` has only this field).

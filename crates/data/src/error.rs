@@ -80,6 +80,10 @@ impl DataError {
                 | DataError::EmptyKey { .. }
                 | DataError::NonUtf8Key { .. }
         ) || matches!(self, DataError::Io { action, .. } if *action == "reading the input")
+            || matches!(
+                self,
+                DataError::Link(LinkError::TlsFile { .. } | LinkError::TlsSetup(_))
+            )
     }
 }
 

@@ -34,6 +34,7 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Report, DataError>
         peer_addr: spec.parties.peer_addr.clone(),
         connect_timeout: spec.connect_timeout,
         recv_timeout: spec.recv_timeout,
+        tls: spec.tls.clone(),
     };
     // Connect while reading the input: both take time, and neither needs the other.
     let (tx, rx) = std::sync::mpsc::channel();

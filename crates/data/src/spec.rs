@@ -3,6 +3,7 @@
 
 use crate::join::JoinType;
 use blindjoin_crypto::Curve;
+use blindjoin_link::TlsConfig;
 use blindjoin_protocols::{Protocol, Role};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -62,6 +63,8 @@ pub struct RunSpec {
     pub connect_timeout: Duration,
     /// How long to wait for any one message.
     pub recv_timeout: Duration,
+    /// Mutual TLS on the link (`link_config.enable_ssl`); `None` for plain TCP.
+    pub tls: Option<TlsConfig>,
     /// The join written to the output; see [`crate::join`].
     pub join: JoinSpec,
     /// Non-fatal notes from config parsing, printed before the run.

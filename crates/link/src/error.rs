@@ -1,3 +1,4 @@
+use std::path::PathBuf;
 use std::time::Duration;
 use thiserror::Error;
 
@@ -101,5 +102,45 @@ pub enum LinkError {
     MessageTooLarge {
         /// Its size.
         len: usize,
+    },
+    /// A TLS file (certificate, private key or CA) is missing, unreadable or holds no usable
+    /// PEM block. A local configuration fault.
+    #[error("TLS {what} file {path}: {reason}")]
+    TlsFile {
+        /// Which file: `certificate`, `private key` or `CA`.
+        what: &'static str,
+        /// The path as configured.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The TLS files cannot be used together (e.g. the key does not belong to the certificate).
+    #[error("TLS setup failed: {0}")]
+    TlsSetup(String),
+    /// This party refused the peer's certificate: wrong CA, expired, or not naming the peer's id.
+    #[error("refused the TLS certificate of peer {peer:?}: {reason}")]
+    TlsPeerCertificate {
+        /// The peer's id.
+        peer: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// The peer refused the TLS handshake with an alert (it did not accept our certificate).
+    #[error("peer {peer:?} refused the TLS handshake (TLS alert {alert}): {hint}")]
+    TlsRefusedByPeer {
+        /// The peer's id.
+        peer: String,
+        /// The TLS alert it sent, e.g. `UnknownCA`.
+        alert: String,
+        /// What the alert usually means here.
+        hint: String,
+    },
+    /// The TLS handshake failed otherwise (the peer hung up, timed out, or spoke no TLS).
+    #[error("TLS handshake with peer {peer:?} failed: {reason}")]
+    TlsHandshake {
+        /// The peer's id.
+        peer: String,
+        /// What happened.
+        reason: String,
     },
 }

@@ -6,7 +6,8 @@
 //! forwarded), one that sent a frame larger than [`MAX_FRAME_LEN`].
 //!
 //! Two implementations: [`TcpLink`] (either party may start first; one listens, the other
-//! connects with retries until a deadline) and [`mem_pair`] for tests. Message *contents* are the
+//! connects with retries until a deadline; optionally mutual TLS, see [`TlsConfig`]) and
+//! [`mem_pair`] for tests. Message *contents* are the
 //! protocols' business; [`Reader`] is the bounded cursor they decode with.
 //!
 //! Wire format of a frame: `len: u32 LE | kind: u8 | payload: len bytes`, where kind is
@@ -26,12 +27,14 @@ mod frame;
 mod inbox;
 mod mem;
 mod tcp;
+mod tls;
 
 pub use codec::{DecodeError, Reader, put_bytes_u16, put_u32, put_u64};
 pub use error::LinkError;
 pub use frame::MAX_FRAME_LEN;
 pub use mem::{MemLink, mem_pair, mem_pair_with_timeout};
 pub use tcp::{TcpLink, TcpOptions};
+pub use tls::TlsConfig;
 
 /// Bytes and messages moved over a link, each way, framing included.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -94,3 +97,5 @@ pub(crate) fn truncate_reason(reason: &str) -> &str {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tls_tests;

@@ -5,9 +5,14 @@
 //!
 //! A reader thread drains the socket into a channel. That keeps both directions flowing when both
 //! parties send large batches at once (no TCP deadlock), and lets `recv` wait with a timeout.
+//!
+//! With [`TcpOptions::tls`] set, the greeting says so and is followed by a mutual TLS handshake
+//! (see [`crate::tls`]); frames, timeouts, counters and aborts are the same on top of it. Byte
+//! counters count frame bytes, not TLS record overhead.
 
 use crate::frame::{HEADER_LEN, Kind, MAX_FRAME_LEN, header};
 use crate::inbox::{Inbox, Incoming};
+use crate::tls::{Shared, TlsConfig, TlsContext, TlsReader, TlsWriter};
 use crate::{Link, LinkError, LinkStats, truncate_reason};
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -16,6 +21,8 @@ use std::time::{Duration, Instant};
 
 /// Magic bytes opening the greeting; version 1 of the link.
 const MAGIC: &[u8; 8] = b"BLNDJN01";
+/// The same for a party that will start TLS after the greeting.
+const MAGIC_TLS: &[u8; 8] = b"BLNDJS01";
 /// Longest party id accepted in a greeting.
 const MAX_ID_LEN: usize = 256;
 /// How long a freshly accepted connection may take to greet us.
@@ -36,11 +43,37 @@ pub struct TcpOptions {
     pub connect_timeout: Duration,
     /// How long `recv` waits for a message.
     pub recv_timeout: Duration,
+    /// Mutual TLS with these files; `None` for plain TCP.
+    pub tls: Option<TlsConfig>,
+}
+
+/// Where frames go: the socket, or the TLS connection over it.
+enum Out {
+    Plain(TcpStream),
+    Tls(TlsWriter),
+}
+
+impl Write for Out {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Out::Plain(s) => s.write(buf),
+            Out::Tls(t) => t.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Out::Plain(s) => s.flush(),
+            Out::Tls(t) => t.flush(),
+        }
+    }
 }
 
 /// A link over one TCP connection.
 pub struct TcpLink {
-    writer: BufWriter<TcpStream>,
+    writer: BufWriter<Out>,
+    /// For shutting the connection down on drop.
+    socket: TcpStream,
     inbox: Inbox,
     sent: LinkStats,
 }
@@ -48,13 +81,19 @@ pub struct TcpLink {
 impl TcpLink {
     /// Whether this party listens (its id sorts before the peer's) rather than connects.
     pub fn is_listener(opts: &TcpOptions) -> bool {
-        opts.self_id < opts.peer_id
+        Self::listens(&opts.self_id, &opts.peer_id)
+    }
+
+    /// Whether the party `self_id` listens (and is the TLS server) when its peer is `peer_id`.
+    pub fn listens(self_id: &str, peer_id: &str) -> bool {
+        self_id < peer_id
     }
 
     /// Connects to the peer (or waits for it), greets, and starts the reader thread.
     ///
     /// # Errors
-    /// Bad addresses, a port in use, no peer before the deadline, or a wrong peer.
+    /// Bad addresses, a port in use, no peer before the deadline, or a wrong peer; with TLS also
+    /// unusable certificate files and a refused handshake (on either side).
     pub fn establish(opts: &TcpOptions) -> Result<TcpLink, LinkError> {
         if opts.self_id == opts.peer_id {
             return Err(LinkError::WrongPeer(format!(
@@ -63,7 +102,13 @@ impl TcpLink {
             )));
         }
         let deadline = Instant::now() + opts.connect_timeout;
-        let stream = if Self::is_listener(opts) {
+        let listener = Self::is_listener(opts);
+        // Certificate problems are reported before any waiting for the peer.
+        let tls = match &opts.tls {
+            Some(cfg) => Some(TlsContext::load(cfg, &opts.peer_id, listener)?),
+            None => None,
+        };
+        let mut stream = if listener {
             let listener = bind(opts)?;
             accept_peer(&listener, opts, deadline)?
         } else {
@@ -71,14 +116,31 @@ impl TcpLink {
         };
         stream.set_nodelay(true).map_err(|e| io(opts, e))?;
         let reader = stream.try_clone().map_err(|e| io(opts, e))?;
+        let socket = stream.try_clone().map_err(|e| io(opts, e))?;
         let (tx, rx) = channel();
         let peer = opts.peer_id.clone();
-        std::thread::Builder::new()
-            .name(format!("link-reader-{peer}"))
-            .spawn(move || read_frames(reader, &peer, &tx))
-            .map_err(|e| io(opts, e))?;
+        let out = match tls {
+            None => {
+                std::thread::Builder::new()
+                    .name(format!("link-reader-{peer}"))
+                    .spawn(move || read_frames(reader, &peer, &tx))
+                    .map_err(|e| io(opts, e))?;
+                Out::Plain(stream)
+            }
+            Some(ctx) => {
+                let conn = ctx.handshake(&mut stream)?;
+                let shared = Shared::new(conn, stream);
+                let tls_reader = TlsReader::new(shared.clone(), reader);
+                std::thread::Builder::new()
+                    .name(format!("link-reader-{peer}"))
+                    .spawn(move || read_frames(tls_reader, &peer, &tx))
+                    .map_err(|e| io(opts, e))?;
+                Out::Tls(TlsWriter { shared })
+            }
+        };
         Ok(TcpLink {
-            writer: BufWriter::with_capacity(1 << 16, stream),
+            writer: BufWriter::with_capacity(1 << 16, out),
+            socket,
             inbox: Inbox {
                 rx,
                 timeout: opts.recv_timeout,
@@ -112,8 +174,11 @@ impl TcpLink {
 impl Drop for TcpLink {
     fn drop(&mut self) {
         let _ = self.writer.flush();
+        if let Out::Tls(t) = self.writer.get_mut() {
+            t.close_notify();
+        }
         // Wakes the reader thread so it exits.
-        let _ = self.writer.get_ref().shutdown(Shutdown::Both);
+        let _ = self.socket.shutdown(Shutdown::Both);
     }
 }
 
@@ -258,7 +323,7 @@ enum GreetError {
 /// `MAGIC | own id | the id we expect the other side to have`: both sides check both ids, so a
 /// misconfiguration is reported by both parties, not just the one that noticed.
 fn greeting(opts: &TcpOptions) -> Vec<u8> {
-    let mut g = MAGIC.to_vec();
+    let mut g = if opts.tls.is_some() { MAGIC_TLS } else { MAGIC }.to_vec();
     crate::put_bytes_u16(&mut g, opts.self_id.as_bytes());
     crate::put_bytes_u16(&mut g, opts.peer_id.as_bytes());
     g
@@ -279,22 +344,45 @@ fn read_id(stream: &mut TcpStream) -> Result<String, GreetError> {
     String::from_utf8(id).map_err(|_| GreetError::NotBlindjoin("party id is not UTF-8".to_string()))
 }
 
-/// Reads the other side's greeting: (its id, the id it expects us to have).
-fn read_greeting(stream: &mut TcpStream) -> Result<(String, String), GreetError> {
+/// The other side's greeting.
+struct Greeting {
+    their_id: String,
+    they_expect: String,
+    tls: bool,
+}
+
+/// Reads the other side's greeting.
+fn read_greeting(stream: &mut TcpStream) -> Result<Greeting, GreetError> {
     let mut magic = [0u8; 8];
     stream
         .read_exact(&mut magic)
         .map_err(|e| GreetError::NotBlindjoin(e.to_string()))?;
-    if &magic != MAGIC {
-        return Err(GreetError::NotBlindjoin("wrong greeting bytes".to_string()));
-    }
-    Ok((read_id(stream)?, read_id(stream)?))
+    let tls = match &magic {
+        m if m == MAGIC => false,
+        m if m == MAGIC_TLS => true,
+        _ => return Err(GreetError::NotBlindjoin("wrong greeting bytes".to_string())),
+    };
+    Ok(Greeting {
+        their_id: read_id(stream)?,
+        they_expect: read_id(stream)?,
+        tls,
+    })
 }
 
-fn check_ids(
-    (their_id, they_expect): (String, String),
-    opts: &TcpOptions,
-) -> Result<(), GreetError> {
+fn check_ids(theirs: Greeting, opts: &TcpOptions) -> Result<(), GreetError> {
+    let Greeting {
+        their_id,
+        they_expect,
+        tls,
+    } = theirs;
+    if tls != opts.tls.is_some() {
+        let on_off = |b: bool| if b { "on" } else { "off" };
+        return Err(GreetError::Fatal(LinkError::WrongPeer(format!(
+            "this party has TLS {} but peer {their_id:?} has it {}; set link_config.enable_ssl (or the --tls-* flags) the same on both sides",
+            on_off(opts.tls.is_some()),
+            on_off(tls)
+        ))));
+    }
     if their_id == opts.peer_id && they_expect == opts.self_id {
         return Ok(());
     }
@@ -339,7 +427,7 @@ fn greet_as_connector(stream: TcpStream, opts: &TcpOptions) -> Result<TcpStream,
 }
 
 /// The reader thread: frames in, until EOF, an error, or the receiver is dropped.
-fn read_frames(stream: TcpStream, peer: &str, tx: &Sender<Incoming>) {
+fn read_frames(stream: impl Read, peer: &str, tx: &Sender<Incoming>) {
     let mut r = BufReader::with_capacity(1 << 18, stream);
     loop {
         let mut head = [0u8; HEADER_LEN];

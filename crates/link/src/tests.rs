@@ -2,7 +2,7 @@ use super::*;
 use std::net::TcpListener;
 use std::time::Duration;
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -10,7 +10,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn opts(self_id: &str, self_port: u16, peer_id: &str, peer_port: u16) -> TcpOptions {
+pub(crate) fn opts(self_id: &str, self_port: u16, peer_id: &str, peer_port: u16) -> TcpOptions {
     TcpOptions {
         self_id: self_id.into(),
         self_addr: format!("127.0.0.1:{self_port}"),
@@ -18,6 +18,7 @@ fn opts(self_id: &str, self_port: u16, peer_id: &str, peer_port: u16) -> TcpOpti
         peer_addr: format!("127.0.0.1:{peer_port}"),
         connect_timeout: Duration::from_secs(10),
         recv_timeout: Duration::from_secs(10),
+        tls: None,
     }
 }
 
@@ -30,7 +31,7 @@ fn tcp_pair() -> (TcpLink, TcpLink) {
     (a, b.join().unwrap())
 }
 
-fn exchange(a: &mut dyn Link, b: &mut dyn Link) {
+pub(crate) fn exchange(a: &mut dyn Link, b: &mut dyn Link) {
     // Both send large batches at once before reading: must not deadlock.
     let big = vec![7u8; 4 << 20];
     for _ in 0..4 {

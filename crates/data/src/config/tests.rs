@@ -294,3 +294,61 @@ fn joins_need_broadcast_and_parse_their_fields() {
     );
     assert!(parse(&bad).unwrap_err().to_string().contains("left_side"));
 }
+
+fn with_ssl(role: &str, me: &str, ssl: &str) -> String {
+    seed_config(role, me).replace("\"parties\": [", &format!("{ssl}, \"parties\": ["))
+}
+
+const BOTH_SSL: &str = r#""enable_ssl": true,
+    "client_ssl_opts": { "certificate_path": "c.crt", "private_key_path": "c.key",
+                         "ca_file_path": "ca.crt", "verify_depth": 1 },
+    "server_ssl_opts": { "certificate_path": "/abs/s.crt", "private_key_path": "s.key",
+                         "ca_file_path": "ca.crt", "verify_depth": "2" }"#;
+
+#[test]
+fn enable_ssl_picks_server_opts_for_the_listener_and_client_opts_for_the_connector() {
+    // "receiver" sorts first: it listens, so it uses server_ssl_opts.
+    let r = parse(&with_ssl("ROLE_RECEIVER", "receiver", BOTH_SSL)).unwrap();
+    let tls = r.tls.unwrap();
+    assert_eq!(tls.cert_path, Path::new("/abs/s.crt"));
+    assert_eq!(tls.key_path, Path::new("/base/s.key"));
+    assert_eq!(tls.ca_path, Path::new("/base/ca.crt"));
+    let s = parse(&with_ssl("ROLE_SENDER", "sender", BOTH_SSL)).unwrap();
+    assert_eq!(s.tls.unwrap().cert_path, Path::new("/base/c.crt"));
+    // Only one given: used either way.
+    let one = r#""enable_ssl": true, "client_ssl_opts": { "certificate_path": "c.crt",
+        "private_key_path": "c.key", "ca_file_path": "ca.crt" }"#;
+    let r = parse(&with_ssl("ROLE_RECEIVER", "receiver", one)).unwrap();
+    assert_eq!(r.tls.unwrap().cert_path, Path::new("/base/c.crt"));
+    // Off (or absent): plain TCP, and the options are accepted but unused.
+    let off = BOTH_SSL.replace("true", "false");
+    assert!(
+        parse(&with_ssl("ROLE_SENDER", "sender", &off))
+            .unwrap()
+            .tls
+            .is_none()
+    );
+    assert!(
+        parse(&seed_config("ROLE_SENDER", "sender"))
+            .unwrap()
+            .tls
+            .is_none()
+    );
+}
+
+#[test]
+fn enable_ssl_without_files_names_the_field() {
+    let e = parse(&with_ssl("ROLE_SENDER", "sender", "\"enable_ssl\": true")).unwrap_err();
+    assert!(e.to_string().contains("link_config.enable_ssl"), "{e}");
+    let missing_key = r#""enable_ssl": true, "client_ssl_opts": { "certificate_path": "c.crt",
+        "private_key_path": "", "ca_file_path": "ca.crt" }"#;
+    let e = parse(&with_ssl("ROLE_SENDER", "sender", missing_key)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("link_config.client_ssl_opts.private_key_path"),
+        "{e}"
+    );
+    let typo = r#""enable_ssl": true, "client_ssl_opts": { "cert_path": "c.crt" }"#;
+    let e = parse(&with_ssl("ROLE_SENDER", "sender", typo)).unwrap_err();
+    assert!(e.to_string().contains("cert_path"), "{e}");
+}
