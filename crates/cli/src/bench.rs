@@ -45,6 +45,12 @@ pub(crate) struct BenchArgs {
     /// Keep the generated files in this directory.
     #[arg(long)]
     keep: Option<std::path::PathBuf>,
+    /// Simulate a WAN of this bandwidth each way (in-process shaper), e.g. 100mbit, 10mbit.
+    #[arg(long, value_name = "RATE")]
+    bandwidth: Option<String>,
+    /// Simulate this one-way latency each way, e.g. 10ms (a round trip costs twice that).
+    #[arg(long, value_name = "DELAY")]
+    latency: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -60,9 +66,13 @@ struct BenchResult {
     bytes_receiver_to_sender: u64,
     bytes_sender_to_receiver: u64,
     bits_per_element: f64,
+    /// The simulated link, if any: `(bandwidth, one-way latency)` as given.
+    link: Option<(String, String)>,
 }
 
 pub(crate) fn run(a: BenchArgs) -> Result<()> {
+    blindjoin_data::LinkShape::parse(a.bandwidth.as_deref(), a.latency.as_deref())
+        .map_err(|e| anyhow::anyhow!(e))?;
     let dir = match &a.keep {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("blindjoin-bench-{}", std::process::id())),
@@ -133,6 +143,12 @@ fn spawn(
     .stderr(Stdio::inherit());
     if a.broadcast_result {
         cmd.arg("--broadcast-result");
+    }
+    if let Some(b) = &a.bandwidth {
+        cmd.args(["--bandwidth", b]);
+    }
+    if let Some(l) = &a.latency {
+        cmd.args(["--latency", l]);
     }
     cmd.spawn().context("starting a party process")
 }
@@ -209,6 +225,12 @@ fn bench_in(dir: &Path, a: &BenchArgs) -> Result<BenchResult> {
         wall_s,
         bytes_receiver_to_sender: receiver.bytes_sent,
         bytes_sender_to_receiver: sender.bytes_sent,
+        link: (a.bandwidth.is_some() || a.latency.is_some()).then(|| {
+            (
+                a.bandwidth.clone().unwrap_or_else(|| "unlimited".into()),
+                a.latency.clone().unwrap_or_else(|| "0ms".into()),
+            )
+        }),
         bits_per_element,
         receiver,
         sender,
@@ -252,4 +274,7 @@ fn print_table(r: &BenchResult) {
         "wall (both processes): {:.3} s; bits per element (both directions / n): {:.1}",
         r.wall_s, r.bits_per_element
     );
+    if let Some((b, l)) = &r.link {
+        println!("simulated link: bandwidth {b}, one-way latency {l} (each direction)");
+    }
 }

@@ -101,6 +101,7 @@ fn spec(
         join: Default::default(),
         warnings: Vec::new(),
         tls: None,
+        link_shape: None,
     })
 }
 

@@ -5,8 +5,8 @@ use crate::progress::Bars;
 use anyhow::{Context, Result};
 use blindjoin_data::Rr22Mode;
 use blindjoin_data::{
-    DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, Protocol, Report,
-    Role, RunSpec, TlsConfig, parse_curve, parse_launch_config,
+    DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, LinkShape, Parties,
+    Protocol, Report, Role, RunSpec, TlsConfig, parse_curve, parse_launch_config,
 };
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -74,6 +74,12 @@ pub(crate) struct RunArgs {
     /// Where to write the JSON report (default: OUTPUT.report.json). Also overrides the config's.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Benchmarks: simulate a WAN of this bandwidth on this party's receive side, e.g. 100mbit.
+    #[arg(long, value_name = "RATE")]
+    bandwidth: Option<String>,
+    /// Benchmarks: add this one-way latency to every message received, e.g. 10ms.
+    #[arg(long, value_name = "DELAY")]
+    latency: Option<String>,
     /// Mutual TLS: this party's certificate chain (PEM). Needs --tls-key and --tls-ca; with
     /// --config it overrides link_config's TLS settings.
     #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca"])]
@@ -174,6 +180,11 @@ fn secs(s: Option<f64>, default: Duration, flag: &str) -> Result<Duration> {
     }
 }
 
+/// `--bandwidth` / `--latency`.
+fn shape_from_args(a: &RunArgs) -> Result<Option<LinkShape>> {
+    LinkShape::parse(a.bandwidth.as_deref(), a.latency.as_deref()).map_err(|e| anyhow::anyhow!(e))
+}
+
 /// `--tls-cert/--tls-key/--tls-ca` (clap makes sure all three or none are given).
 fn tls_from_args(a: &RunArgs) -> Option<TlsConfig> {
     Some(TlsConfig {
@@ -198,6 +209,7 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
         if let Some(t) = a.connect_timeout {
             spec.connect_timeout = secs(Some(t), spec.connect_timeout, "--connect-timeout")?;
         }
+        spec.link_shape = shape_from_args(a)?;
         if let Some(tls) = tls_from_args(a) {
             spec.tls = Some(tls);
         }
@@ -266,6 +278,7 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
         recv_timeout: secs(a.recv_timeout, DEFAULT_RECV_TIMEOUT, "--recv-timeout")?,
         join: Default::default(),
         tls: tls_from_args(a),
+        link_shape: shape_from_args(a)?,
         warnings: Vec::new(),
     })
 }

@@ -602,6 +602,26 @@ fn flags_work_without_a_config_and_demo_and_bench_run() {
     let b: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
     assert_eq!(b["correct"], true);
     assert_eq!(b["intersection"], 1500);
+
+    // A simulated WAN: same result, slower by at least the round trips' latency.
+    let shaped = Command::new(BIN)
+        .args(["bench", "-n", "3000", "--json", "--protocol", "rr22"])
+        .args(["--bandwidth", "50mbit", "--latency", "20ms"])
+        .output()
+        .unwrap();
+    assert!(shaped.status.success(), "{}", stderr(&shaped));
+    let s: serde_json::Value = serde_json::from_slice(&shaped.stdout).unwrap();
+    assert_eq!(s["correct"], true);
+    assert_eq!(s["link"][0], "50mbit");
+    assert!(
+        s["receiver"]["stages"]["protocol_s"].as_f64().unwrap() > 0.2,
+        "{s}"
+    );
+    let bad = Command::new(BIN)
+        .args(["bench", "--bandwidth", "fast"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success() && stderr(&bad).contains("bandwidth"));
 }
 
 /// SecretFlow's join cases (psi_test.cc): receiver keys {3,1,3,3,5}, sender {3,1,6,1,3}, the

@@ -535,6 +535,7 @@ pub fn parse_launch_config(
         connect_timeout,
         recv_timeout,
         tls,
+        link_shape: None,
         warnings,
     })
 }

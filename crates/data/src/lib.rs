@@ -29,6 +29,6 @@ pub use spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, RunSpec};
 pub use table::{Table, cmp_keys};
 
 pub use blindjoin_crypto::Curve;
-pub use blindjoin_link::TlsConfig;
+pub use blindjoin_link::{LinkShape, TlsConfig};
 pub use blindjoin_protocols::rr22::Rr22Mode;
 pub use blindjoin_protocols::{NoProgress, Progress, Protocol, Role};

@@ -35,6 +35,7 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Report, DataError>
         connect_timeout: spec.connect_timeout,
         recv_timeout: spec.recv_timeout,
         tls: spec.tls.clone(),
+        shape: spec.link_shape,
     };
     // Connect while reading the input: both take time, and neither needs the other.
     let (tx, rx) = std::sync::mpsc::channel();

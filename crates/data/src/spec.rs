@@ -3,6 +3,7 @@
 
 use crate::join::JoinType;
 use blindjoin_crypto::Curve;
+use blindjoin_link::LinkShape;
 use blindjoin_link::TlsConfig;
 use blindjoin_protocols::{Protocol, Role};
 use std::path::PathBuf;
@@ -65,6 +66,9 @@ pub struct RunSpec {
     pub recv_timeout: Duration,
     /// Mutual TLS on the link (`link_config.enable_ssl`); `None` for plain TCP.
     pub tls: Option<TlsConfig>,
+    /// A simulated WAN on this party's receive side, for benchmarks (`--bandwidth`,
+    /// `--latency`); `None` normally.
+    pub link_shape: Option<LinkShape>,
     /// The join written to the output; see [`crate::join`].
     pub join: JoinSpec,
     /// Non-fatal notes from config parsing, printed before the run.

@@ -26,6 +26,7 @@ mod error;
 mod frame;
 mod inbox;
 mod mem;
+mod shape;
 mod tcp;
 mod tls;
 
@@ -33,6 +34,7 @@ pub use codec::{DecodeError, Reader, put_bytes_u16, put_u32, put_u64};
 pub use error::LinkError;
 pub use frame::MAX_FRAME_LEN;
 pub use mem::{MemLink, mem_pair, mem_pair_with_timeout};
+pub use shape::LinkShape;
 pub use tcp::{TcpLink, TcpOptions};
 pub use tls::TlsConfig;
 

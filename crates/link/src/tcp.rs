@@ -12,6 +12,7 @@
 
 use crate::frame::{HEADER_LEN, Kind, MAX_FRAME_LEN, header};
 use crate::inbox::{Inbox, Incoming};
+use crate::shape::{LinkShape, Shaper};
 use crate::tls::{Shared, TlsConfig, TlsContext, TlsReader, TlsWriter};
 use crate::{Link, LinkError, LinkStats, truncate_reason};
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
@@ -45,6 +46,8 @@ pub struct TcpOptions {
     pub recv_timeout: Duration,
     /// Mutual TLS with these files; `None` for plain TCP.
     pub tls: Option<TlsConfig>,
+    /// A simulated WAN on our receive side (benchmarks); `None` for the real network only.
+    pub shape: Option<LinkShape>,
 }
 
 /// Where frames go: the socket, or the TLS connection over it.
@@ -119,11 +122,12 @@ impl TcpLink {
         let socket = stream.try_clone().map_err(|e| io(opts, e))?;
         let (tx, rx) = channel();
         let peer = opts.peer_id.clone();
+        let shape = opts.shape;
         let out = match tls {
             None => {
                 std::thread::Builder::new()
                     .name(format!("link-reader-{peer}"))
-                    .spawn(move || read_frames(reader, &peer, &tx))
+                    .spawn(move || read_frames(reader, &peer, &tx, shape))
                     .map_err(|e| io(opts, e))?;
                 Out::Plain(stream)
             }
@@ -133,7 +137,7 @@ impl TcpLink {
                 let tls_reader = TlsReader::new(shared.clone(), reader);
                 std::thread::Builder::new()
                     .name(format!("link-reader-{peer}"))
-                    .spawn(move || read_frames(tls_reader, &peer, &tx))
+                    .spawn(move || read_frames(tls_reader, &peer, &tx, shape))
                     .map_err(|e| io(opts, e))?;
                 Out::Tls(TlsWriter { shared })
             }
@@ -427,8 +431,9 @@ fn greet_as_connector(stream: TcpStream, opts: &TcpOptions) -> Result<TcpStream,
 }
 
 /// The reader thread: frames in, until EOF, an error, or the receiver is dropped.
-fn read_frames(stream: impl Read, peer: &str, tx: &Sender<Incoming>) {
+fn read_frames(stream: impl Read, peer: &str, tx: &Sender<Incoming>, shape: Option<LinkShape>) {
     let mut r = BufReader::with_capacity(1 << 18, stream);
+    let mut shaper = shape.map(Shaper::new);
     loop {
         let mut head = [0u8; HEADER_LEN];
         match r.read_exact(&mut head) {
@@ -460,6 +465,9 @@ fn read_frames(stream: impl Read, peer: &str, tx: &Sender<Incoming>) {
                 source: e,
             }));
             return;
+        }
+        if let Some(shaper) = &mut shaper {
+            shaper.wait(Instant::now(), HEADER_LEN + len);
         }
         if tx.send(Ok((kind, payload))).is_err() {
             return;

@@ -19,6 +19,7 @@ pub(crate) fn opts(self_id: &str, self_port: u16, peer_id: &str, peer_port: u16)
         connect_timeout: Duration::from_secs(10),
         recv_timeout: Duration::from_secs(10),
         tls: None,
+        shape: None,
     }
 }
 
@@ -156,4 +157,30 @@ fn reader_rejects_lies() {
     r.finish().unwrap();
     let mut r = Reader::new(b"\x05\x00ab", "hello");
     assert!(r.str_u16(64).is_err());
+}
+
+/// A shaped pair: 8 Mbit/s and 30 ms one way. A 500 kB message takes ≥ 0.5 s + 30 ms to arrive,
+/// and a ping-pong of small messages costs ≥ 2 × 30 ms.
+#[test]
+fn shaped_links_delay_by_bandwidth_and_latency() {
+    let shape = crate::LinkShape::parse(Some("8mbit"), Some("30ms")).unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let b = std::thread::spawn(move || {
+        let mut o = opts("bob", pb, "alice", pa);
+        o.shape = shape;
+        let mut b = TcpLink::establish(&o).unwrap();
+        let big = b.recv().unwrap();
+        b.send(b"pong").unwrap();
+        big.len()
+    });
+    let mut o = opts("alice", pa, "bob", pb);
+    o.shape = shape;
+    let mut a = TcpLink::establish(&o).unwrap();
+    let t = std::time::Instant::now();
+    a.send(&vec![7u8; 500_000]).unwrap();
+    assert_eq!(a.recv().unwrap(), b"pong");
+    let took = t.elapsed();
+    assert_eq!(b.join().unwrap(), 500_000);
+    assert!(took >= Duration::from_millis(560), "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
 }
