@@ -21,7 +21,9 @@
 //! unmatched rows that the join pads for. Nothing about unmatched keys themselves.
 
 use crate::error::DataError;
-use blindjoin_link::{Link, Reader, put_u32};
+use blindjoin_link::{
+    BulkError, Link, MAX_VARINT_LEN, Reader, put_u32, put_varint, recv_bulk, send_bulk, varints,
+};
 use blindjoin_protocols::ProtocolError;
 
 /// `advanced_join_type`.
@@ -280,10 +282,6 @@ fn peer_error(message: String) -> DataError {
 }
 
 const MSG_JOIN_INFO: u8 = 0x40;
-/// Bytes per message of varint counts.
-const CHUNK_BYTES: usize = 1 << 22;
-/// Longest LEB128 encoding of a `u32`.
-const MAX_VARINT: usize = 5;
 
 /// Sends our row count per matched key and our unmatched row count; receives the peer's.
 /// Both parties must pass the same number of matched keys (they know the same intersection).
@@ -304,12 +302,7 @@ pub fn exchange_counts(
     if counts.iter().any(|&c| c != 1) {
         body.reserve(counts.len());
         for &c in counts {
-            let mut v = c;
-            while v >= 0x80 {
-                body.push((v as u8) | 0x80);
-                v >>= 7;
-            }
-            body.push(v as u8);
+            put_varint(&mut body, c);
         }
     }
     let mut head = vec![MSG_JOIN_INFO];
@@ -317,12 +310,7 @@ pub fn exchange_counts(
     put_u32(&mut head, counts.len() as u32);
     put_u32(&mut head, body.len() as u32);
     link.send(&head)?;
-    for chunk in body.chunks(CHUNK_BYTES) {
-        let mut msg = Vec::with_capacity(1 + chunk.len());
-        msg.push(MSG_JOIN_INFO);
-        msg.extend_from_slice(chunk);
-        link.send(&msg)?;
-    }
+    send_bulk(link, MSG_JOIN_INFO, &body)?;
 
     let decode = |e: blindjoin_link::DecodeError| peer_error(e.to_string());
     let msg = link.recv()?;
@@ -343,48 +331,28 @@ pub fn exchange_counts(
     if byte_len == 0 {
         return Ok((vec![1; n], peer_unmatched));
     }
-    if byte_len > n.saturating_mul(MAX_VARINT) {
+    if byte_len > n.saturating_mul(MAX_VARINT_LEN) {
         return Err(peer_error(format!(
             "{byte_len} bytes of join counts announced for {n} keys"
         )));
     }
-    let mut bytes = Vec::with_capacity(byte_len.min(CHUNK_BYTES));
-    while bytes.len() < byte_len {
-        let msg = link.recv()?;
-        let mut r = Reader::new(&msg, "join counts");
-        if r.u8().map_err(decode)? != MSG_JOIN_INFO {
-            return Err(peer_error("expected the join counts".into()));
-        }
-        let part = r.take(r.left()).map_err(decode)?;
-        if part.is_empty() || part.len() > byte_len - bytes.len() {
-            return Err(peer_error(
-                "a batch of join counts is empty or runs past the announced length".into(),
-            ));
-        }
-        bytes.extend_from_slice(part);
-    }
+    let bytes = recv_bulk(link, MSG_JOIN_INFO, byte_len, "join counts").map_err(|e| match e {
+        BulkError::Link(l) => DataError::Link(l),
+        BulkError::Decode(d) => decode(d),
+    })?;
     let mut peer = Vec::with_capacity(n);
-    let (mut v, mut len) = (0u64, 0usize);
-    for &b in &bytes {
-        len += 1;
-        if len > MAX_VARINT {
-            return Err(peer_error("a join count's varint is too long".into()));
-        }
-        v |= u64::from(b & 0x7f) << (7 * (len - 1));
-        if b & 0x80 != 0 {
-            continue;
-        }
-        if v == 0 || v > u64::from(u32::MAX) || peer.len() == n {
+    for v in varints(&bytes, "join counts") {
+        let v = v.map_err(decode)?;
+        if v == 0 || peer.len() == n {
             return Err(peer_error(
-                "a join count is zero or too large, or there are too many".into(),
+                "a join count is zero, or there are too many".into(),
             ));
         }
-        peer.push(v as u32);
-        (v, len) = (0, 0);
+        peer.push(v);
     }
-    if len != 0 || peer.len() != n {
+    if peer.len() != n {
         return Err(peer_error(format!(
-            "expected {n} join counts, got {} (or a cut-off varint)",
+            "expected {n} join counts, got {}",
             peer.len()
         )));
     }

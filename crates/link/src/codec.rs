@@ -146,3 +146,118 @@ pub fn put_bytes_u16(out: &mut Vec<u8>, v: &[u8]) {
     out.extend_from_slice(&(v.len() as u16).to_le_bytes());
     out.extend_from_slice(v);
 }
+
+/// Longest LEB128 encoding of a `u32`.
+pub const MAX_VARINT_LEN: usize = 5;
+
+/// Appends `v` as an LEB128 varint (7 bits per byte, low first; 1–5 bytes).
+pub fn put_varint(out: &mut Vec<u8>, v: u32) {
+    let mut v = v;
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// The LEB128 varints of [`put_varint`] in `bytes`, in order. A varint longer than
+/// [`MAX_VARINT_LEN`] bytes, above `u32::MAX`, or cut off at the end is an error (and ends the
+/// iteration).
+pub fn varints<'a>(
+    bytes: &'a [u8],
+    what: &'static str,
+) -> impl Iterator<Item = Result<u32, DecodeError>> + 'a {
+    let err = move |reason: &str| DecodeError {
+        what,
+        reason: reason.into(),
+    };
+    let mut rest = bytes;
+    let mut failed = false;
+    std::iter::from_fn(move || {
+        if rest.is_empty() || failed {
+            return None;
+        }
+        let mut v = 0u64;
+        for (i, &b) in rest.iter().enumerate() {
+            if i == MAX_VARINT_LEN {
+                failed = true;
+                return Some(Err(err("a varint is too long")));
+            }
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                rest = &rest[i + 1..];
+                return Some(u32::try_from(v).map_err(|_| {
+                    failed = true;
+                    err("a varint is above 2^32 − 1")
+                }));
+            }
+        }
+        failed = true;
+        Some(Err(err("the last varint is cut off")))
+    })
+}
+
+/// Bytes per message of [`send_bulk`].
+pub const BULK_CHUNK: usize = 1 << 22;
+
+/// What can go wrong receiving [`send_bulk`]'s messages.
+#[derive(Debug, Error)]
+pub enum BulkError {
+    /// The link failed.
+    #[error(transparent)]
+    Link(#[from] crate::LinkError),
+    /// A message had the wrong type, was empty, or ran past the announced length.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+}
+
+/// Sends `bytes` (whose length the caller has announced) as `[kind, chunk…]` messages of at
+/// most [`BULK_CHUNK`] bytes; nothing for empty `bytes`.
+///
+/// # Errors
+/// The link failed.
+pub fn send_bulk(
+    link: &mut dyn crate::Link,
+    kind: u8,
+    bytes: &[u8],
+) -> Result<(), crate::LinkError> {
+    for chunk in bytes.chunks(BULK_CHUNK) {
+        let mut msg = Vec::with_capacity(1 + chunk.len());
+        msg.push(kind);
+        msg.extend_from_slice(chunk);
+        link.send(&msg)?;
+    }
+    Ok(())
+}
+
+/// Receives exactly `byte_len` bytes sent by [`send_bulk`] with `kind`. The caller bounds
+/// `byte_len` first; memory grows only as bytes arrive.
+///
+/// # Errors
+/// The link failed; a message of another type, an empty one, or one past `byte_len`.
+pub fn recv_bulk(
+    link: &mut dyn crate::Link,
+    kind: u8,
+    byte_len: usize,
+    what: &'static str,
+) -> Result<Vec<u8>, BulkError> {
+    let mut bytes = Vec::with_capacity(byte_len.min(BULK_CHUNK));
+    while bytes.len() < byte_len {
+        let msg = link.recv()?;
+        let mut r = Reader::new(&msg, what);
+        let got = r.u8()?;
+        let part = r.take(r.left())?;
+        if got != kind || part.is_empty() || part.len() > byte_len - bytes.len() {
+            return Err(r
+                .err(format!(
+                    "a part of type {got:#04x} with {} bytes, where {} bytes of type {kind:#04x} \
+                 were still due",
+                    part.len(),
+                    byte_len - bytes.len()
+                ))
+                .into());
+        }
+        bytes.extend_from_slice(part);
+    }
+    Ok(bytes)
+}

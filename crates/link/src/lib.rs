@@ -30,7 +30,10 @@ mod shape;
 mod tcp;
 mod tls;
 
-pub use codec::{DecodeError, Reader, put_bytes_u16, put_u32, put_u64};
+pub use codec::{
+    BULK_CHUNK, BulkError, DecodeError, MAX_VARINT_LEN, Reader, put_bytes_u16, put_u32, put_u64,
+    put_varint, recv_bulk, send_bulk, varints,
+};
 pub use error::LinkError;
 pub use frame::MAX_FRAME_LEN;
 pub use mem::{MemLink, mem_pair, mem_pair_with_timeout};

@@ -184,3 +184,34 @@ fn shaped_links_delay_by_bandwidth_and_latency() {
     assert!(took >= Duration::from_millis(560), "{took:?}");
     assert!(took < Duration::from_secs(5), "{took:?}");
 }
+
+#[test]
+fn varints_round_trip_and_reject_bad_encodings() {
+    let values = [0u32, 1, 127, 128, 300, 1 << 21, u32::MAX];
+    let mut buf = Vec::new();
+    for &v in &values {
+        crate::put_varint(&mut buf, v);
+    }
+    let back: Vec<u32> = crate::varints(&buf, "t").map(Result::unwrap).collect();
+    assert_eq!(back, values);
+    assert!(crate::varints(&[], "t").next().is_none());
+    for bad in [
+        &[0x80u8][..],
+        &[0xff; 6][..],
+        &[0xff, 0xff, 0xff, 0xff, 0x7f][..],
+    ] {
+        assert!(crate::varints(bad, "t").any(|r| r.is_err()), "{bad:?}");
+    }
+}
+
+#[test]
+fn bulk_bytes_cross_in_chunks_and_overruns_are_refused() {
+    let (mut a, mut b) = mem_pair();
+    let data: Vec<u8> = (0..(crate::BULK_CHUNK + 10)).map(|i| i as u8).collect();
+    crate::send_bulk(&mut a, 9, &data).unwrap();
+    assert_eq!(crate::recv_bulk(&mut b, 9, data.len(), "t").unwrap(), data);
+    crate::send_bulk(&mut a, 9, &[1, 2, 3]).unwrap();
+    assert!(crate::recv_bulk(&mut b, 9, 2, "t").is_err());
+    crate::send_bulk(&mut a, 8, &[1]).unwrap();
+    assert!(crate::recv_bulk(&mut b, 9, 1, "t").is_err());
+}

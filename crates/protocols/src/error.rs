@@ -50,6 +50,15 @@ pub enum ProtocolError {
     Unreachable(&'static str),
 }
 
+impl From<blindjoin_link::BulkError> for ProtocolError {
+    fn from(e: blindjoin_link::BulkError) -> Self {
+        match e {
+            blindjoin_link::BulkError::Link(l) => ProtocolError::Link(l),
+            blindjoin_link::BulkError::Decode(d) => ProtocolError::InvalidMessage(d),
+        }
+    }
+}
+
 impl From<blindjoin_ot::OtError> for ProtocolError {
     fn from(e: blindjoin_ot::OtError) -> Self {
         use blindjoin_ot::OtError;

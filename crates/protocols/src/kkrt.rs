@@ -189,16 +189,7 @@ fn receiver(
         received += count;
         ctx.progress.advance(count as u64);
     }
-    mine.sort_unstable();
-    mine.dedup();
-    if ctx.broadcast {
-        theirs.sort_unstable();
-        theirs.dedup();
-        crate::positions::send(link, &theirs, ctx.n_s)?;
-    }
-    Ok(PsiOutput {
-        intersection: Some(mine),
-    })
+    crate::positions::finish_receiver(link, mine, items.len(), theirs, ctx.n_s, ctx.broadcast)
 }
 
 fn sender(
