@@ -593,8 +593,15 @@ fn lenient_i64(v: &Value, field: &str) -> Result<i64, ConfigError> {
 
 /// `bucket_size` from `kkrt_config` (SecretFlow's `KkrtConfig` has only this field).
 fn kkrt_settings(cfg: Option<&BucketConfig>) -> Result<u64, ConfigError> {
-    let field = "psi_config.protocol_config.kkrt_config.bucket_size";
-    let bucket_size = match cfg.and_then(|c| c.bucket_size.as_ref()) {
+    bucket_size(
+        cfg.and_then(|c| c.bucket_size.as_ref()),
+        "psi_config.protocol_config.kkrt_config.bucket_size",
+    )
+}
+
+/// A protocol's `bucket_size`: [`DEFAULT_BUCKET_SIZE`] when absent, else a positive integer.
+fn bucket_size(value: Option<&Value>, field: &str) -> Result<u64, ConfigError> {
+    let bucket_size = match value {
         None => DEFAULT_BUCKET_SIZE,
         Some(v) => lenient_u64(v, field)?,
     };
@@ -620,17 +627,10 @@ fn rr22_settings(cfg: Option<&Rr22Config>) -> Result<(String, u64), ConfigError>
             &e.to_string().replace("invalid option: ", ""),
         )
     })?;
-    let field = "psi_config.protocol_config.rr22_config.bucket_size";
-    let bucket_size = match cfg.and_then(|c| c.bucket_size.as_ref()) {
-        None => DEFAULT_BUCKET_SIZE,
-        Some(v) => lenient_u64(v, field)?,
-    };
-    if bucket_size == 0 {
-        return Err(invalid(
-            field,
-            "must be at least 1 (default 1048576 keys per bucket)",
-        ));
-    }
+    let bucket_size = bucket_size(
+        cfg.and_then(|c| c.bucket_size.as_ref()),
+        "psi_config.protocol_config.rr22_config.bucket_size",
+    )?;
     Ok((mode.variant().to_string(), bucket_size))
 }
 
