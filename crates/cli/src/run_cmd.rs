@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use blindjoin_data::Rr22Mode;
 use blindjoin_data::{
     DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, LinkShape, Parties,
-    Protocol, Report, Role, RunSpec, TlsConfig, parse_curve, parse_launch_config,
+    Protocol, Report, Role, RunSpec, SpillMode, TlsConfig, parse_curve, parse_launch_config,
 };
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -41,9 +41,16 @@ pub(crate) struct RunArgs {
     /// RR22's mode (both parties must agree).
     #[arg(long, value_enum, default_value_t = Rr22ModeArg::Fast)]
     rr22_mode: Rr22ModeArg,
-    /// RR22 and KKRT: keys per hash bucket (both parties must agree).
+    /// Rows per hash bucket: the protocol runs bucket by bucket (both parties must agree).
     #[arg(long, default_value_t = DEFAULT_BUCKET_SIZE)]
     bucket_size: u64,
+    /// Spill the input to hash shards on disk so memory stays bounded: auto (inputs over
+    /// 256 MiB), always or never.
+    #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = parse_spill)]
+    spill: SpillMode,
+    /// Directory for spill shards and sorted runs (default: the system's temporary directory).
+    #[arg(long, value_name = "DIR")]
+    spill_dir: Option<PathBuf>,
     /// Input CSV file.
     #[arg(long, value_name = "FILE")]
     input: Option<PathBuf>,
@@ -235,7 +242,7 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
         anyhow::bail!("--bucket-size must be at least 1");
     }
     let (curve, variant, bucket_size) = match protocol {
-        Protocol::Ecdh => (Some(parse_curve(&a.curve)?), String::new(), 0),
+        Protocol::Ecdh => (Some(parse_curve(&a.curve)?), String::new(), a.bucket_size),
         Protocol::Kkrt => (None, String::new(), a.bucket_size),
         _ => (
             None,
@@ -279,6 +286,12 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
         join: Default::default(),
         tls: tls_from_args(a),
         link_shape: shape_from_args(a)?,
+        spill: a.spill,
+        spill_dir: a.spill_dir.clone(),
         warnings: Vec::new(),
     })
+}
+
+fn parse_spill(s: &str) -> Result<SpillMode, String> {
+    SpillMode::parse(s).ok_or_else(|| format!("{s:?}: use auto, always or never"))
 }

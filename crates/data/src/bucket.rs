@@ -1,28 +1,33 @@
 //! Hash bucketing: split both parties' keys by a portable hash into `B` buckets and run the
 //! protocol once per bucket, so per-run memory and the protocols' vectors stay bounded
-//! (SecretFlow's `bucket_size`, default 2^20 items).
+//! (SecretFlow's `bucket_size`, default 2^20 items), and so the data path can hold one bucket in
+//! memory at a time (see [`crate::spill`]).
 //!
-//! Both parties derive `B = ⌈max(n_ours, n_theirs) / bucket_size⌉` from the handshake, put each
-//! key digest into bucket `⌊h·B / 2^64⌋` (`h` = bytes 8..16 of the digest, little-endian — the
-//! digest is SHA-256 of the canonical key, so this is portable and uniform), exchange the
-//! per-bucket counts, then run bucket 0, 1, … in turn over the same link. Tags get
-//! `⌈log2 B⌉` extra bits so the 2^-40 false-match bound covers the whole run.
+//! Both parties derive `B`, the power of two at or above `max(n_ours, n_theirs) / bucket_size`,
+//! from the row counts in the handshake, and put each key digest into bucket `⌊h·B / 2^64⌋`
+//! (`h` = bytes 8..16 of the digest, little-endian — the digest is SHA-256 of the canonical key,
+//! so this is portable and uniform; with `B` a power of two it is the top `log2 B` bits of `h`,
+//! which lets a party that spilled its rows into fewer or more on-disk shards find each
+//! bucket's rows). They then run bucket 0, 1, … in turn over the same link; before each bucket
+//! they swap the number of unique keys they hold in it. Tags get `log2 B` extra bits so the
+//! 2^-40 false-match bound covers the whole run.
 //!
-//! Leakage beyond the protocol's own: each party learns how many of the peer's keys fall in each
-//! bucket (a histogram of a public hash of the peer's keys), as in SecretFlow.
+//! Leakage beyond the protocol's own: each party learns how many of the peer's unique keys fall
+//! in each bucket (a histogram of a public hash of the peer's keys), as in SecretFlow.
 
 use crate::error::DataError;
-use blindjoin_link::{Link, Reader, put_u32};
+use blindjoin_link::{Link, Reader, put_u32, put_u64};
 use blindjoin_protocols::{
     HandshakeChecked, ItemDigest, Progress, ProtocolError, PsiOptions, PsiOutput, run_psi,
 };
 
-/// Most buckets a run may use (the count message is then 256 KiB).
+/// Most buckets a run may use.
 pub const MAX_BUCKETS: usize = 1 << 16;
 
-const COUNTS_MAGIC: &[u8; 4] = b"BKTS";
+const COUNT_MAGIC: &[u8; 4] = b"BKT1";
 
-/// Number of buckets for the two parties' item counts.
+/// Number of buckets for the two parties' row counts: the power of two at or above
+/// `max / bucket_size` (1 when `bucket_size` is 0).
 ///
 /// # Errors
 /// More than [`MAX_BUCKETS`] buckets would be needed.
@@ -30,10 +35,15 @@ pub fn bucket_count(n_ours: u64, n_theirs: u64, bucket_size: u64) -> Result<usiz
     if bucket_size == 0 {
         return Ok(1);
     }
-    let b = n_ours.max(n_theirs).div_ceil(bucket_size).max(1);
+    let b = n_ours
+        .max(n_theirs)
+        .div_ceil(bucket_size)
+        .max(1)
+        .checked_next_power_of_two()
+        .unwrap_or(u64::MAX);
     if b > MAX_BUCKETS as u64 {
         return Err(DataError::Protocol(ProtocolError::Config(format!(
-            "bucket_size {bucket_size} would split {} keys into {b} buckets (at most \
+            "bucket_size {bucket_size} would split {} rows into {b} buckets (at most \
              {MAX_BUCKETS}); raise rr22_config.bucket_size / kkrt_config.bucket_size",
             n_ours.max(n_theirs)
         ))));
@@ -48,11 +58,123 @@ pub fn bucket_of(d: &ItemDigest, b: usize) -> usize {
     ((u128::from(u64::from_le_bytes(w)) * b as u128) >> 64) as usize
 }
 
-/// Runs the agreed protocol over `items`, bucketed when the handshake says so; returns indices
-/// into `items` like [`run_psi`].
+/// Runs the agreed protocol bucket by bucket over one link; the caller hands it each bucket's
+/// unique digests in bucket order.
+pub struct BucketedPsi<'h> {
+    hs: &'h HandshakeChecked,
+    opts: PsiOptions,
+    buckets: usize,
+    next: usize,
+    peer_keys: u64,
+}
+
+impl<'h> BucketedPsi<'h> {
+    /// Sets up the run the handshake agreed.
+    ///
+    /// # Errors
+    /// The row counts need too many buckets.
+    pub fn new(hs: &'h HandshakeChecked, opts: &PsiOptions) -> Result<Self, DataError> {
+        let buckets = bucket_count(
+            hs.ours.item_count,
+            hs.theirs.item_count,
+            hs.ours.bucket_size,
+        )?;
+        let mut opts = opts.clone();
+        opts.extra_stat_bits += usize::BITS - (buckets - 1).leading_zeros();
+        Ok(BucketedPsi {
+            hs,
+            opts,
+            buckets,
+            next: 0,
+            peer_keys: 0,
+        })
+    }
+
+    /// The number of buckets.
+    pub fn buckets(&self) -> usize {
+        self.buckets
+    }
+
+    /// The peer's unique keys in the buckets run so far.
+    pub fn peer_keys(&self) -> u64 {
+        self.peer_keys
+    }
+
+    /// Whether every bucket has run.
+    pub fn done(&self) -> bool {
+        self.next == self.buckets
+    }
+
+    /// Runs the next bucket on our unique digests in it; returns the indices into `items` of
+    /// the intersection when this party learns it.
+    ///
+    /// # Errors
+    /// Protocol and link errors; a peer whose bucket counts are implausible.
+    pub fn run_next(
+        &mut self,
+        link: &mut dyn Link,
+        items: &[ItemDigest],
+        progress: &dyn Progress,
+    ) -> Result<Option<Vec<usize>>, DataError> {
+        let k = self.next;
+        if k >= self.buckets {
+            return Err(DataError::Protocol(ProtocolError::Config(
+                "internal: more buckets run than agreed".into(),
+            )));
+        }
+        let theirs = self.exchange_count(link, k, items.len() as u64)?;
+        self.peer_keys += theirs;
+        self.next += 1;
+        let bhs = self.hs.for_bucket(items.len() as u64, theirs);
+        let out = run_psi(link, &bhs, &self.opts, items, progress)?;
+        Ok(out.intersection)
+    }
+
+    /// Swaps bucket `k`'s unique-key count with the peer and bounds the peer's.
+    fn exchange_count(&self, link: &mut dyn Link, k: usize, ours: u64) -> Result<u64, DataError> {
+        let mut msg = COUNT_MAGIC.to_vec();
+        put_u32(&mut msg, k as u32);
+        put_u64(&mut msg, ours);
+        link.send(&msg).map_err(ProtocolError::from)?;
+        let reply = link.recv().map_err(ProtocolError::from)?;
+        let bad = |why: String| DataError::Protocol(ProtocolError::PeerMisbehaved(why));
+        let mut r = Reader::new(&reply, "bucket count");
+        if r.take(4).map_err(ProtocolError::from)? != COUNT_MAGIC {
+            return Err(bad("the bucket count has the wrong magic".into()));
+        }
+        let their_k = r.u32().map_err(ProtocolError::from)? as usize;
+        let theirs = r.u64().map_err(ProtocolError::from)?;
+        r.finish().map_err(ProtocolError::from)?;
+        if their_k != k {
+            return Err(bad(format!(
+                "the peer is at bucket {their_k}, this party at bucket {k}"
+            )));
+        }
+        let total = self.hs.theirs.item_count;
+        if self.peer_keys.saturating_add(theirs) > total {
+            return Err(bad(format!(
+                "the peer's bucket counts exceed the {total} rows it announced"
+            )));
+        }
+        // A uniform hash loads each bucket with mean ± a few standard deviations; a count far
+        // above that is a peer trying to make this party allocate one huge bucket.
+        let cap = 2 * total / self.buckets as u64 + 1024;
+        if theirs > cap {
+            return Err(bad(format!(
+                "the peer claims {theirs} keys in bucket {k} of {} (of {total} rows in all); a \
+                 hash cannot load a bucket that unevenly",
+                self.buckets
+            )));
+        }
+        Ok(theirs)
+    }
+}
+
+/// Runs the agreed protocol over unique digests `items` held in memory, bucket by bucket;
+/// returns indices into `items` like [`run_psi`].
 ///
 /// # Errors
-/// Protocol and link errors; a peer whose bucket counts do not add up.
+/// Protocol and link errors; a peer whose bucket counts are implausible.
 pub fn run_bucketed(
     link: &mut dyn Link,
     hs: &HandshakeChecked,
@@ -60,41 +182,16 @@ pub fn run_bucketed(
     items: &[ItemDigest],
     progress: &dyn Progress,
 ) -> Result<PsiOutput, DataError> {
-    let size = hs.ours.bucket_size;
-    let b = bucket_count(hs.ours.item_count, hs.theirs.item_count, size)?;
-    if size == 0 || b == 1 {
-        return Ok(run_psi(link, hs, opts, items, progress)?);
+    let mut psi = BucketedPsi::new(hs, opts)?;
+    let b = psi.buckets();
+    let mut by_bucket: Vec<Vec<usize>> = vec![Vec::new(); b];
+    for (i, d) in items.iter().enumerate() {
+        by_bucket[bucket_of(d, b)].push(i);
     }
-
-    // Counting sort of our items by bucket.
-    let buckets: Vec<usize> = items.iter().map(|d| bucket_of(d, b)).collect();
-    let mut ours = vec![0u32; b];
-    for &k in &buckets {
-        ours[k] += 1;
-    }
-    let mut start = vec![0usize; b + 1];
-    for k in 0..b {
-        start[k + 1] = start[k] + ours[k] as usize;
-    }
-    let mut order = vec![0usize; items.len()];
-    let mut fill = start.clone();
-    for (i, &k) in buckets.iter().enumerate() {
-        order[fill[k]] = i;
-        fill[k] += 1;
-    }
-    drop(buckets);
-
-    let theirs = exchange_counts(link, &ours, hs.theirs.item_count)?;
-    let mut bucket_opts = opts.clone();
-    bucket_opts.extra_stat_bits = opts.extra_stat_bits + (usize::BITS - (b - 1).leading_zeros());
-
     let mut result: Option<Vec<usize>> = None;
-    for k in 0..b {
-        let idx = &order[start[k]..start[k + 1]];
+    for idx in by_bucket {
         let sub: Vec<ItemDigest> = idx.iter().map(|&i| items[i]).collect();
-        let bhs = hs.for_bucket(u64::from(ours[k]), u64::from(theirs[k]));
-        let out = run_psi(link, &bhs, &bucket_opts, &sub, progress)?;
-        if let Some(found) = out.intersection {
+        if let Some(found) = psi.run_next(link, &sub, progress)? {
             result
                 .get_or_insert_with(Vec::new)
                 .extend(found.into_iter().map(|j| idx[j]));
@@ -102,64 +199,10 @@ pub fn run_bucketed(
     }
     if let Some(r) = result.as_mut() {
         r.sort_unstable();
-    } else if hs.we_learn_result() {
-        result = Some(Vec::new());
     }
     Ok(PsiOutput {
         intersection: result,
     })
-}
-
-/// Sends our per-bucket counts and returns the peer's, checked against its announced total.
-fn exchange_counts(
-    link: &mut dyn Link,
-    ours: &[u32],
-    their_total: u64,
-) -> Result<Vec<u32>, DataError> {
-    let mut msg = COUNTS_MAGIC.to_vec();
-    put_u32(&mut msg, ours.len() as u32);
-    for &c in ours {
-        put_u32(&mut msg, c);
-    }
-    link.send(&msg).map_err(ProtocolError::from)?;
-    let reply = link.recv().map_err(ProtocolError::from)?;
-    let bad = |why: String| DataError::Protocol(ProtocolError::PeerMisbehaved(why));
-    let mut r = Reader::new(&reply, "bucket counts");
-    if r.take(4).map_err(ProtocolError::from)? != COUNTS_MAGIC {
-        return Err(bad("bucket counts have the wrong magic".into()));
-    }
-    let b = r.u32().map_err(ProtocolError::from)? as usize;
-    if b != ours.len() {
-        return Err(bad(format!(
-            "the peer split into {b} buckets, this party into {}",
-            ours.len()
-        )));
-    }
-    let mut theirs = Vec::with_capacity(b);
-    for _ in 0..b {
-        theirs.push(r.u32().map_err(ProtocolError::from)?);
-    }
-    r.finish().map_err(ProtocolError::from)?;
-    let sum: u64 = theirs.iter().map(|&c| u64::from(c)).sum();
-    if sum != their_total {
-        return Err(bad(format!(
-            "the peer's bucket counts add up to {sum}, but it announced {their_total} keys"
-        )));
-    }
-    // A uniform hash loads each bucket with mean ± a few standard deviations; a count far above
-    // that is a peer trying to make this party allocate one huge bucket.
-    let cap = 2 * their_total / b as u64 + 1024;
-    if let Some((k, &c)) = theirs
-        .iter()
-        .enumerate()
-        .find(|&(_, &c)| u64::from(c) > cap)
-    {
-        return Err(bad(format!(
-            "the peer claims {c} keys in bucket {k} of {b} (of {their_total} in all); a hash \
-             cannot load a bucket that unevenly"
-        )));
-    }
-    Ok(theirs)
 }
 
 #[cfg(test)]
@@ -253,45 +296,56 @@ mod tests {
 
     #[test]
     fn lying_bucket_counts_are_a_typed_error() {
-        let (mut la, mut lb) = mem_pair();
-        let t = std::thread::spawn(move || {
-            // Claims 3 buckets of 1 key each for a 5-key announcement.
-            let mut msg = COUNTS_MAGIC.to_vec();
-            put_u32(&mut msg, 3);
-            for _ in 0..3 {
-                put_u32(&mut msg, 1);
-            }
-            lb.send(&msg).unwrap();
-            let _ = lb.recv();
-        });
-        let e = exchange_counts(&mut la, &[2, 2, 1], 5)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("add up to 3") && e.contains("5"), "{e}");
-        t.join().unwrap();
-
-        let (mut la, mut lb) = mem_pair();
-        let t = std::thread::spawn(move || {
-            // 100,000 keys, all claimed to sit in bucket 0 of 4.
-            let mut msg = COUNTS_MAGIC.to_vec();
-            for c in [4, 100_000, 0, 0, 0] {
-                put_u32(&mut msg, c);
-            }
-            lb.send(&msg).unwrap();
-            let _ = lb.recv();
-        });
-        let e = exchange_counts(&mut la, &[1, 1, 1, 1], 100_000)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("bucket 0"), "{e}");
-        t.join().unwrap();
+        // The receiver announces 100 rows, the "sender" 100,000, then claims too much.
+        for (claims, want) in [
+            (vec![(0u32, 100_001u64)], "exceed"),
+            (vec![(0, 60_000)], "unevenly"),
+            (vec![(1, 1)], "at bucket 1"),
+        ] {
+            let (mut la, mut lb) = mem_pair();
+            let t = std::thread::spawn(move || {
+                let hello = Hello::new(
+                    Protocol::Rr22,
+                    None,
+                    Role::Sender,
+                    1,
+                    "INNER",
+                    true,
+                    100_000,
+                )
+                .with_variant("fast")
+                .with_bucket_size(1 << 14);
+                handshake(&mut lb, hello).unwrap();
+                for (k, c) in claims {
+                    let _ = lb.recv();
+                    let mut msg = COUNT_MAGIC.to_vec();
+                    put_u32(&mut msg, k);
+                    put_u64(&mut msg, c);
+                    let _ = lb.send(&msg);
+                }
+            });
+            let hello = Hello::new(Protocol::Rr22, None, Role::Receiver, 1, "INNER", true, 100)
+                .with_variant("fast")
+                .with_bucket_size(1 << 14);
+            let hs = handshake(&mut la, hello).unwrap();
+            let mut psi = BucketedPsi::new(&hs, &PsiOptions::default()).unwrap();
+            assert_eq!(psi.buckets(), 8);
+            let e = psi
+                .run_next(&mut la, &digests("k", 0..10), &NoProgress)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{e}");
+            drop(la);
+            t.join().unwrap();
+        }
     }
 
     #[test]
     fn bucket_count_and_index() {
         assert_eq!(bucket_count(10, 20, 0).unwrap(), 1);
         assert_eq!(bucket_count(0, 0, 5).unwrap(), 1);
-        assert_eq!(bucket_count(10, 21, 5).unwrap(), 5);
+        assert_eq!(bucket_count(10, 21, 5).unwrap(), 8);
+        assert_eq!(bucket_count(10, 20, 5).unwrap(), 4);
         assert!(bucket_count(1 << 40, 0, 1).is_err());
         let d = [0xffu8; 16];
         assert_eq!(bucket_of(&d, 7), 6);

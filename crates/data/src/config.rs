@@ -9,7 +9,9 @@
 
 use crate::error::ConfigError;
 use crate::join::JoinType;
-use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, JoinSpec, Parties, RunSpec};
+use crate::spec::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, JoinSpec, Parties, RunSpec, SpillMode,
+};
 use blindjoin_crypto::Curve;
 use blindjoin_link::TlsConfig;
 use blindjoin_protocols::rr22::Rr22Mode;
@@ -170,6 +172,8 @@ struct Extensions {
     report_path: Option<String>,
     secret_key_path: Option<String>,
     connect_timeout_ms: Option<Value>,
+    spill: Option<String>,
+    spill_dir: Option<String>,
 }
 
 /// Parses a launch config from `text`; `source` names it in errors.
@@ -302,7 +306,7 @@ pub fn parse_launch_config(
     let (variant, bucket_size) = match protocol {
         Protocol::Rr22 => rr22_settings(pc.rr22_config.as_ref())?,
         Protocol::Kkrt => (String::new(), kkrt_settings(pc.kkrt_config.as_ref())?),
-        _ => (String::new(), 0),
+        _ => (String::new(), DEFAULT_BUCKET_SIZE),
     };
 
     // Input and output.
@@ -536,6 +540,15 @@ pub fn parse_launch_config(
         recv_timeout,
         tls,
         link_shape: None,
+        spill: match ext.as_ref().and_then(|e| e.spill.as_deref()) {
+            None => SpillMode::Auto,
+            Some(v) => SpillMode::parse(v)
+                .ok_or_else(|| invalid("blindjoin.spill", "must be auto, always or never"))?,
+        },
+        spill_dir: ext
+            .as_ref()
+            .and_then(|e| e.spill_dir.as_deref())
+            .map(resolve),
         warnings,
     })
 }

@@ -310,6 +310,27 @@ impl<'a> CsvReader<'a> {
         Ok(reader)
     }
 
+    /// A reader for a later block of the same file, for streaming it block by block: `bytes`
+    /// starts at a record boundary that is on physical line `line`, and its records have the
+    /// columns `header` (already read from the file's start).
+    pub fn resume(bytes: &'a [u8], path: &Path, header: &[String], line: u64) -> Self {
+        CsvReader {
+            bytes,
+            path: path.to_path_buf(),
+            header: header.to_vec(),
+            header_line: 1,
+            pos: 0,
+            line,
+            line_start: 0,
+            failed: None,
+        }
+    }
+
+    /// 1-based physical line of the next unread byte.
+    pub fn line(&self) -> u64 {
+        self.line
+    }
+
     /// The column names, in file order (never empty).
     pub fn header(&self) -> &[String] {
         &self.header

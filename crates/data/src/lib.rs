@@ -15,17 +15,23 @@ mod error;
 pub mod generate;
 pub mod join;
 mod output;
+mod process;
 mod report;
+mod rows;
 mod run;
+#[cfg(test)]
+mod run_tests;
+mod runs;
 mod spec;
+mod spill;
 mod table;
 
 pub use config::{DEFAULT_BUCKET_SIZE, parse_curve, parse_launch_config};
 pub use error::{ConfigError, DataError};
 pub use output::{AtomicFile, write_atomic};
 pub use report::{Report, Stages, peak_rss_bytes};
-pub use run::{Prepared, prepare, run, run_on_link};
-pub use spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, RunSpec};
+pub use run::{AUTO_SPILL_BYTES, Prepared, prepare, run, run_on_link};
+pub use spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, RunSpec, SpillMode};
 pub use table::{Table, cmp_keys};
 
 pub use blindjoin_crypto::Curve;

@@ -37,6 +37,9 @@ pub struct Report {
     /// Hash buckets the run was split into (1 when not bucketed).
     #[serde(default = "one")]
     pub buckets: u64,
+    /// Whether the input was spilled to disk in hash shards (large inputs).
+    #[serde(default)]
+    pub spilled: bool,
     /// Rows in the input.
     pub original_count: i64,
     /// Unique keys in the input.
@@ -57,6 +60,9 @@ pub struct Report {
     pub bytes_received: u64,
     /// Stage timings.
     pub stages: Stages,
+    /// Seconds spent on each bucket (grouping, protocol, join counts, sorted runs).
+    #[serde(default)]
+    pub bucket_s: Vec<f64>,
     /// Peak resident memory of this process, in bytes (Linux; 0 elsewhere).
     pub peak_rss_bytes: u64,
 }

@@ -71,8 +71,36 @@ pub struct RunSpec {
     pub link_shape: Option<LinkShape>,
     /// The join written to the output; see [`crate::join`].
     pub join: JoinSpec,
+    /// Whether to spill the input to disk (bounded memory for large tables).
+    pub spill: SpillMode,
+    /// Where spill shards and sorted runs go (default: the system's temporary directory).
+    pub spill_dir: Option<PathBuf>,
     /// Non-fatal notes from config parsing, printed before the run.
     pub warnings: Vec<String>,
+}
+
+/// Whether a run holds its table in memory or spills it into hash shards on disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SpillMode {
+    /// Spill inputs larger than [`crate::AUTO_SPILL_BYTES`].
+    #[default]
+    Auto,
+    /// Always spill.
+    Always,
+    /// Never spill (memory grows with the table).
+    Never,
+}
+
+impl SpillMode {
+    /// Parses `auto`, `always`/`on`, `never`/`off`.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => SpillMode::Auto,
+            "always" | "on" => SpillMode::Always,
+            "never" | "off" => SpillMode::Never,
+            _ => return None,
+        })
+    }
 }
 
 /// How the intersection is joined back onto the rows.

@@ -8,7 +8,6 @@
 
 use crate::csv::{CsvReader, FieldSpan, RecordSpan, field_value};
 use crate::error::DataError;
-use blindjoin_crypto::{ItemDigest, item_digest};
 use rayon::prelude::*;
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
@@ -41,55 +40,13 @@ impl Table {
         })?;
         let mut reader = CsvReader::new(&bytes, path)?;
         let header = reader.header().to_vec();
-        let key_cols = keys
-            .iter()
-            .map(|k| {
-                reader
-                    .column_index(k)
-                    .ok_or_else(|| DataError::MissingKeyColumn {
-                        path: path.to_path_buf(),
-                        column: k.clone(),
-                        available: header
-                            .iter()
-                            .map(|h| format!("{h:?}"))
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-
+        let key_cols = KeyColumns::find(&reader, keys)?;
         let mut records = Vec::new();
         let mut key_buf = Vec::new();
         let mut key_ends = Vec::new();
         let mut fields: Vec<FieldSpan> = Vec::new();
         while let Some(rec) = reader.next_record(&mut fields)? {
-            for (&col, name) in key_cols.iter().zip(keys) {
-                let Some(span) = fields.get(col) else {
-                    return Err(DataError::EmptyKey {
-                        path: path.to_path_buf(),
-                        line: rec.line,
-                        field: name.clone(),
-                    });
-                };
-                let value = field_value(&bytes, span);
-                if value.is_empty() {
-                    return Err(DataError::EmptyKey {
-                        path: path.to_path_buf(),
-                        line: rec.line,
-                        field: name.clone(),
-                    });
-                }
-                if let Err(e) = std::str::from_utf8(&value) {
-                    return Err(DataError::NonUtf8Key {
-                        path: path.to_path_buf(),
-                        line: rec.line,
-                        field: name.clone(),
-                        offset: e.valid_up_to(),
-                    });
-                }
-                key_buf.extend_from_slice(&(value.len() as u32).to_be_bytes());
-                key_buf.extend_from_slice(&value);
-            }
+            key_cols.append_key(&bytes, &fields, rec.line, path, &mut key_buf)?;
             key_ends.push(key_buf.len());
             records.push(rec);
         }
@@ -125,59 +82,85 @@ impl Table {
         let r = &self.records[i];
         &self.bytes[r.start..r.end]
     }
+}
 
-    /// Groups rows by key: the unique keys' digests (sorted) and, for each, the rows holding it
-    /// (in input order).
-    pub fn unique_keys(&self) -> UniqueKeys {
-        let by_digest = sort_uniform(
-            (0..self.len())
-                .into_par_iter()
-                .map(|i| (u128::from_be_bytes(item_digest(self.key(i))), i as u32))
-                .collect(),
-        );
-        let mut digests = Vec::new();
-        let mut group_ends = Vec::new();
-        let mut rows = Vec::with_capacity(by_digest.len());
-        for (i, &(d, row)) in by_digest.iter().enumerate() {
-            if i > 0 && by_digest[i - 1].0 != d {
-                group_ends.push(rows.len());
-            }
-            if i == 0 || by_digest[i - 1].0 != d {
-                digests.push(d.to_be_bytes());
-            }
-            rows.push(row);
-        }
-        if !rows.is_empty() {
-            group_ends.push(rows.len());
-        }
-        UniqueKeys {
-            digests,
-            rows,
-            group_ends,
-        }
+/// Where the key columns are in a file, and how to turn a record's key fields into the
+/// canonical key.
+pub(crate) struct KeyColumns {
+    cols: Vec<usize>,
+    names: Vec<String>,
+}
+
+impl KeyColumns {
+    /// Looks the key columns up in the header.
+    ///
+    /// # Errors
+    /// A key column the file does not have (the message lists the ones it has).
+    pub(crate) fn find(reader: &CsvReader<'_>, keys: &[String]) -> Result<Self, DataError> {
+        let header = reader.header();
+        let cols = keys
+            .iter()
+            .map(|k| {
+                reader
+                    .column_index(k)
+                    .ok_or_else(|| DataError::MissingKeyColumn {
+                        path: reader.path().to_path_buf(),
+                        column: k.clone(),
+                        available: header
+                            .iter()
+                            .map(|h| format!("{h:?}"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(KeyColumns {
+            cols,
+            names: keys.to_vec(),
+        })
     }
-}
 
-/// Rows grouped by unique key.
-pub struct UniqueKeys {
-    /// One digest per unique key, sorted.
-    pub digests: Vec<ItemDigest>,
-    rows: Vec<u32>,
-    group_ends: Vec<usize>,
-}
-
-impl UniqueKeys {
-    /// The rows whose key is unique key `k`.
-    pub fn rows_of(&self, k: usize) -> &[u32] {
-        let start = if k == 0 { 0 } else { self.group_ends[k - 1] };
-        &self.rows[start..self.group_ends[k]]
+    /// Appends the canonical key of the record whose fields are `fields` (spans into `bytes`,
+    /// starting on `line`) to `out`.
+    ///
+    /// # Errors
+    /// An empty or non-UTF-8 key field, named by line and column name.
+    pub(crate) fn append_key(
+        &self,
+        bytes: &[u8],
+        fields: &[FieldSpan],
+        line: u64,
+        path: &Path,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DataError> {
+        for (&col, name) in self.cols.iter().zip(&self.names) {
+            let value = fields.get(col).map(|span| field_value(bytes, span));
+            let Some(value) = value.filter(|v| !v.is_empty()) else {
+                return Err(DataError::EmptyKey {
+                    path: path.to_path_buf(),
+                    line,
+                    field: name.clone(),
+                });
+            };
+            if let Err(e) = std::str::from_utf8(&value) {
+                return Err(DataError::NonUtf8Key {
+                    path: path.to_path_buf(),
+                    line,
+                    field: name.clone(),
+                    offset: e.valid_up_to(),
+                });
+            }
+            out.extend_from_slice(&(value.len() as u32).to_be_bytes());
+            out.extend_from_slice(&value);
+        }
+        Ok(())
     }
 }
 
 /// Sorts `(digest, row)` pairs whose digests are uniformly random: one counting pass on the top
 /// 16 bits into 65,536 buckets (a few pairs each), then a sort per bucket — linear time, where a
 /// comparison sort of 2^20 pairs costs several times more.
-fn sort_uniform(v: Vec<(u128, u32)>) -> Vec<(u128, u32)> {
+pub(crate) fn sort_uniform(v: Vec<(u128, u32)>) -> Vec<(u128, u32)> {
     const SHIFT: u32 = 128 - 16;
     if v.len() < 1 << 12 {
         let mut v = v;
@@ -211,16 +194,15 @@ fn sort_uniform(v: Vec<(u128, u32)>) -> Vec<(u128, u32)> {
     out
 }
 
-/// Sorts row numbers by key in [`cmp_keys`] order, ties by row number (so rows with equal keys
-/// keep their input order).
-///
-/// Sorts by a 16-byte prefix of the first key field first (as an integer; zero-padded, which
-/// never contradicts [`cmp_keys`]: padded prefixes that differ order like the keys), then
-/// settles runs of equal prefixes with the full comparison.
-pub fn sort_rows_by_key(table: &Table, rows: &mut [u32]) {
-    let mut keyed: Vec<(u128, u32)> = rows
+/// Sorts ids by their keys in [`cmp_keys`] order (ties by id): first by a 16-byte prefix of
+/// the first key field as an integer (zero-padded, which never contradicts [`cmp_keys`]), on
+/// all cores and without touching the keys again, then settles runs of equal prefixes with the
+/// full comparison. A comparison sort that fetches both keys per comparison is several times
+/// slower on millions of rows (each fetch is a cache miss).
+pub(crate) fn sort_by_key<'k>(ids: &mut [usize], key_of: impl Fn(usize) -> &'k [u8] + Sync) {
+    let mut keyed: Vec<(u128, usize)> = ids
         .par_iter()
-        .map(|&r| (key_prefix(table.key(r as usize)), r))
+        .map(|&i| (key_prefix(key_of(i)), i))
         .collect();
     keyed.par_sort_unstable();
     let mut i = 0;
@@ -230,14 +212,13 @@ pub fn sort_rows_by_key(table: &Table, rows: &mut [u32]) {
             j += 1;
         }
         if j - i > 1 {
-            keyed[i..j].sort_unstable_by(|a, b| {
-                cmp_keys(table.key(a.1 as usize), table.key(b.1 as usize)).then(a.1.cmp(&b.1))
-            });
+            keyed[i..j]
+                .sort_unstable_by(|a, b| cmp_keys(key_of(a.1), key_of(b.1)).then(a.1.cmp(&b.1)));
         }
         i = j;
     }
-    for (dst, (_, r)) in rows.iter_mut().zip(keyed) {
-        *dst = r;
+    for (dst, (_, id)) in ids.iter_mut().zip(keyed) {
+        *dst = id;
     }
 }
 
@@ -290,7 +271,6 @@ mod tests {
         let p = write("collide", "k1,k2\n\"a,b\",c\na,\"b,c\"\n");
         let t = Table::read(&p, &["k1".into(), "k2".into()]).unwrap();
         assert_ne!(t.key(0), t.key(1));
-        assert_eq!(t.unique_keys().digests.len(), 2);
     }
 
     #[test]
@@ -298,9 +278,6 @@ mod tests {
         let p = write("quoted", "id,x\n\"abc\",1\nabc,2\n");
         let t = Table::read(&p, &["id".into()]).unwrap();
         assert_eq!(t.key(0), t.key(1));
-        let u = t.unique_keys();
-        assert_eq!(u.digests.len(), 1);
-        assert_eq!(u.rows_of(0), &[0, 1]);
     }
 
     #[test]
@@ -325,21 +302,20 @@ mod tests {
         let p = write("header", "id,x\n");
         let t = Table::read(&p, &["id".into()]).unwrap();
         assert!(t.is_empty());
-        assert!(t.unique_keys().digests.is_empty());
     }
 
     #[test]
-    fn sorting_rows_by_key_matches_the_full_comparison() {
-        // Shared 16-byte prefixes, embedded NULs, prefixes of each other, multi-column ties.
+    fn sorting_by_key_matches_the_full_comparison() {
+        // Shared 16-byte prefixes, embedded quotes, prefixes of each other, multi-column ties.
         let text = "a,b\n\
                     0123456789abcdefZ,1\n0123456789abcdef,2\n0123456789abcdefA,1\n\
                     ab,x\nab,\"\"\"\"\nab,x\nb,1\n\"a\",2\n0123456789abcdef,1\n";
         let p = write("sortrows", text);
         let t = Table::read(&p, &["a".into(), "b".into()]).unwrap();
-        let mut rows: Vec<u32> = (0..t.len() as u32).collect();
-        sort_rows_by_key(&t, &mut rows);
-        let mut want: Vec<u32> = (0..t.len() as u32).collect();
-        want.sort_by(|&x, &y| cmp_keys(t.key(x as usize), t.key(y as usize)).then(x.cmp(&y)));
+        let mut rows: Vec<usize> = (0..t.len()).collect();
+        sort_by_key(&mut rows, |r| t.key(r));
+        let mut want: Vec<usize> = (0..t.len()).collect();
+        want.sort_by(|&x, &y| cmp_keys(t.key(x), t.key(y)).then(x.cmp(&y)));
         assert_eq!(rows, want);
     }
 

@@ -6,7 +6,7 @@ use crate::{Curve, Protocol, ProtocolError, Role};
 use blindjoin_link::{Link, Reader, put_bytes_u16, put_u32, put_u64};
 
 /// Version of the wire format; both parties must speak the same one.
-pub const WIRE_VERSION: &str = concat!("blindjoin/", env!("CARGO_PKG_VERSION"), "/wire-3");
+pub const WIRE_VERSION: &str = concat!("blindjoin/", env!("CARGO_PKG_VERSION"), "/wire-4");
 /// Longest string field in a hello.
 const MAX_FIELD: usize = 128;
 
@@ -76,7 +76,7 @@ impl Hello {
         self
     }
 
-    fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(128);
         put_bytes_u16(&mut out, self.version.as_bytes());
         put_bytes_u16(&mut out, self.protocol.as_bytes());

@@ -1,0 +1,369 @@
+//! The per-bucket work of a run: group a bucket's rows by key, run the protocol on the unique
+//! digests, swap the matched keys' row counts with the peer (for the join's pairs), and append
+//! the bucket's output groups to sorted runs; at the end, swap the unmatched totals and the
+//! intersection digest, and merge the runs into the output file.
+//!
+//! Every bucket's output is sorted on its own; merging the runs (by key when aligned, by row
+//! number when not) gives exactly the order of one global sort, so a spilled run and an
+//! in-memory run write the same bytes (see [`crate::join`] for the layout).
+
+use crate::bucket::BucketedPsi;
+use crate::error::DataError;
+use crate::join::{JoinType, MAX_OUTPUT_ROWS, exchange_counts};
+use crate::output::AtomicFile;
+use crate::rows::{BucketRows, digest_of_order};
+use crate::runs::{Runs, SortBy};
+use crate::spec::RunSpec;
+use crate::table::sort_by_key;
+use blindjoin_crypto::{ItemDigest, item_digest};
+use blindjoin_link::Link;
+use blindjoin_protocols::{NoProgress, Progress, ProtocolError};
+use std::path::Path;
+
+/// What a finished run found.
+#[derive(Debug, Default)]
+pub struct Totals {
+    /// Our unique keys.
+    pub keys: u64,
+    /// Unique keys in the intersection (when we learn it).
+    pub matched_keys: u64,
+    /// Rows written to the output.
+    pub output_rows: u64,
+    /// Seconds per bucket.
+    pub bucket_s: Vec<f64>,
+}
+
+/// Where the output runs live.
+pub enum RunsAt<'a> {
+    /// In memory.
+    Memory,
+    /// In files in this directory.
+    Disk(&'a Path),
+}
+
+/// One party's bucket-by-bucket run.
+pub struct Processor<'a> {
+    spec: &'a RunSpec,
+    psi: BucketedPsi<'a>,
+    learns: bool,
+    /// Both parties learn the result, so the join can pair and pad rows.
+    joined: bool,
+    am_left: bool,
+    /// Matched groups (aligned), or every kept row (not aligned).
+    matched: Runs,
+    /// Our unmatched groups, when the join keeps them and the output is aligned.
+    unmatched: Runs,
+    own_unmatched_rows: u64,
+    intersection_digest: ItemDigest,
+    totals: Totals,
+}
+
+impl<'a> Processor<'a> {
+    /// Prepares the runs.
+    ///
+    /// # Errors
+    /// A run file cannot be created.
+    pub fn new(spec: &'a RunSpec, psi: BucketedPsi<'a>, at: RunsAt<'_>) -> Result<Self, DataError> {
+        let sort = if spec.align {
+            SortBy::Key
+        } else {
+            SortBy::Bytes
+        };
+        let runs = |name: &str| match at {
+            RunsAt::Memory => Ok(Runs::in_memory(sort)),
+            RunsAt::Disk(dir) => Runs::on_disk(dir.join(name), sort),
+        };
+        Ok(Processor {
+            learns: spec.learns_result(),
+            joined: spec.learns_result() && spec.broadcast_result,
+            am_left: spec.role == spec.join.left_side,
+            matched: runs("matched-runs")?,
+            unmatched: runs("unmatched-runs")?,
+            own_unmatched_rows: 0,
+            intersection_digest: item_digest(b"blindjoin/intersection-digest/v2"),
+            totals: Totals::default(),
+            spec,
+            psi,
+        })
+    }
+
+    /// Runs the next bucket on its rows (sorted by order key and row).
+    ///
+    /// # Errors
+    /// Protocol, link and run-file errors; a peer whose join counts do not line up.
+    pub fn bucket(
+        &mut self,
+        link: &mut dyn Link,
+        rows: &impl BucketRows,
+        progress: &dyn Progress,
+    ) -> Result<(), DataError> {
+        let t = std::time::Instant::now();
+        // Group rows by key: `ends[g]` is where group `g` ends.
+        let mut ends = Vec::new();
+        let mut digests = Vec::new();
+        for i in 0..rows.len() {
+            if i + 1 == rows.len() || rows.order(i + 1) != rows.order(i) {
+                ends.push(i + 1);
+                digests.push(digest_of_order(rows.order(i)));
+            }
+        }
+        self.totals.keys += digests.len() as u64;
+        let group = |g: usize| (if g == 0 { 0 } else { ends[g - 1] })..ends[g];
+
+        let quiet = self.psi.buckets() > 1;
+        let proto_progress: &dyn Progress = if quiet { &NoProgress } else { progress };
+        let found = self.psi.run_next(link, &digests, proto_progress)?;
+        if let (true, Some(mut found)) = (self.learns, found) {
+            found.sort_unstable();
+            found.dedup();
+            if found.last().is_some_and(|&g| g >= digests.len()) {
+                return Err(DataError::Protocol(ProtocolError::PeerMisbehaved(
+                    "the protocol returned an item index out of range".into(),
+                )));
+            }
+            self.totals.matched_keys += found.len() as u64;
+            if self.spec.join.check_hash_digest {
+                let mut all = self.intersection_digest.to_vec();
+                for &g in &found {
+                    all.extend_from_slice(&digests[g]);
+                }
+                self.intersection_digest = item_digest(&all);
+            }
+            let mut is_matched = vec![false; digests.len()];
+            for &g in &found {
+                is_matched[g] = true;
+            }
+            let unmatched: Vec<usize> = (0..digests.len()).filter(|&g| !is_matched[g]).collect();
+            self.own_unmatched_rows += unmatched
+                .iter()
+                .map(|&g| group(g).len() as u64)
+                .sum::<u64>();
+            if self.spec.align {
+                self.aligned(link, rows, &ends, found, unmatched)?;
+            } else {
+                self.unaligned(rows, &ends, &found, &unmatched)?;
+            }
+        }
+        self.matched.end_run();
+        self.unmatched.end_run();
+        progress.advance(1);
+        self.totals.bucket_s.push(t.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// Aligned output: matched groups in key order (with the peer's counts for pairs), and our
+    /// unmatched groups in key order when the join keeps them.
+    fn aligned(
+        &mut self,
+        link: &mut dyn Link,
+        rows: &impl BucketRows,
+        ends: &[usize],
+        mut found: Vec<usize>,
+        mut unmatched: Vec<usize>,
+    ) -> Result<(), DataError> {
+        let group = |g: usize| (if g == 0 { 0 } else { ends[g - 1] })..ends[g];
+        let key_of = |g: usize| rows.key(group(g).start);
+        sort_by_key(&mut found, key_of);
+        let join = self.spec.join.join;
+        let pairs = join.has_pairs();
+        let times: Vec<u32> = if self.joined && pairs {
+            let counts: Vec<u32> = found.iter().map(|&g| group(g).len() as u32).collect();
+            let (peer, _) = exchange_counts(link, &counts, 0)?;
+            if peer.contains(&0) {
+                return Err(peer_error(
+                    "the peer sent a zero row count for a matched key",
+                ));
+            }
+            peer
+        } else {
+            vec![1; found.len()]
+        };
+        if pairs {
+            for (&g, &t) in found.iter().zip(&times) {
+                let r = group(g);
+                self.grow(r.len() as u64 * u64::from(t))?;
+                self.matched
+                    .push(key_of(g), t, self.am_left, r.map(|i| rows.raw(i)))?;
+            }
+        }
+        if self.joined && self.keeps_own_unmatched() {
+            sort_by_key(&mut unmatched, key_of);
+            for &g in &unmatched {
+                let r = group(g);
+                self.grow(r.len() as u64)?;
+                self.unmatched
+                    .push(key_of(g), 1, true, r.map(|i| rows.raw(i)))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Unaligned output: the rows we keep, in input order.
+    fn unaligned(
+        &mut self,
+        rows: &impl BucketRows,
+        ends: &[usize],
+        found: &[usize],
+        unmatched: &[usize],
+    ) -> Result<(), DataError> {
+        let group = |g: usize| (if g == 0 { 0 } else { ends[g - 1] })..ends[g];
+        let join = self.spec.join.join;
+        let mut keep: Vec<usize> = Vec::new();
+        if !self.joined || join != JoinType::Difference {
+            keep.extend(found.iter().flat_map(|&g| group(g)));
+        }
+        if self.joined && self.keeps_own_unmatched() {
+            keep.extend(unmatched.iter().flat_map(|&g| group(g)));
+        }
+        keep.sort_unstable_by_key(|&i| rows.row(i));
+        self.grow(keep.len() as u64)?;
+        for i in keep {
+            self.matched.push(
+                &rows.row(i).to_be_bytes(),
+                1,
+                true,
+                std::iter::once(rows.raw(i)),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn keeps_own_unmatched(&self) -> bool {
+        let join = self.spec.join.join;
+        if self.am_left {
+            join.keeps_left_unmatched()
+        } else {
+            join.keeps_right_unmatched()
+        }
+    }
+
+    fn grow(&mut self, rows: u64) -> Result<(), DataError> {
+        self.totals.output_rows = self
+            .totals
+            .output_rows
+            .checked_add(rows)
+            .filter(|&n| n <= MAX_OUTPUT_ROWS)
+            .ok_or_else(|| {
+                peer_error(&format!(
+                    "the join would have more than {MAX_OUTPUT_ROWS} rows; the peer's duplicate \
+                     counts are implausible"
+                ))
+            })?;
+        Ok(())
+    }
+
+    /// After the last bucket: checks the intersection digest if asked, swaps the unmatched
+    /// totals the outer joins pad for, and returns the layout of the output.
+    ///
+    /// # Errors
+    /// Link errors; the intersections differ; a peer whose counts are implausible.
+    pub fn finish(mut self, link: &mut dyn Link) -> Result<Finished<'a>, DataError> {
+        if !self.psi.done() {
+            return Err(DataError::Protocol(ProtocolError::Config(
+                "internal: the run ended before its last bucket".into(),
+            )));
+        }
+        let mut nulls = (0, 0);
+        if self.joined {
+            if self.spec.join.check_hash_digest {
+                check_digest(link, &self.intersection_digest)?;
+            }
+            let join = self.spec.join.join;
+            if self.spec.align && join != JoinType::Inner {
+                let (_, peer_unmatched) = exchange_counts(link, &[], self.own_unmatched_rows)?;
+                // Nulls before our unmatched part (we are right) or after it (we are left).
+                let pads = if self.am_left {
+                    join.keeps_right_unmatched()
+                } else {
+                    join.keeps_left_unmatched()
+                };
+                if pads {
+                    self.grow(peer_unmatched)?;
+                    nulls = if self.am_left {
+                        (0, peer_unmatched)
+                    } else {
+                        (peer_unmatched, 0)
+                    };
+                }
+            }
+        }
+        Ok(Finished {
+            spec: self.spec,
+            matched: self.matched,
+            unmatched: self.unmatched,
+            nulls_before: nulls.0,
+            nulls_after: nulls.1,
+            totals: self.totals,
+            peer_keys: self.psi.peer_keys(),
+            buckets: self.psi.buckets(),
+        })
+    }
+}
+
+/// A run whose protocol and exchanges are done; only writing remains (the link may close).
+pub struct Finished<'a> {
+    spec: &'a RunSpec,
+    matched: Runs,
+    unmatched: Runs,
+    nulls_before: u64,
+    nulls_after: u64,
+    /// What the run found.
+    pub totals: Totals,
+    /// The peer's unique keys.
+    pub peer_keys: u64,
+    /// Buckets run.
+    pub buckets: usize,
+}
+
+impl Finished<'_> {
+    /// Writes the output atomically: header, matched part, then our unmatched rows and the
+    /// null rows in the join's order (see [`crate::join`]).
+    ///
+    /// # Errors
+    /// Run or output I/O errors.
+    pub fn write(&mut self, header: &[String], out: &Path) -> Result<u64, DataError> {
+        let mut f = AtomicFile::create(out)?;
+        let mut line = Vec::new();
+        crate::csv::write_record(&mut line, header.iter().map(|h| h.as_bytes()));
+        f.write_all(&line)?;
+        let mut null_row = Vec::new();
+        let null = self.spec.join.null_rep.as_bytes();
+        crate::csv::write_record(&mut null_row, header.iter().map(|_| null));
+        let mut written = self.matched.merge_into(&mut f)?;
+        written += write_nulls(&mut f, &null_row, self.nulls_before)?;
+        written += self.unmatched.merge_into(&mut f)?;
+        written += write_nulls(&mut f, &null_row, self.nulls_after)?;
+        f.commit()?;
+        Ok(written)
+    }
+}
+
+fn write_nulls(f: &mut AtomicFile, null_row: &[u8], n: u64) -> Result<u64, DataError> {
+    let per = (1usize << 20) / null_row.len().max(1) + 1;
+    let block = null_row.repeat(per);
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(per as u64) as usize;
+        f.write_all(&block[..k * null_row.len()])?;
+        left -= k as u64;
+    }
+    Ok(n)
+}
+
+fn peer_error(message: &str) -> DataError {
+    DataError::Protocol(ProtocolError::PeerMisbehaved(message.to_string()))
+}
+
+/// `check_hash_digest`: both parties chain a hash over each bucket's matched digests (in order
+/// key order) and compare the results.
+fn check_digest(link: &mut dyn Link, ours: &ItemDigest) -> Result<(), DataError> {
+    link.send(ours)?;
+    let theirs = link.recv()?;
+    if theirs.as_slice() != ours.as_slice() {
+        return Err(peer_error(
+            "check_hash_digest: the two parties' intersections differ (a bug, a corrupted run, \
+             or a dishonest peer); no output was written",
+        ));
+    }
+    Ok(())
+}

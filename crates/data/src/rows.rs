@@ -1,0 +1,117 @@
+//! A bucket's rows, whether the table is in memory ([`TableBuckets`]) or spilled to disk
+//! ([`crate::spill`]): the per-bucket work ([`crate::process`]) sees only this view.
+//!
+//! Rows are ordered by [`order_key`] (then row number): it is the digest with its bucket hash
+//! moved to the top, so the rows of a bucket are contiguous and rows with the same key are
+//! neighbours.
+
+use crate::table::Table;
+use blindjoin_crypto::{ItemDigest, item_digest};
+use rayon::prelude::*;
+
+/// One bucket's rows, sorted by `(order key, row)`.
+pub trait BucketRows: Sync {
+    /// Rows in the bucket.
+    fn len(&self) -> usize;
+    /// The order key of the `i`-th row (see [`order_key`]).
+    fn order(&self, i: usize) -> u128;
+    /// Its row number in the input (0-based, header excluded).
+    fn row(&self, i: usize) -> u64;
+    /// Its canonical key.
+    fn key(&self, i: usize) -> &[u8];
+    /// Its bytes as in the input, without the line terminator.
+    fn raw(&self, i: usize) -> &[u8];
+}
+
+/// A digest rearranged so that its bucket hash (bytes 8..16, little-endian; see
+/// [`crate::bucket::bucket_of`]) is the high half and bytes 0..8 the low half. A bijection, so
+/// equal order keys are equal digests.
+pub fn order_key(d: &ItemDigest) -> u128 {
+    let mut hi = [0u8; 8];
+    hi.copy_from_slice(&d[8..16]);
+    let mut lo = [0u8; 8];
+    lo.copy_from_slice(&d[..8]);
+    (u128::from(u64::from_le_bytes(hi)) << 64) | u128::from(u64::from_be_bytes(lo))
+}
+
+/// The digest an order key came from.
+pub fn digest_of_order(o: u128) -> ItemDigest {
+    let mut d = [0u8; 16];
+    d[..8].copy_from_slice(&((o as u64).to_be_bytes()));
+    d[8..].copy_from_slice(&(((o >> 64) as u64).to_le_bytes()));
+    d
+}
+
+/// The bucket among `b` of an order key; the same as [`crate::bucket::bucket_of`] on its digest.
+pub fn bucket_of_order(o: u128, b: usize) -> usize {
+    (((o >> 64) * b as u128) >> 64) as usize
+}
+
+/// An in-memory table's rows in `(order key, row)` order.
+pub struct TableBuckets {
+    sorted: Vec<(u128, u32)>,
+}
+
+impl TableBuckets {
+    /// Digests every row's key (on all cores) and sorts.
+    pub fn new(table: &Table) -> Self {
+        let keyed: Vec<(u128, u32)> = (0..table.len())
+            .into_par_iter()
+            .map(|i| (order_key(&item_digest(table.key(i))), i as u32))
+            .collect();
+        TableBuckets {
+            sorted: crate::table::sort_uniform(keyed),
+        }
+    }
+
+    /// The rows of bucket `k` of `b`.
+    pub fn bucket<'a>(&'a self, table: &'a Table, k: usize, b: usize) -> TableBucket<'a> {
+        let range = crate::spill::bucket_range(&self.sorted, |r| r.0, k, b);
+        TableBucket {
+            table,
+            rows: &self.sorted[range],
+        }
+    }
+}
+
+/// One bucket of a [`TableBuckets`].
+pub struct TableBucket<'a> {
+    table: &'a Table,
+    rows: &'a [(u128, u32)],
+}
+
+impl BucketRows for TableBucket<'_> {
+    fn len(&self) -> usize {
+        self.rows.len()
+    }
+    fn order(&self, i: usize) -> u128 {
+        self.rows[i].0
+    }
+    fn row(&self, i: usize) -> u64 {
+        u64::from(self.rows[i].1)
+    }
+    fn key(&self, i: usize) -> &[u8] {
+        self.table.key(self.rows[i].1 as usize)
+    }
+    fn raw(&self, i: usize) -> &[u8] {
+        self.table.raw_row(self.rows[i].1 as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bucket::bucket_of;
+
+    #[test]
+    fn order_keys_round_trip_and_bucket_like_digests() {
+        for i in 0..1000u32 {
+            let d = item_digest(&i.to_le_bytes());
+            let o = order_key(&d);
+            assert_eq!(digest_of_order(o), d);
+            for b in [1, 2, 8, 1 << 10] {
+                assert_eq!(bucket_of_order(o, b), bucket_of(&d, b));
+            }
+        }
+    }
+}

@@ -1,0 +1,488 @@
+//! Sorted runs of output rows, one per bucket, in memory or in a file, and their k-way merge
+//! into the output — the external merge sort behind aligned output. Rows are kept as parsed
+//! bytes with explicit lengths, so quoted fields with commas or newlines sort and merge intact
+//! (SecretFlow pipes its CSV through `sort`, which splits such rows).
+//!
+//! A record is one output group: a sort key (a canonical key, or a big-endian row number), the
+//! group's own rows, and how many times to repeat them for the join's pairs (see
+//! [`crate::join`]): the left side writes each row `times` times in a row, the right side its
+//! whole run `times` times over.
+
+use crate::error::DataError;
+use crate::output::AtomicFile;
+use crate::table::cmp_keys;
+use std::cmp::Ordering;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+/// Record header: sort length, times, row count, left flag, payload length.
+const HEAD: usize = 4 + 4 + 4 + 1 + 4;
+
+/// How run records compare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortBy {
+    /// Canonical keys, in [`cmp_keys`] order.
+    Key,
+    /// Plain bytes (big-endian row numbers).
+    Bytes,
+}
+
+enum Store {
+    Memory(Vec<u8>),
+    Disk {
+        path: PathBuf,
+        out: Option<BufWriter<File>>,
+        file: Option<File>,
+        len: u64,
+    },
+}
+
+/// Runs appended one after another into one store.
+pub struct Runs {
+    store: Store,
+    bounds: Vec<(u64, u64)>,
+    open: u64,
+    sort_by: SortBy,
+    scratch: Vec<u8>,
+}
+
+impl Runs {
+    /// Runs kept in memory.
+    pub fn in_memory(sort_by: SortBy) -> Self {
+        Self::with(Store::Memory(Vec::new()), sort_by)
+    }
+
+    /// Runs in a new file at `path` (removed on drop).
+    ///
+    /// # Errors
+    /// The file cannot be created.
+    pub fn on_disk(path: PathBuf, sort_by: SortBy) -> Result<Self, DataError> {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|source| DataError::Io {
+                path: path.clone(),
+                action: "creating a sorted-run file in the spill directory",
+                source,
+            })?;
+        Ok(Self::with(
+            Store::Disk {
+                path,
+                out: Some(BufWriter::with_capacity(1 << 20, f)),
+                file: None,
+                len: 0,
+            },
+            sort_by,
+        ))
+    }
+
+    fn with(store: Store, sort_by: SortBy) -> Self {
+        Runs {
+            store,
+            bounds: Vec::new(),
+            open: 0,
+            sort_by,
+            scratch: Vec::new(),
+        }
+    }
+
+    fn len(&self) -> u64 {
+        match &self.store {
+            Store::Memory(v) => v.len() as u64,
+            Store::Disk { len, .. } => *len,
+        }
+    }
+
+    /// Appends one record to the current run; records must come in sort order.
+    ///
+    /// # Errors
+    /// Writing the run file failed.
+    pub fn push<'r>(
+        &mut self,
+        sort: &[u8],
+        times: u32,
+        left: bool,
+        rows: impl Iterator<Item = &'r [u8]>,
+    ) -> Result<(), DataError> {
+        let mut rec = std::mem::take(&mut self.scratch);
+        rec.clear();
+        rec.extend_from_slice(&[0u8; HEAD]);
+        rec.extend_from_slice(sort);
+        let mut n = 0u32;
+        for r in rows {
+            rec.extend_from_slice(&(r.len() as u32).to_le_bytes());
+            rec.extend_from_slice(r);
+            n += 1;
+        }
+        let payload = (rec.len() - HEAD - sort.len()) as u32;
+        rec[0..4].copy_from_slice(&(sort.len() as u32).to_le_bytes());
+        rec[4..8].copy_from_slice(&times.to_le_bytes());
+        rec[8..12].copy_from_slice(&n.to_le_bytes());
+        rec[12] = u8::from(left);
+        rec[13..17].copy_from_slice(&payload.to_le_bytes());
+        let r = self.append(&rec);
+        self.scratch = rec;
+        r
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> Result<(), DataError> {
+        match &mut self.store {
+            Store::Memory(v) => v.extend_from_slice(bytes),
+            Store::Disk { path, out, len, .. } => {
+                if let Some(out) = out {
+                    out.write_all(bytes).map_err(|source| DataError::Io {
+                        path: path.clone(),
+                        action: "writing a sorted-run file (is the disk full?)",
+                        source,
+                    })?;
+                }
+                *len += bytes.len() as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the current run (each bucket makes one).
+    pub fn end_run(&mut self) {
+        let end = self.len();
+        if end > self.open {
+            self.bounds.push((self.open, end));
+        }
+        self.open = end;
+    }
+
+    /// Merges every run into `out`, expanding each record's rows; returns the rows written.
+    ///
+    /// # Errors
+    /// Reading the runs or writing the output failed.
+    pub fn merge_into(&mut self, out: &mut AtomicFile) -> Result<u64, DataError> {
+        self.end_run();
+        if let Store::Disk {
+            path, out: w, file, ..
+        } = &mut self.store
+            && let Some(w) = w.take()
+        {
+            let f = w.into_inner().map_err(|e| DataError::Io {
+                path: path.clone(),
+                action: "writing a sorted-run file (is the disk full?)",
+                source: e.into_error(),
+            })?;
+            *file = Some(f);
+        }
+        let chunk = ((64usize << 20) / self.bounds.len().max(1)).clamp(4 << 10, 256 << 10);
+        let mut cursors = Vec::with_capacity(self.bounds.len());
+        for &(start, end) in &self.bounds {
+            let mut c = Cursor {
+                pos: start,
+                end,
+                buf: Vec::new(),
+                at: 0,
+                chunk,
+                rec: Vec::new(),
+                sort_len: 0,
+            };
+            if c.advance(&self.store)? {
+                cursors.push(c);
+            }
+        }
+        let sort_by = self.sort_by;
+        let less = |a: &Cursor, b: &Cursor| match sort_by {
+            SortBy::Key => cmp_keys(a.sort(), b.sort()) == Ordering::Less,
+            SortBy::Bytes => a.sort() < b.sort(),
+        };
+        let mut heap = MinHeap::new(cursors, less);
+        let mut buf = Vec::with_capacity(1 << 20);
+        let mut written = 0u64;
+        while let Some(top) = heap.top() {
+            written += top.expand(&mut buf)?;
+            if buf.len() >= 1 << 20 {
+                out.write_all(&buf)?;
+                buf.clear();
+            }
+            let more = heap
+                .top_mut()
+                .map_or(Ok(false), |c| c.advance(&self.store))?;
+            heap.after_top_changed(more);
+        }
+        out.write_all(&buf)?;
+        Ok(written)
+    }
+}
+
+impl Drop for Runs {
+    fn drop(&mut self) {
+        if let Store::Disk {
+            path, out, file, ..
+        } = &mut self.store
+        {
+            drop(out.take());
+            drop(file.take());
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// A read position in one run; holds its current record.
+struct Cursor {
+    pos: u64,
+    end: u64,
+    buf: Vec<u8>,
+    at: usize,
+    chunk: usize,
+    rec: Vec<u8>,
+    sort_len: usize,
+}
+
+impl Cursor {
+    fn sort(&self) -> &[u8] {
+        &self.rec[HEAD..HEAD + self.sort_len]
+    }
+
+    /// Copies the next `n` bytes of the run to the end of `self.rec`.
+    fn take(&mut self, store: &Store, mut n: usize) -> Result<(), DataError> {
+        while n > 0 {
+            if self.at == self.buf.len() {
+                let want = (self.end - self.pos).min(self.chunk.max(n) as u64) as usize;
+                if want == 0 {
+                    return Err(corrupt("a record runs past its run's end"));
+                }
+                self.buf.resize(want, 0);
+                read_at(store, self.pos, &mut self.buf)?;
+                self.pos += want as u64;
+                self.at = 0;
+            }
+            let k = n.min(self.buf.len() - self.at);
+            self.rec.extend_from_slice(&self.buf[self.at..self.at + k]);
+            self.at += k;
+            n -= k;
+        }
+        Ok(())
+    }
+
+    /// Loads the next record; false at the run's end.
+    fn advance(&mut self, store: &Store) -> Result<bool, DataError> {
+        if self.at == self.buf.len() && self.pos == self.end {
+            return Ok(false);
+        }
+        self.rec.clear();
+        self.take(store, HEAD)?;
+        let sort_len = le32(&self.rec[0..4]) as usize;
+        let payload = le32(&self.rec[13..17]) as usize;
+        self.take(store, sort_len + payload)?;
+        self.sort_len = sort_len;
+        Ok(true)
+    }
+
+    /// Appends the record's expanded rows to `out`; returns how many.
+    fn expand(&self, out: &mut Vec<u8>) -> Result<u64, DataError> {
+        let times = le32(&self.rec[4..8]) as usize;
+        let n = le32(&self.rec[8..12]) as usize;
+        let left = self.rec[12] != 0;
+        let mut rows = Vec::with_capacity(n.min(1 << 16));
+        let mut p = &self.rec[HEAD + self.sort_len..];
+        while let Some((len, rest)) = p.split_first_chunk::<4>() {
+            let (row, rest) = rest
+                .split_at_checked(u32::from_le_bytes(*len) as usize)
+                .ok_or_else(|| corrupt("a row runs past its record"))?;
+            rows.push(row);
+            p = rest;
+        }
+        if rows.len() != n {
+            return Err(corrupt("a record's row count is wrong"));
+        }
+        let mut put = |row: &[u8]| {
+            out.extend_from_slice(row);
+            out.push(b'\n');
+        };
+        if left {
+            for row in &rows {
+                for _ in 0..times {
+                    put(row);
+                }
+            }
+        } else {
+            for _ in 0..times {
+                for row in &rows {
+                    put(row);
+                }
+            }
+        }
+        Ok((n * times) as u64)
+    }
+}
+
+fn le32(b: &[u8]) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[..4]);
+    u32::from_le_bytes(w)
+}
+
+fn read_at(store: &Store, pos: u64, buf: &mut [u8]) -> Result<(), DataError> {
+    match store {
+        Store::Memory(v) => {
+            let src = usize::try_from(pos)
+                .ok()
+                .and_then(|p| v.get(p..p + buf.len()))
+                .ok_or_else(|| corrupt("a run lies outside its store"))?;
+            buf.copy_from_slice(src);
+            Ok(())
+        }
+        Store::Disk { path, file, .. } => {
+            use std::os::unix::fs::FileExt;
+            let f = file
+                .as_ref()
+                .ok_or_else(|| corrupt("a run file was read before it was written"))?;
+            f.read_exact_at(buf, pos).map_err(|source| DataError::Io {
+                path: path.clone(),
+                action: "reading a sorted-run file",
+                source,
+            })
+        }
+    }
+}
+
+fn corrupt(what: &str) -> DataError {
+    DataError::Io {
+        path: PathBuf::from("<sorted runs>"),
+        action: "merging the sorted runs",
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string()),
+    }
+}
+
+/// A binary min-heap of cursors under a comparison closure (ties: lower run first, which keeps
+/// the merge deterministic).
+struct MinHeap<F> {
+    items: Vec<(usize, Cursor)>,
+    less: F,
+}
+
+impl<F: Fn(&Cursor, &Cursor) -> bool> MinHeap<F> {
+    fn new(cursors: Vec<Cursor>, less: F) -> Self {
+        let mut h = MinHeap {
+            items: cursors.into_iter().enumerate().collect(),
+            less,
+        };
+        for i in (0..h.items.len() / 2).rev() {
+            h.sift_down(i);
+        }
+        h
+    }
+
+    fn lt(&self, i: usize, j: usize) -> bool {
+        let (a, b) = (&self.items[i], &self.items[j]);
+        (self.less)(&a.1, &b.1) || (!(self.less)(&b.1, &a.1) && a.0 < b.0)
+    }
+
+    fn top(&self) -> Option<&Cursor> {
+        self.items.first().map(|x| &x.1)
+    }
+
+    fn top_mut(&mut self) -> Option<&mut Cursor> {
+        self.items.first_mut().map(|x| &mut x.1)
+    }
+
+    /// Restores the heap after the top cursor advanced (`more`) or ran out.
+    fn after_top_changed(&mut self, more: bool) {
+        if self.items.is_empty() {
+            return;
+        }
+        if !more {
+            self.items.swap_remove(0);
+        }
+        if !self.items.is_empty() {
+            self.sift_down(0);
+        }
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut m = i;
+            if l < self.items.len() && self.lt(l, m) {
+                m = l;
+            }
+            if r < self.items.len() && self.lt(r, m) {
+                m = r;
+            }
+            if m == i {
+                return;
+            }
+            self.items.swap(i, m);
+            i = m;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(s: &str) -> Vec<u8> {
+        let mut v = (s.len() as u32).to_be_bytes().to_vec();
+        v.extend_from_slice(s.as_bytes());
+        v
+    }
+
+    fn merged(mut runs: Runs, name: &str) -> String {
+        let dir = std::env::temp_dir().join(format!("bj-runs-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("out.csv");
+        let mut f = AtomicFile::create(&p).unwrap();
+        runs.merge_into(&mut f).unwrap();
+        f.commit().unwrap();
+        std::fs::read_to_string(&p).unwrap()
+    }
+
+    fn fill(runs: &mut Runs) {
+        // Two runs, interleaving keys; one group repeated for pairs on each side.
+        runs.push(&key("a"), 1, true, [b"a,1".as_slice()].into_iter())
+            .unwrap();
+        runs.push(&key("c"), 2, true, [b"c,1".as_slice(), b"c,2"].into_iter())
+            .unwrap();
+        runs.end_run();
+        runs.push(
+            &key("b"),
+            2,
+            false,
+            [b"\"b\nx\",1".as_slice(), b"b,2"].into_iter(),
+        )
+        .unwrap();
+        runs.push(&key("d"), 1, false, std::iter::empty()).unwrap();
+        runs.end_run();
+    }
+
+    #[test]
+    fn merges_runs_in_key_order_and_expands_pairs() {
+        let want = "a,1\n\"b\nx\",1\nb,2\n\"b\nx\",1\nb,2\nc,1\nc,1\nc,2\nc,2\n";
+        let mut mem = Runs::in_memory(SortBy::Key);
+        fill(&mut mem);
+        assert_eq!(merged(mem, "mem"), want);
+        let dir = std::env::temp_dir().join(format!("bj-runs-{}-disk", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("runs");
+        let mut disk = Runs::on_disk(path.clone(), SortBy::Key).unwrap();
+        fill(&mut disk);
+        assert_eq!(merged(disk, "disk"), want);
+        assert!(!path.exists(), "the run file is removed");
+    }
+
+    #[test]
+    fn many_runs_merge_by_bytes() {
+        let mut runs = Runs::in_memory(SortBy::Bytes);
+        for r in 0..300u64 {
+            for i in 0..5u64 {
+                let row = i * 300 + r;
+                let text = row.to_string();
+                runs.push(&row.to_be_bytes(), 1, true, [text.as_bytes()].into_iter())
+                    .unwrap();
+            }
+            runs.end_run();
+        }
+        let want: String = (0..1500).map(|i| format!("{i}\n")).collect();
+        assert_eq!(merged(runs, "many"), want);
+    }
+}

@@ -1,0 +1,554 @@
+//! Tables too big for memory: one streaming pass over the input writes every row, with its key
+//! and digest, into `P` on-disk shards by the same portable hash the buckets use
+//! ([`crate::bucket`]); the run then loads one shard group at a time, so peak memory follows
+//! the shard size and not the table.
+//!
+//! A shard holds the rows whose digest's bucket hash (the top bits of [`order_key`]) starts with
+//! its `log2 P` bits. `P` is a power of two picked from the file size before reading, and the
+//! protocol's bucket count `B` is a power of two agreed later from both parties' row counts, so
+//! a unit of `max(P, B) / min(P, B)` shards or buckets always lines up: a shard splits into
+//! whole buckets, or a bucket is a run of whole shards.
+//!
+//! The shards are our own temporary files, deleted when the [`SpilledTable`] drops; they are
+//! still checked on load, and a bad one is an error, never a panic.
+
+use crate::csv::{CsvError, CsvReader, FieldSpan, RecordSpan};
+use crate::error::DataError;
+use crate::rows::{BucketRows, order_key};
+use crate::table::KeyColumns;
+use blindjoin_crypto::item_digest;
+use blindjoin_protocols::Progress;
+use rayon::prelude::*;
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// Input bytes parsed per block.
+const BLOCK_BYTES: usize = 32 << 20;
+/// Input bytes per shard; a shard's spill is about twice that (key and digest per row).
+const SHARD_INPUT_BYTES: u64 = 64 << 20;
+/// Most shards (each has an open file and a write buffer during the spill).
+const MAX_SHARDS: usize = 4096;
+/// Bytes of a spilled row before its key and raw bytes: order key, row, key length, raw length.
+const HEAD: usize = 16 + 8 + 4 + 4;
+
+/// A table spilled into hash shards on disk.
+pub struct SpilledTable {
+    /// Column names.
+    pub header: Vec<String>,
+    /// Data rows.
+    pub rows: u64,
+    dir: TempDir,
+    shards: usize,
+}
+
+/// One row in a loaded shard group.
+#[derive(Clone, Copy, Debug)]
+struct SpillRow {
+    order: u128,
+    row: u64,
+    /// Offset of the key in the group's bytes; the raw row follows it.
+    at: usize,
+    key_len: u32,
+    raw_len: u32,
+}
+
+/// The rows of some whole buckets, loaded from their shards and sorted by `(order key, row)`.
+pub struct LoadedGroup {
+    bytes: Vec<u8>,
+    rows: Vec<SpillRow>,
+}
+
+/// The rows of one bucket in a [`LoadedGroup`].
+pub struct GroupBucket<'a> {
+    bytes: &'a [u8],
+    rows: &'a [SpillRow],
+}
+
+impl BucketRows for GroupBucket<'_> {
+    fn len(&self) -> usize {
+        self.rows.len()
+    }
+    fn order(&self, i: usize) -> u128 {
+        self.rows[i].order
+    }
+    fn row(&self, i: usize) -> u64 {
+        self.rows[i].row
+    }
+    fn key(&self, i: usize) -> &[u8] {
+        let r = &self.rows[i];
+        &self.bytes[r.at..r.at + r.key_len as usize]
+    }
+    fn raw(&self, i: usize) -> &[u8] {
+        let r = &self.rows[i];
+        let start = r.at + r.key_len as usize;
+        &self.bytes[start..start + r.raw_len as usize]
+    }
+}
+
+impl LoadedGroup {
+    /// The rows of bucket `k` of `b` (which must be among this group's buckets; others are
+    /// empty).
+    pub fn bucket(&self, k: usize, b: usize) -> GroupBucket<'_> {
+        let range = bucket_range(&self.rows, |r| r.order, k, b);
+        GroupBucket {
+            bytes: &self.bytes,
+            rows: &self.rows[range],
+        }
+    }
+}
+
+/// The index range of bucket `k` of `b` in rows sorted by order key.
+pub(crate) fn bucket_range<T>(
+    rows: &[T],
+    order: impl Fn(&T) -> u128,
+    k: usize,
+    b: usize,
+) -> Range<usize> {
+    let bucket = |o: u128| crate::rows::bucket_of_order(o, b);
+    let start = rows.partition_point(|r| bucket(order(r)) < k);
+    let end = rows.partition_point(|r| bucket(order(r)) <= k);
+    start..end
+}
+
+/// Tests set this to force a shard count (0: by size).
+#[cfg(test)]
+pub(crate) static TEST_SHARDS: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// Shards for an input of `size` bytes: the power of two at or above `size / 64 MiB`.
+fn shard_count(size: u64) -> usize {
+    #[cfg(test)]
+    {
+        let forced = TEST_SHARDS.load(std::sync::atomic::Ordering::Relaxed);
+        if forced > 0 {
+            return forced;
+        }
+    }
+    (size.div_ceil(SHARD_INPUT_BYTES).max(1) as usize)
+        .next_power_of_two()
+        .min(MAX_SHARDS)
+}
+
+/// Streams `path` into shards under a new directory in `dir`.
+///
+/// # Errors
+/// Unreadable or malformed input (named by line and column), a missing key column, an empty
+/// or non-UTF-8 key, or a full disk.
+pub fn spill(
+    path: &Path,
+    keys: &[String],
+    dir: &Path,
+    progress: &dyn Progress,
+) -> Result<SpilledTable, DataError> {
+    spill_in_blocks(path, keys, dir, progress, BLOCK_BYTES)
+}
+
+fn spill_in_blocks(
+    path: &Path,
+    keys: &[String],
+    dir: &Path,
+    progress: &dyn Progress,
+    block_bytes: usize,
+) -> Result<SpilledTable, DataError> {
+    let io = |action: &'static str| {
+        let path = path.to_path_buf();
+        move |source| DataError::Io {
+            path,
+            action,
+            source,
+        }
+    };
+    let mut file = File::open(path).map_err(io("reading the input"))?;
+    let size = file.metadata().map_err(io("reading the input"))?.len();
+    let shards = shard_count(size);
+    let temp = TempDir::create(dir)?;
+    let buffer = ((64usize << 20) / shards).clamp(64 << 10, 1 << 20);
+    let mut writers = (0..shards)
+        .map(|s| {
+            let p = temp.shard(s);
+            File::create(&p)
+                .map(|f| BufWriter::with_capacity(buffer, f))
+                .map_err(|source| DataError::Io {
+                    path: p,
+                    action: "creating a spill shard (is the spill directory writable?)",
+                    source,
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    progress.stage("spilling input to disk", size);
+
+    let mut block = Vec::with_capacity(block_bytes + (1 << 20));
+    let mut eof = fill(&mut file, &mut block, block_bytes).map_err(io("reading the input"))?;
+    // The header must be whole in the first block: grow it until the header line ends.
+    let (header, key_cols, mut consumed, mut line) = loop {
+        let ends_line = |r: &CsvReader<'_>| r.offset() < block.len() || block.ends_with(b"\n");
+        match CsvReader::new(&block, path) {
+            Ok(reader) if eof || ends_line(&reader) => {
+                let key_cols = KeyColumns::find(&reader, keys)?;
+                break (
+                    reader.header().to_vec(),
+                    key_cols,
+                    reader.offset(),
+                    reader.line(),
+                );
+            }
+            Err(e) if eof || !matches!(e, CsvError::UnterminatedQuote { .. }) => {
+                return Err(e.into());
+            }
+            _ => {
+                let target = block.len() * 2;
+                eof = fill(&mut file, &mut block, target).map_err(io("reading the input"))?;
+            }
+        }
+    };
+    let mut rows = 0u64;
+    let mut want = block_bytes;
+    let mut parsed = ParsedBlock::default();
+    loop {
+        let tail = &block[consumed..];
+        // Parse up to the last line end (or everything at the end of the file); a quoted field
+        // that spans the cut shows up as an unterminated quote and waits for the next block.
+        let limit = if eof {
+            tail.len()
+        } else {
+            tail.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)
+        };
+        let (used, next_line) =
+            parsed.parse(&tail[..limit], path, &header, line, &key_cols, eof)?;
+        let hashes = parsed.hash(shards);
+        for (i, (order, shard)) in hashes.into_iter().enumerate() {
+            let rec = parsed.records[i];
+            let key = parsed.key(i);
+            let raw = &tail[rec.start..rec.end];
+            let mut head = [0u8; HEAD];
+            head[..16].copy_from_slice(&order.to_le_bytes());
+            head[16..24].copy_from_slice(&(rows + i as u64).to_le_bytes());
+            head[24..28].copy_from_slice(&(key.len() as u32).to_le_bytes());
+            head[28..32].copy_from_slice(&(raw.len() as u32).to_le_bytes());
+            let w = &mut writers[shard];
+            w.write_all(&head)
+                .and_then(|()| w.write_all(key))
+                .and_then(|()| w.write_all(raw))
+                .map_err(|source| DataError::Io {
+                    path: temp.shard(shard),
+                    action: "writing a spill shard (is the disk full?)",
+                    source,
+                })?;
+        }
+        rows += parsed.records.len() as u64;
+        progress.advance(used as u64);
+        consumed += used;
+        line = next_line;
+        if eof && consumed == block.len() {
+            break;
+        }
+        // Keep the unparsed tail, then top the block up; a record longer than the block
+        // doubles it.
+        block.drain(..consumed);
+        if used == 0 {
+            want = want.saturating_mul(2);
+        }
+        consumed = 0;
+        let target = want.max(block.len() + block_bytes / 2);
+        eof = fill(&mut file, &mut block, target).map_err(io("reading the input"))?;
+    }
+    for (s, w) in writers.into_iter().enumerate() {
+        w.into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|f| f.sync_data().map(|()| f))
+            .map_err(|source| DataError::Io {
+                path: temp.shard(s),
+                action: "writing a spill shard (is the disk full?)",
+                source,
+            })?;
+    }
+    Ok(SpilledTable {
+        header,
+        rows,
+        dir: temp,
+        shards,
+    })
+}
+
+/// Appends to `block` until it holds `target` bytes or the file ends; returns whether it ended.
+fn fill(file: &mut File, block: &mut Vec<u8>, target: usize) -> std::io::Result<bool> {
+    while block.len() < target {
+        let have = block.len();
+        block.resize(target, 0);
+        match file.read(&mut block[have..]) {
+            Ok(0) => {
+                block.truncate(have);
+                return Ok(true);
+            }
+            Ok(n) => block.truncate(have + n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => block.truncate(have),
+            Err(e) => {
+                block.truncate(have);
+                return Err(e);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// One block's records and canonical keys; reused from block to block.
+#[derive(Default)]
+struct ParsedBlock {
+    records: Vec<RecordSpan>,
+    keys: Vec<u8>,
+    key_ends: Vec<usize>,
+    fields: Vec<FieldSpan>,
+}
+
+impl ParsedBlock {
+    /// Parses the whole records in `bytes` (starting on `line`); returns the bytes used and
+    /// the line after them.
+    fn parse(
+        &mut self,
+        bytes: &[u8],
+        path: &Path,
+        header: &[String],
+        line: u64,
+        key_cols: &KeyColumns,
+        eof: bool,
+    ) -> Result<(usize, u64), DataError> {
+        self.records.clear();
+        self.keys.clear();
+        self.key_ends.clear();
+        let mut reader = CsvReader::resume(bytes, path, header, line);
+        loop {
+            let (at, at_line) = (reader.offset(), reader.line());
+            match reader.next_record(&mut self.fields) {
+                Ok(Some(rec)) => {
+                    key_cols.append_key(bytes, &self.fields, rec.line, path, &mut self.keys)?;
+                    self.key_ends.push(self.keys.len());
+                    self.records.push(rec);
+                }
+                Ok(None) => return Ok((bytes.len(), reader.line())),
+                Err(CsvError::UnterminatedQuote { .. }) if !eof => return Ok((at, at_line)),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    fn key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.key_ends[i - 1] };
+        &self.keys[start..self.key_ends[i]]
+    }
+
+    /// Each record's order key and shard, computed on all cores.
+    fn hash(&self, shards: usize) -> Vec<(u128, usize)> {
+        (0..self.records.len())
+            .into_par_iter()
+            .map(|i| {
+                let order = order_key(&item_digest(self.key(i)));
+                (order, crate::rows::bucket_of_order(order, shards))
+            })
+            .collect()
+    }
+}
+
+impl SpilledTable {
+    /// The number of shards.
+    pub fn shards(&self) -> usize {
+        self.shards
+    }
+
+    /// The private directory holding the shards (and the output's sorted runs).
+    pub fn dir(&self) -> &Path {
+        &self.dir.path
+    }
+
+    /// Loads the rows of buckets `unit·B/m .. (unit+1)·B/m` of `b` (`m = min(b, shards)`),
+    /// sorted by order key and row.
+    ///
+    /// # Errors
+    /// A shard that cannot be read or does not parse.
+    pub fn load_unit(&self, unit: usize, b: usize) -> Result<LoadedGroup, DataError> {
+        let m = b.min(self.shards);
+        let per = self.shards / m;
+        let mut bytes = Vec::new();
+        for s in unit * per..(unit + 1) * per {
+            let p = self.dir.shard(s);
+            let mut f = File::open(&p).map_err(|source| DataError::Io {
+                path: p.clone(),
+                action: "reading a spill shard",
+                source,
+            })?;
+            f.read_to_end(&mut bytes).map_err(|source| DataError::Io {
+                path: p.clone(),
+                action: "reading a spill shard",
+                source,
+            })?;
+        }
+        let mut rows = Vec::new();
+        let mut at = 0usize;
+        while at < bytes.len() {
+            let head = bytes
+                .get(at..at + HEAD)
+                .ok_or_else(|| self.corrupt("a truncated row header"))?;
+            let word = |r: Range<usize>| -> [u8; 4] {
+                let mut w = [0u8; 4];
+                w.copy_from_slice(&head[r]);
+                w
+            };
+            let mut order = [0u8; 16];
+            order.copy_from_slice(&head[..16]);
+            let mut row = [0u8; 8];
+            row.copy_from_slice(&head[16..24]);
+            let key_len = u32::from_le_bytes(word(24..28));
+            let raw_len = u32::from_le_bytes(word(28..32));
+            let end = (at + HEAD)
+                .checked_add(key_len as usize + raw_len as usize)
+                .filter(|&e| e <= bytes.len())
+                .ok_or_else(|| self.corrupt("a row running past the end"))?;
+            rows.push(SpillRow {
+                order: u128::from_le_bytes(order),
+                row: u64::from_le_bytes(row),
+                at: at + HEAD,
+                key_len,
+                raw_len,
+            });
+            at = end;
+        }
+        rows.par_sort_unstable_by_key(|r| (r.order, r.row));
+        Ok(LoadedGroup { bytes, rows })
+    }
+
+    fn corrupt(&self, what: &str) -> DataError {
+        DataError::Io {
+            path: self.dir.path.clone(),
+            action: "reading a spill shard",
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{what} (the spill directory was changed during the run)"),
+            ),
+        }
+    }
+}
+
+/// A private directory removed with everything in it on drop.
+struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    fn create(parent: &Path) -> Result<TempDir, DataError> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = parent.join(format!(".blindjoin-spill-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&path).map_err(|source| DataError::Io {
+            path: path.clone(),
+            action: "creating the spill directory (set --spill-dir to a writable directory)",
+            source,
+        })?;
+        Ok(TempDir { path })
+    }
+
+    fn shard(&self, s: usize) -> PathBuf {
+        self.path.join(format!("shard-{s:05}"))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rows::BucketRows;
+    use crate::table::Table;
+    use blindjoin_protocols::NoProgress;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("bj-spill-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// Every row of a spilled table, as (row, key, raw), in row order.
+    fn spilled_rows(t: &SpilledTable, b: usize) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        let m = b.min(t.shards());
+        for unit in 0..m {
+            let g = t.load_unit(unit, b).unwrap();
+            for k in unit * (b / m)..(unit + 1) * (b / m) {
+                let rows = g.bucket(k, b);
+                for i in 0..rows.len() {
+                    assert_eq!(crate::rows::bucket_of_order(rows.order(i), b), k);
+                    out.push((rows.row(i), rows.key(i).to_vec(), rows.raw(i).to_vec()));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn tiny_blocks_split_quoted_newlines_and_keep_every_row() {
+        let d = dir("blocks");
+        let p = d.join("t.csv");
+        let mut text = "\u{feff}id,note\r\n".to_string();
+        for i in 0..300 {
+            match i % 4 {
+                0 => text.push_str(&format!("k{i},\"multi\nline\n{}\"\r\n", "x".repeat(i % 90))),
+                1 => text.push_str(&format!("\"k,{i}\",plain\n")),
+                2 => text.push_str(&format!("k{i},\"q\"\"{i}\"\n\n")),
+                _ => text.push_str(&format!("k{},dup\n", i - 1)),
+            }
+        }
+        text.push_str("last,row");
+        std::fs::write(&p, &text).unwrap();
+        let table = Table::read(&p, &["id".into()]).unwrap();
+        let want: Vec<(u64, Vec<u8>, Vec<u8>)> = (0..table.len())
+            .map(|i| (i as u64, table.key(i).to_vec(), table.raw_row(i).to_vec()))
+            .collect();
+        for (block, shards, b) in [(7, 1, 1), (64, 4, 16), (100, 8, 2), (1 << 20, 2, 2)] {
+            TEST_SHARDS.store(shards, std::sync::atomic::Ordering::Relaxed);
+            let t = spill_in_blocks(&p, &["id".into()], &d, &NoProgress, block).unwrap();
+            assert_eq!(t.rows, want.len() as u64);
+            assert_eq!(t.header, ["id", "note"]);
+            assert_eq!(spilled_rows(&t, b), want, "block {block}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_line_across_blocks() {
+        let d = dir("errors");
+        let p = d.join("t.csv");
+        let mut text = "id,v\n".to_string();
+        for i in 0..50 {
+            text.push_str(&format!("\"a\nb{i}\",1\n"));
+        }
+        text.push_str(",2\n");
+        std::fs::write(&p, &text).unwrap();
+        for block in [5, 40, 1 << 16] {
+            let e = spill_in_blocks(&p, &["id".into()], &d, &NoProgress, block)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains(":102:") && e.contains("empty"), "{e}");
+        }
+        std::fs::write(&p, "id,v\n\"open,1\nx,2\n").unwrap();
+        let e = spill_in_blocks(&p, &["id".into()], &d, &NoProgress, 4)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("unterminated"), "{e}");
+        let left: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".blindjoin-spill")
+            })
+            .collect();
+        assert!(left.is_empty(), "a failed spill removes its shards");
+    }
+}
