@@ -101,6 +101,7 @@ fn spec(
         join: Default::default(),
         spill: Default::default(),
         spill_dir: None,
+        recovery: None,
         warnings: Vec::new(),
         tls: None,
         link_shape: None,

@@ -51,6 +51,10 @@ pub(crate) struct RunArgs {
     /// Directory for spill shards and sorted runs (default: the system's temporary directory).
     #[arg(long, value_name = "DIR")]
     spill_dir: Option<PathBuf>,
+    /// Checkpoint after every bucket into DIR; rerunning the same command on both sides after
+    /// a crash resumes there (`recovery_config`). Both parties must use it.
+    #[arg(long, value_name = "DIR")]
+    recovery_dir: Option<PathBuf>,
     /// Input CSV file.
     #[arg(long, value_name = "FILE")]
     input: Option<PathBuf>,
@@ -288,6 +292,7 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
         link_shape: shape_from_args(a)?,
         spill: a.spill,
         spill_dir: a.spill_dir.clone(),
+        recovery: a.recovery_dir.clone(),
         warnings: Vec::new(),
     })
 }

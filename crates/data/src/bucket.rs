@@ -105,6 +105,28 @@ impl<'h> BucketedPsi<'h> {
         self.next == self.buckets
     }
 
+    /// The next bucket to run.
+    pub fn next_bucket(&self) -> usize {
+        self.next
+    }
+
+    /// Skips to bucket `next`, the peer having had `peer_keys` keys before it (a resumed run).
+    ///
+    /// # Errors
+    /// `next` is past the last bucket.
+    pub fn resume_at(&mut self, next: usize, peer_keys: u64) -> Result<(), DataError> {
+        if next > self.buckets {
+            return Err(DataError::Protocol(ProtocolError::Config(format!(
+                "the checkpoint is at bucket {next} of {}; delete the recovery folder to start \
+                 over",
+                self.buckets
+            ))));
+        }
+        self.next = next;
+        self.peer_keys = peer_keys;
+        Ok(())
+    }
+
     /// Runs the next bucket on our unique digests in it; returns the indices into `items` of
     /// the intersection when this party learns it.
     ///

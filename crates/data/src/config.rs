@@ -108,7 +108,6 @@ struct DebugOptions {
 #[serde(deny_unknown_fields)]
 struct RecoveryConfig {
     enabled: Option<bool>,
-    #[allow(dead_code)] // Only meaningful when recovery is enabled, which is refused for now.
     folder: Option<String>,
 }
 
@@ -354,18 +353,21 @@ pub fn parse_launch_config(
     }
 
     // Fields of features not built yet: accepted only at their default/disabled value.
-    if psi
-        .recovery_config
-        .as_ref()
-        .and_then(|r| r.enabled)
-        .unwrap_or(false)
-    {
-        return Err(not_yet(
-            "psi_config.recovery_config.enabled",
-            "true",
-            "set it to false; resume after a crash is planned",
-        ));
-    }
+    let recovery = match &psi.recovery_config {
+        Some(RecoveryConfig {
+            enabled: Some(true),
+            folder,
+        }) => match folder.as_deref().map(str::trim) {
+            Some(f) if !f.is_empty() => Some(resolve(f)),
+            _ => {
+                return Err(invalid(
+                    "psi_config.recovery_config.folder",
+                    "missing; give a folder for the checkpoints when recovery is enabled",
+                ));
+            }
+        },
+        _ => None,
+    };
     let join_name = psi
         .advanced_join_type
         .as_deref()
@@ -549,6 +551,7 @@ pub fn parse_launch_config(
             .as_ref()
             .and_then(|e| e.spill_dir.as_deref())
             .map(resolve),
+        recovery,
         warnings,
     })
 }

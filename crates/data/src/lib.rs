@@ -16,6 +16,7 @@ pub mod generate;
 pub mod join;
 mod output;
 mod process;
+mod recovery;
 mod report;
 mod rows;
 mod run;

@@ -21,7 +21,7 @@ use blindjoin_protocols::{NoProgress, Progress, ProtocolError};
 use std::path::Path;
 
 /// What a finished run found.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Totals {
     /// Our unique keys.
     pub keys: u64,
@@ -37,8 +37,29 @@ pub struct Totals {
 pub enum RunsAt<'a> {
     /// In memory.
     Memory,
-    /// In files in this directory.
+    /// In files in this directory, removed at the end.
     Disk(&'a Path),
+    /// In files in this recovery folder, kept, continuing from a checkpoint's state.
+    Recovery(&'a Path, &'a ProcessorState),
+}
+
+/// Everything a checkpoint must hold to resume after bucket `buckets_done`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProcessorState {
+    /// Buckets finished.
+    pub buckets_done: usize,
+    /// The peer's unique keys in them.
+    pub peer_keys: u64,
+    /// The matched (or kept) runs.
+    pub matched: crate::runs::RunsState,
+    /// The unmatched runs.
+    pub unmatched: crate::runs::RunsState,
+    /// Our unmatched rows so far.
+    pub own_unmatched_rows: u64,
+    /// The chained intersection digest so far.
+    pub intersection_digest: ItemDigest,
+    /// Counts and timings so far.
+    pub totals: Totals,
 }
 
 /// One party's bucket-by-bucket run.
@@ -69,21 +90,59 @@ impl<'a> Processor<'a> {
         } else {
             SortBy::Bytes
         };
-        let runs = |name: &str| match at {
-            RunsAt::Memory => Ok(Runs::in_memory(sort)),
-            RunsAt::Disk(dir) => Runs::on_disk(dir.join(name), sort),
+        let resume = match at {
+            RunsAt::Recovery(_, state) => Some(state),
+            _ => None,
         };
+        let runs = |name: &str, state: Option<&crate::runs::RunsState>| match (&at, state) {
+            (RunsAt::Memory, _) => Ok(Runs::in_memory(sort)),
+            (RunsAt::Disk(dir), _) => Runs::on_disk(dir.join(name), sort),
+            (RunsAt::Recovery(dir, _), Some(st)) => Runs::resumed(dir.join(name), sort, st),
+            (RunsAt::Recovery(dir, _), None) => {
+                Runs::resumed(dir.join(name), sort, &Default::default())
+            }
+        };
+        let mut psi = psi;
+        if let Some(st) = resume {
+            psi.resume_at(st.buckets_done, st.peer_keys)?;
+        }
         Ok(Processor {
             learns: spec.learns_result(),
             joined: spec.learns_result() && spec.broadcast_result,
             am_left: spec.role == spec.join.left_side,
-            matched: runs("matched-runs")?,
-            unmatched: runs("unmatched-runs")?,
-            own_unmatched_rows: 0,
-            intersection_digest: item_digest(b"blindjoin/intersection-digest/v2"),
-            totals: Totals::default(),
+            matched: runs("matched-runs", resume.map(|s| &s.matched))?,
+            unmatched: runs("unmatched-runs", resume.map(|s| &s.unmatched))?,
+            own_unmatched_rows: resume.map_or(0, |s| s.own_unmatched_rows),
+            intersection_digest: resume.map_or_else(
+                || item_digest(b"blindjoin/intersection-digest/v2"),
+                |s| s.intersection_digest,
+            ),
+            totals: resume.map(|s| s.totals.clone()).unwrap_or_default(),
             spec,
             psi,
+        })
+    }
+
+    /// Buckets finished so far.
+    pub fn buckets_done(&self) -> usize {
+        self.psi.next_bucket()
+    }
+
+    /// Makes the runs durable and returns the state a checkpoint records.
+    ///
+    /// # Errors
+    /// Syncing the run files failed.
+    pub fn checkpoint(&mut self) -> Result<ProcessorState, DataError> {
+        self.matched.sync()?;
+        self.unmatched.sync()?;
+        Ok(ProcessorState {
+            buckets_done: self.psi.next_bucket(),
+            peer_keys: self.psi.peer_keys(),
+            matched: self.matched.state(),
+            unmatched: self.unmatched.state(),
+            own_unmatched_rows: self.own_unmatched_rows,
+            intersection_digest: self.intersection_digest,
+            totals: self.totals.clone(),
         })
     }
 

@@ -40,6 +40,9 @@ pub struct Report {
     /// Whether the input was spilled to disk in hash shards (large inputs).
     #[serde(default)]
     pub spilled: bool,
+    /// With recovery: the bucket this run resumed at (0: from the start).
+    #[serde(default)]
+    pub resumed_at_bucket: u64,
     /// Rows in the input.
     pub original_count: i64,
     /// Unique keys in the input.

@@ -6,10 +6,11 @@ use crate::bucket::BucketedPsi;
 use crate::error::DataError;
 use crate::output::write_atomic;
 use crate::process::{Processor, RunsAt};
+use crate::recovery::{Checkpoint, Recovery};
 use crate::report::{Report, Stages, peak_rss_bytes};
 use crate::rows::TableBuckets;
 use crate::spec::{RunSpec, SpillMode};
-use crate::spill::{SpilledTable, spill};
+use crate::spill::{SpillDir, SpilledTable, spill};
 use crate::table::Table;
 use blindjoin_link::{Link, LinkError, TcpLink, TcpOptions};
 use blindjoin_protocols::{Hello, Progress, PsiOptions, handshake};
@@ -95,6 +96,7 @@ pub const AUTO_SPILL_BYTES: u64 = 256 << 20;
 /// traffic.
 pub struct Prepared {
     source: Source,
+    recovery: Option<(Recovery, Checkpoint)>,
     secret_key: Option<Zeroizing<Vec<u8>>>,
     read_s: f64,
 }
@@ -141,9 +143,32 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
             message: "missing; this party receives the intersection".into(),
         }));
     }
-    let source = if spills(spec) {
+    let mut recovery = None;
+    let source = if let Some(folder) = &spec.recovery {
+        let (rec, cp) = Recovery::open(spec, folder)?;
+        let dir = SpillDir::persistent(rec.shard_dir())?;
+        let (table, cp) = match cp {
+            Some(cp) => {
+                let t = SpilledTable::reopen(dir, cp.header.clone(), cp.rows, cp.shards)?;
+                (t, cp)
+            }
+            None => {
+                let t = spill(&spec.input, &spec.keys, dir, progress)?;
+                let cp = rec.fresh(t.header.clone(), t.rows, t.shards());
+                rec.save(&cp)?;
+                (t, cp)
+            }
+        };
+        recovery = Some((rec, cp));
+        Source::Disk(table)
+    } else if spills(spec) {
         let dir = spec.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
-        Source::Disk(spill(&spec.input, &spec.keys, &dir, progress)?)
+        Source::Disk(spill(
+            &spec.input,
+            &spec.keys,
+            SpillDir::temporary(&dir)?,
+            progress,
+        )?)
     } else {
         progress.stage("reading input", 0);
         let table = Table::read(&spec.input, &spec.keys)?;
@@ -162,6 +187,7 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
     };
     Ok(Prepared {
         source,
+        recovery,
         secret_key,
         read_s: t.elapsed().as_secs_f64(),
     })
@@ -180,6 +206,7 @@ pub fn run_on_link(
 ) -> Result<Report, DataError> {
     let Prepared {
         source,
+        mut recovery,
         secret_key,
         read_s,
     } = prepared;
@@ -194,7 +221,13 @@ pub fn run_on_link(
         spec.curve,
         spec.role,
         spec.keys.len() as u32,
-        &spec.join.handshake_name(),
+        // Recovery adds a message before the first bucket: both must have it on.
+        &(spec.join.handshake_name()
+            + if spec.recovery.is_some() {
+                ":recovery"
+            } else {
+                ""
+            }),
         spec.broadcast_result,
         source.rows(),
     )
@@ -211,26 +244,43 @@ pub fn run_on_link(
     };
     let psi = BucketedPsi::new(&hs, &opts)?;
     let b = psi.buckets();
-    let runs_at = match &source {
-        Source::Memory { .. } => RunsAt::Memory,
-        Source::Disk(t) => RunsAt::Disk(t.dir()),
+    let resume = match &recovery {
+        Some((_, cp)) => Some(cp.agree(link, b)?),
+        None => None,
+    };
+    let runs_at = match (&source, &recovery, &resume) {
+        (_, Some((rec, _)), Some(state)) => RunsAt::Recovery(rec.folder(), state),
+        (Source::Memory { .. }, _, _) => RunsAt::Memory,
+        (Source::Disk(t), _, _) => RunsAt::Disk(t.dir()),
     };
     let mut work = Processor::new(spec, psi, runs_at)?;
+    let first = work.buckets_done();
     if b > 1 {
-        progress.stage("running the protocol (buckets)", b as u64);
+        progress.stage("running the protocol (buckets)", (b - first) as u64);
     }
+    // After each bucket, with recovery: sync the runs, then replace the checkpoint.
+    let mut checkpoint = |work: &mut Processor<'_>| -> Result<(), DataError> {
+        if let Some((rec, cp)) = recovery.as_mut() {
+            cp.advance(b, work.checkpoint()?);
+            rec.save(cp)?;
+        }
+        Ok(())
+    };
     match &source {
         Source::Memory { table, rows } => {
-            for k in 0..b {
+            for k in first..b {
                 work.bucket(link, &rows.bucket(table, k, b), progress)?;
+                checkpoint(&mut work)?;
             }
         }
         Source::Disk(spilled) => {
             let m = b.min(spilled.shards());
-            for unit in 0..m {
+            let per = b / m;
+            for unit in first / per..m {
                 let group = spilled.load_unit(unit, b)?;
-                for k in unit * (b / m)..(unit + 1) * (b / m) {
+                for k in (unit * per).max(first)..(unit + 1) * per {
                     work.bucket(link, &group.bucket(k, b), progress)?;
+                    checkpoint(&mut work)?;
                 }
             }
         }
@@ -266,6 +316,7 @@ pub fn run_on_link(
         mode: Some(spec.variant.clone()).filter(|v| !v.is_empty()),
         buckets: finished.buckets as u64,
         spilled: matches!(source, Source::Disk(_)),
+        resumed_at_bucket: first as u64,
         original_count: source.rows() as i64,
         original_key_count: finished.totals.keys as i64,
         intersection_count,

@@ -86,6 +86,7 @@ fn spec(
         },
         spill,
         spill_dir: Some(d.to_path_buf()),
+        recovery: None,
         warnings: Vec::new(),
     }
 }

@@ -35,7 +35,18 @@ enum Store {
         out: Option<BufWriter<File>>,
         file: Option<File>,
         len: u64,
+        /// Recovery keeps the file for a resumed run.
+        keep: bool,
     },
+}
+
+/// Where a run file stands after a bucket: its length and its runs (for a checkpoint).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunsState {
+    /// Bytes written.
+    pub len: u64,
+    /// `(start, end)` of each run.
+    pub bounds: Vec<(u64, u64)>,
 }
 
 /// Runs appended one after another into one store.
@@ -58,26 +69,85 @@ impl Runs {
     /// # Errors
     /// The file cannot be created.
     pub fn on_disk(path: PathBuf, sort_by: SortBy) -> Result<Self, DataError> {
-        let f = std::fs::OpenOptions::new()
+        Self::open_at(path, sort_by, &RunsState::default(), false)
+    }
+
+    /// Runs in the file at `path`, kept after the run, continuing from `state` (a checkpoint;
+    /// anything written after it is cut off).
+    ///
+    /// # Errors
+    /// The file cannot be opened, or is shorter than the checkpoint says.
+    pub fn resumed(path: PathBuf, sort_by: SortBy, state: &RunsState) -> Result<Self, DataError> {
+        Self::open_at(path, sort_by, state, true)
+    }
+
+    fn open_at(
+        path: PathBuf,
+        sort_by: SortBy,
+        state: &RunsState,
+        keep: bool,
+    ) -> Result<Self, DataError> {
+        let io = |source| DataError::Io {
+            path: path.clone(),
+            action: "opening a sorted-run file in the spill directory",
+            source,
+        };
+        let mut f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
-            .truncate(true)
+            .truncate(state.len == 0)
             .open(&path)
-            .map_err(|source| DataError::Io {
-                path: path.clone(),
-                action: "creating a sorted-run file in the spill directory",
-                source,
-            })?;
-        Ok(Self::with(
+            .map_err(io)?;
+        if f.metadata().map_err(io)?.len() < state.len {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "shorter than the checkpoint says; delete the recovery folder to start over",
+            )));
+        }
+        f.set_len(state.len).map_err(io)?;
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(state.len)).map_err(io)?;
+        let mut runs = Self::with(
             Store::Disk {
-                path,
                 out: Some(BufWriter::with_capacity(1 << 20, f)),
                 file: None,
-                len: 0,
+                len: state.len,
+                keep,
+                path,
             },
             sort_by,
-        ))
+        );
+        runs.bounds = state.bounds.clone();
+        runs.open = state.len;
+        Ok(runs)
+    }
+
+    /// The runs so far (call after [`Runs::end_run`]).
+    pub fn state(&self) -> RunsState {
+        RunsState {
+            len: self.len(),
+            bounds: self.bounds.clone(),
+        }
+    }
+
+    /// Makes everything written so far durable (before a checkpoint names it).
+    ///
+    /// # Errors
+    /// The flush or sync failed.
+    pub fn sync(&mut self) -> Result<(), DataError> {
+        if let Store::Disk {
+            path, out: Some(w), ..
+        } = &mut self.store
+        {
+            let io = |source| DataError::Io {
+                path: path.clone(),
+                action: "writing a sorted-run file (is the disk full?)",
+                source,
+            };
+            w.flush().map_err(io)?;
+            w.get_ref().sync_data().map_err(io)?;
+        }
+        Ok(())
     }
 
     fn with(store: Store, sort_by: SortBy) -> Self {
@@ -108,8 +178,17 @@ impl Runs {
         left: bool,
         rows: impl Iterator<Item = &'r [u8]>,
     ) -> Result<(), DataError> {
-        let mut rec = std::mem::take(&mut self.scratch);
-        rec.clear();
+        // In memory the record is built in place; on disk in a scratch buffer, then written.
+        let in_memory = matches!(self.store, Store::Memory(_));
+        let mut rec = match &mut self.store {
+            Store::Memory(v) => std::mem::take(v),
+            Store::Disk { .. } => {
+                let mut r = std::mem::take(&mut self.scratch);
+                r.clear();
+                r
+            }
+        };
+        let at = rec.len();
         rec.extend_from_slice(&[0u8; HEAD]);
         rec.extend_from_slice(sort);
         let mut n = 0u32;
@@ -118,30 +197,35 @@ impl Runs {
             rec.extend_from_slice(r);
             n += 1;
         }
-        let payload = (rec.len() - HEAD - sort.len()) as u32;
-        rec[0..4].copy_from_slice(&(sort.len() as u32).to_le_bytes());
-        rec[4..8].copy_from_slice(&times.to_le_bytes());
-        rec[8..12].copy_from_slice(&n.to_le_bytes());
-        rec[12] = u8::from(left);
-        rec[13..17].copy_from_slice(&payload.to_le_bytes());
+        let payload = (rec.len() - at - HEAD - sort.len()) as u32;
+        let head = &mut rec[at..at + HEAD];
+        head[0..4].copy_from_slice(&(sort.len() as u32).to_le_bytes());
+        head[4..8].copy_from_slice(&times.to_le_bytes());
+        head[8..12].copy_from_slice(&n.to_le_bytes());
+        head[12] = u8::from(left);
+        head[13..17].copy_from_slice(&payload.to_le_bytes());
+        if in_memory {
+            if let Store::Memory(v) = &mut self.store {
+                *v = rec;
+            }
+            return Ok(());
+        }
         let r = self.append(&rec);
         self.scratch = rec;
         r
     }
 
+    /// Writes a record to the run file (in memory, [`Runs::push`] builds it in place).
     fn append(&mut self, bytes: &[u8]) -> Result<(), DataError> {
-        match &mut self.store {
-            Store::Memory(v) => v.extend_from_slice(bytes),
-            Store::Disk { path, out, len, .. } => {
-                if let Some(out) = out {
-                    out.write_all(bytes).map_err(|source| DataError::Io {
-                        path: path.clone(),
-                        action: "writing a sorted-run file (is the disk full?)",
-                        source,
-                    })?;
-                }
-                *len += bytes.len() as u64;
+        if let Store::Disk { path, out, len, .. } = &mut self.store {
+            if let Some(out) = out {
+                out.write_all(bytes).map_err(|source| DataError::Io {
+                    path: path.clone(),
+                    action: "writing a sorted-run file (is the disk full?)",
+                    source,
+                })?;
             }
+            *len += bytes.len() as u64;
         }
         Ok(())
     }
@@ -216,12 +300,18 @@ impl Runs {
 impl Drop for Runs {
     fn drop(&mut self) {
         if let Store::Disk {
-            path, out, file, ..
+            path,
+            out,
+            file,
+            keep,
+            ..
         } = &mut self.store
         {
             drop(out.take());
             drop(file.take());
-            let _ = std::fs::remove_file(path);
+            if !*keep {
+                let _ = std::fs::remove_file(path);
+            }
         }
     }
 }

@@ -75,6 +75,9 @@ pub struct RunSpec {
     pub spill: SpillMode,
     /// Where spill shards and sorted runs go (default: the system's temporary directory).
     pub spill_dir: Option<PathBuf>,
+    /// `recovery_config.folder` when `enabled`: checkpoint every bucket there and resume from
+    /// it (see [`crate::recovery`]). The input is then always spilled, into this folder.
+    pub recovery: Option<PathBuf>,
     /// Non-fatal notes from config parsing, printed before the run.
     pub warnings: Vec<String>,
 }

@@ -39,7 +39,7 @@ pub struct SpilledTable {
     pub header: Vec<String>,
     /// Data rows.
     pub rows: u64,
-    dir: TempDir,
+    dir: SpillDir,
     shards: usize,
 }
 
@@ -139,7 +139,7 @@ fn shard_count(size: u64) -> usize {
 pub fn spill(
     path: &Path,
     keys: &[String],
-    dir: &Path,
+    dir: SpillDir,
     progress: &dyn Progress,
 ) -> Result<SpilledTable, DataError> {
     spill_in_blocks(path, keys, dir, progress, BLOCK_BYTES)
@@ -148,7 +148,7 @@ pub fn spill(
 fn spill_in_blocks(
     path: &Path,
     keys: &[String],
-    dir: &Path,
+    temp: SpillDir,
     progress: &dyn Progress,
     block_bytes: usize,
 ) -> Result<SpilledTable, DataError> {
@@ -163,7 +163,6 @@ fn spill_in_blocks(
     let mut file = File::open(path).map_err(io("reading the input"))?;
     let size = file.metadata().map_err(io("reading the input"))?.len();
     let shards = shard_count(size);
-    let temp = TempDir::create(dir)?;
     let buffer = ((64usize << 20) / shards).clamp(64 << 10, 1 << 20);
     let mut writers = (0..shards)
         .map(|s| {
@@ -356,6 +355,47 @@ impl SpilledTable {
         self.shards
     }
 
+    /// A table spilled by an earlier run into `dir` (recovery), described by its checkpoint.
+    ///
+    /// # Errors
+    /// A shard file is missing.
+    pub fn reopen(
+        dir: SpillDir,
+        header: Vec<String>,
+        rows: u64,
+        shards: usize,
+    ) -> Result<Self, DataError> {
+        if !shards.is_power_of_two() || shards > MAX_SHARDS {
+            return Err(DataError::Io {
+                path: dir.path.clone(),
+                action: "resuming from the recovery folder",
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("the checkpoint names {shards} shards"),
+                ),
+            });
+        }
+        for s in 0..shards {
+            let p = dir.shard(s);
+            if !p.is_file() {
+                return Err(DataError::Io {
+                    path: p,
+                    action: "resuming from the recovery folder",
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "a spill shard is missing; delete the recovery folder to start over",
+                    ),
+                });
+            }
+        }
+        Ok(SpilledTable {
+            header,
+            rows,
+            dir,
+            shards,
+        })
+    }
+
     /// The private directory holding the shards (and the output's sorted runs).
     pub fn dir(&self) -> &Path {
         &self.dir.path
@@ -429,22 +469,43 @@ impl SpilledTable {
     }
 }
 
-/// A private directory removed with everything in it on drop.
-struct TempDir {
+/// Where the shards go: a private directory removed with everything in it on drop, or (with
+/// recovery) a fixed directory that outlives the run.
+pub struct SpillDir {
     path: PathBuf,
+    remove_on_drop: bool,
 }
 
-impl TempDir {
-    fn create(parent: &Path) -> Result<TempDir, DataError> {
+impl SpillDir {
+    /// A new private directory under `parent`, removed on drop.
+    ///
+    /// # Errors
+    /// `parent` is not writable.
+    pub fn temporary(parent: &Path) -> Result<SpillDir, DataError> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = parent.join(format!(".blindjoin-spill-{}-{n}", std::process::id()));
+        Self::create(path, true)
+    }
+
+    /// `path` itself, kept after the run (recovery).
+    ///
+    /// # Errors
+    /// It cannot be created.
+    pub fn persistent(path: PathBuf) -> Result<SpillDir, DataError> {
+        Self::create(path, false)
+    }
+
+    fn create(path: PathBuf, remove_on_drop: bool) -> Result<SpillDir, DataError> {
         std::fs::create_dir_all(&path).map_err(|source| DataError::Io {
             path: path.clone(),
             action: "creating the spill directory (set --spill-dir to a writable directory)",
             source,
         })?;
-        Ok(TempDir { path })
+        Ok(SpillDir {
+            path,
+            remove_on_drop,
+        })
     }
 
     fn shard(&self, s: usize) -> PathBuf {
@@ -452,9 +513,11 @@ impl TempDir {
     }
 }
 
-impl Drop for TempDir {
+impl Drop for SpillDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        if self.remove_on_drop {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
     }
 }
 
@@ -510,7 +573,14 @@ mod tests {
             .collect();
         for (block, shards, b) in [(7, 1, 1), (64, 4, 16), (100, 8, 2), (1 << 20, 2, 2)] {
             TEST_SHARDS.store(shards, std::sync::atomic::Ordering::Relaxed);
-            let t = spill_in_blocks(&p, &["id".into()], &d, &NoProgress, block).unwrap();
+            let t = spill_in_blocks(
+                &p,
+                &["id".into()],
+                SpillDir::temporary(&d).unwrap(),
+                &NoProgress,
+                block,
+            )
+            .unwrap();
             assert_eq!(t.rows, want.len() as u64);
             assert_eq!(t.header, ["id", "note"]);
             assert_eq!(spilled_rows(&t, b), want, "block {block}");
@@ -528,17 +598,29 @@ mod tests {
         text.push_str(",2\n");
         std::fs::write(&p, &text).unwrap();
         for block in [5, 40, 1 << 16] {
-            let e = spill_in_blocks(&p, &["id".into()], &d, &NoProgress, block)
-                .err()
-                .unwrap()
-                .to_string();
-            assert!(e.contains(":102:") && e.contains("empty"), "{e}");
-        }
-        std::fs::write(&p, "id,v\n\"open,1\nx,2\n").unwrap();
-        let e = spill_in_blocks(&p, &["id".into()], &d, &NoProgress, 4)
+            let e = spill_in_blocks(
+                &p,
+                &["id".into()],
+                SpillDir::temporary(&d).unwrap(),
+                &NoProgress,
+                block,
+            )
             .err()
             .unwrap()
             .to_string();
+            assert!(e.contains(":102:") && e.contains("empty"), "{e}");
+        }
+        std::fs::write(&p, "id,v\n\"open,1\nx,2\n").unwrap();
+        let e = spill_in_blocks(
+            &p,
+            &["id".into()],
+            SpillDir::temporary(&d).unwrap(),
+            &NoProgress,
+            4,
+        )
+        .err()
+        .unwrap()
+        .to_string();
         assert!(e.contains("unterminated"), "{e}");
         let left: Vec<_> = std::fs::read_dir(&d)
             .unwrap()

@@ -73,11 +73,6 @@ fn unknown_fields_name_their_path_and_line() {
 #[test]
 fn features_not_built_are_refused_by_name() {
     let cases = [
-        (
-            "\"enabled\": false",
-            "\"enabled\": true",
-            "recovery_config.enabled",
-        ),
         ("CURVE_25519", "CURVE_FOURQ", "ecdh_config.curve"),
         (
             "\"type\": \"IO_TYPE_FILE_CSV\", \"path\": \"/data/in.csv\"",
@@ -351,4 +346,24 @@ fn enable_ssl_without_files_names_the_field() {
     let typo = r#""enable_ssl": true, "client_ssl_opts": { "cert_path": "c.crt" }"#;
     let e = parse(&with_ssl("ROLE_SENDER", "sender", typo)).unwrap_err();
     assert!(e.to_string().contains("cert_path"), "{e}");
+}
+
+#[test]
+fn recovery_needs_a_folder_and_resolves_it() {
+    let base = seed_config("ROLE_RECEIVER", "receiver");
+    assert_eq!(parse(&base).unwrap().recovery, None);
+    let on = base.replacen("\"enabled\": false", "\"enabled\": true", 1);
+    let e = parse(&on).unwrap_err().to_string();
+    assert!(e.contains("recovery_config.folder"), "{e}");
+    let with_folder = base.replacen(
+        "\"enabled\": false",
+        "\"enabled\": true, \"folder\": \"ckpt\"",
+        1,
+    );
+    let spec = parse(&with_folder).unwrap();
+    let folder = spec.recovery.unwrap();
+    assert!(
+        folder.ends_with("ckpt") && folder.is_absolute(),
+        "{folder:?}"
+    );
 }
