@@ -24,6 +24,9 @@
 mod codec;
 mod error;
 mod frame;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod inbox;
 mod mem;
 mod shape;

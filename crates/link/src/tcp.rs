@@ -431,7 +431,12 @@ fn greet_as_connector(stream: TcpStream, opts: &TcpOptions) -> Result<TcpStream,
 }
 
 /// The reader thread: frames in, until EOF, an error, or the receiver is dropped.
-fn read_frames(stream: impl Read, peer: &str, tx: &Sender<Incoming>, shape: Option<LinkShape>) {
+pub(crate) fn read_frames(
+    stream: impl Read,
+    peer: &str,
+    tx: &Sender<Incoming>,
+    shape: Option<LinkShape>,
+) {
     let mut r = BufReader::with_capacity(1 << 18, stream);
     let mut shaper = shape.map(Shaper::new);
     loop {

@@ -31,6 +31,9 @@
 
 pub mod ecdh;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod handshake;
 pub mod kkrt;
 mod positions;

@@ -56,7 +56,10 @@ pub(crate) fn decode(
     n: usize,
 ) -> Result<Vec<usize>, ProtocolError> {
     let bad = |what: &str| ProtocolError::PeerMisbehaved(format!("intersection positions: {what}"));
-    let mut out = Vec::with_capacity(total.min(n));
+    // Each position takes at least one bit of a bitmap or one byte of a varint, so the bytes that
+    // arrived bound the count: a head claiming `total` positions with few bytes behind it must not
+    // make us reserve `total` slots.
+    let mut out = Vec::with_capacity(total.min(n).min(bytes.len().saturating_mul(8)));
     match format {
         FORMAT_BITMAP => {
             if bytes.len() != n.div_ceil(8) {
@@ -224,6 +227,12 @@ mod tests {
         assert!(decode(FORMAT_BITMAP, &[0x01, 0], 1, 8).is_err());
         assert!(decode(FORMAT_BITMAP, &[0x03], 1, 8).is_err());
         assert!(decode(9, &[], 0, 8).is_err());
+        // A huge announced total with (almost) no bytes behind it is refused without reserving
+        // room for `total` positions (8 TiB here: the reservation alone would abort).
+        let huge = 1usize << 40;
+        assert!(decode(FORMAT_GAPS, &[], huge, huge).is_err());
+        assert!(decode(FORMAT_GAPS, &[0], huge, huge).is_err());
+        assert!(decode(FORMAT_BITMAP, &[1], huge, 8).is_err());
         // A head that claims more bytes than the format allows is refused before any read.
         let (mut a, mut b) = blindjoin_link::mem_pair();
         let mut head = vec![MSG_POSITIONS];

@@ -1,0 +1,38 @@
+//! Entry points for the fuzz targets in `fuzz/` (feature `fuzzing`; not a stable API): the
+//! decoders that otherwise sit behind a socket.
+
+use crate::frame::HEADER_LEN;
+use crate::inbox::Inbox;
+use crate::{LinkError, LinkStats};
+use std::sync::mpsc::channel;
+use std::time::Duration;
+
+/// Runs the TCP link's frame reader over `stream` (bytes as they came off the socket) and
+/// returns what [`crate::Link::recv`] would have returned for each frame, ending with the first
+/// error (a malformed frame, an abort, a close, or the end of the stream). `max_frames` bounds
+/// the number of results.
+pub fn read_frames(stream: &[u8], max_frames: usize) -> Vec<Result<Vec<u8>, LinkError>> {
+    let (tx, rx) = channel();
+    crate::tcp::read_frames(stream, "fuzz-peer", &tx, None);
+    drop(tx);
+    let mut inbox = Inbox {
+        rx,
+        timeout: Duration::from_secs(1),
+        peer: "fuzz-peer".to_string(),
+        stats: LinkStats::default(),
+        peer_closed: false,
+    };
+    let mut out = Vec::new();
+    while out.len() < max_frames {
+        let got = inbox.recv();
+        let end = got.is_err();
+        out.push(got);
+        if end {
+            break;
+        }
+    }
+    // Every byte counted was part of a whole frame that arrived.
+    debug_assert!(inbox.stats.bytes_received <= stream.len() as u64);
+    debug_assert!(out.len() <= stream.len() / HEADER_LEN + 1);
+    out
+}

@@ -1,0 +1,201 @@
+//! Writes seed inputs for every fuzz target into `<dir>/<target>/seed-*` (default dir:
+//! `fuzz/seeds`): valid messages from honest runs, so the fuzzer starts deep in each decoder.
+//! Deterministic in layout, not in bytes (the protocol runs use fresh randomness).
+
+use blindjoin_link::{put_u32, put_u64, put_varint};
+use blindjoin_protocols::fuzzing::hello_encode;
+use blindjoin_protocols::{Curve, Hello, Protocol, Role};
+use fuzz_support::{PsiCase, join_messages, psi_seed};
+use std::path::{Path, PathBuf};
+
+fn write(dir: &Path, target: &str, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let d: PathBuf = dir.join(target);
+    std::fs::create_dir_all(&d)?;
+    std::fs::write(d.join(format!("seed-{name}")), bytes)
+}
+
+fn gaps(positions: &[u32]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut next = 0;
+    for &p in positions {
+        put_varint(&mut out, p - next);
+        next = p + 1;
+    }
+    out
+}
+
+fn main() -> std::io::Result<()> {
+    let dir = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .unwrap_or_else(|| "fuzz/seeds".into()),
+    );
+
+    // Whole protocols: every protocol × role × broadcast (and a few modes / curves / sizes).
+    let cases = [
+        (Protocol::Rr22, "rr22", None),
+        (Protocol::Kkrt, "kkrt", None),
+        (Protocol::Ecdh, "ecdh", Some(Curve::Curve25519)),
+    ];
+    for (protocol, name, curve) in cases {
+        for role in [Role::Receiver, Role::Sender] {
+            for broadcast in [false, true] {
+                let variants: &[&str] = if protocol == Protocol::Rr22 {
+                    &["fast", "low_comm", "malicious"]
+                } else {
+                    &[""]
+                };
+                for (vi, &variant) in variants.iter().enumerate() {
+                    let case = PsiCase {
+                        protocol,
+                        curve,
+                        variant,
+                        role,
+                        broadcast,
+                        ours: 8,
+                        theirs: 6 + vi,
+                    };
+                    let r = if role == Role::Receiver { "r" } else { "s" };
+                    let seed = psi_seed(case);
+                    write(
+                        &dir,
+                        &format!("psi_{name}"),
+                        &format!("{r}{}{variant}", u8::from(broadcast)),
+                        &seed,
+                    )?;
+                }
+            }
+        }
+    }
+    for curve in [
+        Curve::Ristretto255,
+        Curve::Secp256k1,
+        Curve::P256,
+        Curve::Sm2,
+    ] {
+        let case = PsiCase {
+            protocol: Protocol::Ecdh,
+            curve: Some(curve),
+            variant: "",
+            role: Role::Sender,
+            broadcast: true,
+            ours: 5,
+            theirs: 5,
+        };
+        write(
+            &dir,
+            "psi_ecdh",
+            &format!("s1-{}", curve.config_name()),
+            &psi_seed(case),
+        )?;
+    }
+
+    // Hellos: the peer's hello that agrees with each of the target's own hellos.
+    let ours = [
+        Hello::new(
+            Protocol::Ecdh,
+            Some(Curve::Curve25519),
+            Role::Sender,
+            1,
+            "INNER",
+            true,
+            10,
+        ),
+        Hello::new(Protocol::Rr22, None, Role::Sender, 2, "LEFT", false, 0).with_variant("fast"),
+        Hello::new(Protocol::Kkrt, None, Role::Sender, 1, "INNER", true, 7)
+            .with_bucket_size(1 << 20),
+    ];
+    for (i, h) in ours.into_iter().enumerate() {
+        // sel = 2i (we are the receiver), the peer is the sender.
+        let mut seed = vec![(2 * i) as u8];
+        seed.extend(hello_encode(&h));
+        write(&dir, "hello", &format!("{i}"), &seed)?;
+    }
+
+    // Result positions: direct (gaps, bitmap) and over the link.
+    let n: u16 = 40;
+    let pos = [0u32, 3, 4, 17, 39];
+    let mut direct = n.to_le_bytes().to_vec();
+    direct.push(0);
+    direct.extend((pos.len() as u16).to_le_bytes());
+    direct.push(0);
+    direct.extend(gaps(&pos));
+    write(&dir, "positions", "gaps", &direct)?;
+    let mut bits = vec![0u8; 5];
+    for p in pos {
+        bits[p as usize / 8] |= 1 << (p % 8);
+    }
+    let mut direct = n.to_le_bytes().to_vec();
+    direct.push(0);
+    direct.extend((pos.len() as u16).to_le_bytes());
+    direct.push(1);
+    direct.extend(&bits);
+    write(&dir, "positions", "bitmap", &direct)?;
+    for (format, body) in [(0u8, gaps(&pos)), (1, bits.clone())] {
+        let mut head = vec![3u8];
+        put_u32(&mut head, pos.len() as u32);
+        head.push(format);
+        put_u32(&mut head, body.len() as u32);
+        let mut bulk = vec![3u8];
+        bulk.extend(&body);
+        let mut seed = n.to_le_bytes().to_vec();
+        seed.push(1);
+        seed.extend(join_messages([head.as_slice(), bulk.as_slice()]));
+        write(&dir, "positions", &format!("recv{format}"), &seed)?;
+    }
+
+    // Join counts: k = 5 keys, plain ones and varying counts.
+    for (c, counts) in [(0u8, vec![]), (1, vec![1u32, 2, 300, 1, 70_000])] {
+        let mut body = Vec::new();
+        for &x in &counts {
+            put_varint(&mut body, x);
+        }
+        let mut head = vec![0x40u8];
+        put_u64(&mut head, 3);
+        put_u32(&mut head, 5);
+        put_u32(&mut head, body.len() as u32);
+        let mut bulk = vec![0x40u8];
+        bulk.extend(&body);
+        let mut seed = vec![5u8, c];
+        if body.is_empty() {
+            seed.extend(join_messages([head.as_slice()]));
+        } else {
+            seed.extend(join_messages([head.as_slice(), bulk.as_slice()]));
+        }
+        write(&dir, "join_counts", &format!("{c}"), &seed)?;
+    }
+
+    // Bulk: 10 bytes of kind 7 in two parts.
+    let mut seed = vec![7u8];
+    seed.extend(10u32.to_le_bytes());
+    seed.extend(join_messages([
+        &[7u8, 1, 2, 3, 4][..],
+        &[7u8, 5, 6, 7, 8, 9, 10][..],
+    ]));
+    write(&dir, "link_bulk", "two-parts", &seed)?;
+
+    // Frames: data, data, abort; and data then close.
+    let frame = |kind: u8, payload: &[u8]| {
+        let mut f = (payload.len() as u32).to_le_bytes().to_vec();
+        f.push(kind);
+        f.extend_from_slice(payload);
+        f
+    };
+    let mut s = frame(0, b"hello");
+    s.extend(frame(0, b""));
+    s.extend(frame(1, "peer failed: reason".as_bytes()));
+    write(&dir, "link_frames", "abort", &s)?;
+    let mut s = frame(0, &[1, 2, 3]);
+    s.extend(frame(2, b""));
+    write(&dir, "link_frames", "close", &s)?;
+
+    // Reader: a program (u8, u32, str, records) then a message.
+    let prog = [0u8, 0, 1, 0, 4, 2, 5, 2, 6, 0];
+    let mut msg = vec![9u8, 1, 0, 0, 0, 3, 0, b'a', b'b', b'c', 2, 0, 0, 0];
+    msg.resize(prog.len(), 0);
+    let mut seed = prog.to_vec();
+    seed.extend(msg);
+    seed.extend([0x80, 0x01, 0x05]);
+    write(&dir, "link_reader", "prog", &seed)?;
+    Ok(())
+}

@@ -1,0 +1,281 @@
+//! Shared pieces of the fuzz targets: how a fuzz input is split into the peer's messages, the
+//! hostile peer of the whole-protocol targets, and a recording link for seed inputs.
+//!
+//! Every target plays the *peer*: the fuzz input is what arrives from the other party, and the
+//! code under test is this party's, run honestly through the public API. The invariant checked
+//! everywhere: no panic, no unbounded allocation, no hang — a bad input is a typed error.
+
+use blindjoin_crypto::{Curve, ItemDigest, item_digest};
+use blindjoin_link::{Link, LinkError, LinkStats, MemLink, mem_pair};
+use blindjoin_protocols::rr22::Rr22Mode;
+use blindjoin_protocols::{
+    Hello, NoProgress, Protocol, PsiOptions, PsiOutput, Role, handshake, run_psi,
+};
+use std::sync::{Arc, Mutex};
+
+/// Bytes of the length prefix in front of each message of a fuzz input.
+pub const LEN_BYTES: usize = 3;
+
+/// Splits `data` into messages, each `len: u24 LE | len bytes` (a length past the end takes
+/// what is left). At most `max` messages.
+pub fn messages(mut data: &[u8], max: usize) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    while !data.is_empty() && out.len() < max {
+        let mut len_bytes = [0u8; 4];
+        let k = data.len().min(LEN_BYTES);
+        len_bytes[..k].copy_from_slice(&data[..k]);
+        data = &data[k..];
+        let len = (u32::from_le_bytes(len_bytes) as usize).min(data.len());
+        let (msg, rest) = data.split_at(len);
+        out.push(msg);
+        data = rest;
+    }
+    out
+}
+
+/// The inverse of [`messages`].
+pub fn join_messages<'a>(msgs: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for m in msgs {
+        let len = u32::try_from(m.len()).unwrap_or(u32::MAX).min(0xff_ffff);
+        out.extend_from_slice(&len.to_le_bytes()[..LEN_BYTES]);
+        out.extend_from_slice(&m[..len as usize]);
+    }
+    out
+}
+
+/// Queues `msgs` as data messages from `peer`, then an abort, so that the party under test gets
+/// every message and then a prompt [`LinkError::PeerAborted`] instead of waiting for a timeout.
+/// `peer` must stay alive until the party under test is done (its sends would fail otherwise).
+pub fn feed(peer: &mut MemLink, msgs: &[&[u8]]) {
+    for m in msgs {
+        // Nothing the fuzzer makes exceeds MAX_FRAME_LEN; if it did, the message is just lost.
+        let _ = peer.send(m);
+    }
+    peer.abort("end of fuzz input");
+}
+
+/// Largest set a whole-protocol target lets either party have: keeps every run to milliseconds.
+pub const MAX_ITEMS: usize = 16;
+
+/// What a whole-protocol fuzz input's first bytes choose.
+#[derive(Clone, Copy, Debug)]
+pub struct PsiCase {
+    /// The protocol under test.
+    pub protocol: Protocol,
+    /// ECDH's curve.
+    pub curve: Option<Curve>,
+    /// RR22's mode ("" for the others).
+    pub variant: &'static str,
+    /// The honest party's role.
+    pub role: Role,
+    /// `broadcast_result`.
+    pub broadcast: bool,
+    /// The honest party's item count.
+    pub ours: usize,
+    /// The item count the hostile peer announces.
+    pub theirs: usize,
+}
+
+/// Bytes of configuration in front of a whole-protocol fuzz input's messages.
+pub const CASE_BYTES: usize = 3;
+
+const CURVES: [Curve; 5] = [
+    Curve::Curve25519,
+    Curve::Ristretto255,
+    Curve::Secp256k1,
+    Curve::P256,
+    Curve::Sm2,
+];
+
+const RR22_MODES: [Rr22Mode; 3] = [Rr22Mode::Fast, Rr22Mode::LowComm, Rr22Mode::Malicious];
+
+impl PsiCase {
+    /// Reads the case from `head` (missing bytes are 0): byte 0 = role (bit 0), broadcast
+    /// (bit 1), curve or RR22 mode (bits 2..); byte 1 = our item count; byte 2 = the peer's.
+    pub fn from_bytes(protocol: Protocol, head: &[u8]) -> Self {
+        let b = |i: usize| head.get(i).copied().unwrap_or(0);
+        let sel = usize::from(b(0) >> 2);
+        PsiCase {
+            protocol,
+            curve: (protocol == Protocol::Ecdh).then(|| CURVES[sel % CURVES.len()]),
+            variant: if protocol == Protocol::Rr22 {
+                RR22_MODES[sel % RR22_MODES.len()].variant()
+            } else {
+                ""
+            },
+            role: if b(0) & 1 == 0 {
+                Role::Receiver
+            } else {
+                Role::Sender
+            },
+            broadcast: b(0) & 2 != 0,
+            ours: usize::from(b(1)) % (MAX_ITEMS + 1),
+            theirs: usize::from(b(2)) % (MAX_ITEMS + 1),
+        }
+    }
+
+    /// The first bytes of an input that [`PsiCase::from_bytes`] reads back as `self`.
+    pub fn to_bytes(&self) -> [u8; CASE_BYTES] {
+        let sel = match self.protocol {
+            Protocol::Ecdh => CURVES
+                .iter()
+                .position(|c| Some(*c) == self.curve)
+                .unwrap_or(0),
+            Protocol::Rr22 => RR22_MODES
+                .iter()
+                .position(|m| m.variant() == self.variant)
+                .unwrap_or(0),
+            _ => 0,
+        };
+        let role = u8::from(self.role == Role::Sender);
+        let broadcast = u8::from(self.broadcast) << 1;
+        [
+            (sel as u8) << 2 | broadcast | role,
+            self.ours as u8,
+            self.theirs as u8,
+        ]
+    }
+
+    /// The hello of the party with `role` and `n` items.
+    pub fn hello(&self, role: Role, n: usize) -> Hello {
+        Hello::new(
+            self.protocol,
+            self.curve,
+            role,
+            1,
+            "INNER",
+            self.broadcast,
+            n as u64,
+        )
+        .with_variant(self.variant)
+    }
+
+    /// The other role.
+    pub fn peer_role(&self) -> Role {
+        match self.role {
+            Role::Receiver => Role::Sender,
+            Role::Sender => Role::Receiver,
+        }
+    }
+}
+
+/// `n` distinct digests; `salt` picks disjoint families.
+pub fn items(salt: &str, n: usize) -> Vec<ItemDigest> {
+    (0..n)
+        .map(|i| item_digest(format!("{salt}/{i}").as_bytes()))
+        .collect()
+}
+
+/// The whole-protocol target: the honest party (the case's role, [`PsiCase::ours`] items) runs
+/// [`handshake`] and [`run_psi`] on an in-memory link; the peer sends a valid hello for the case
+/// and then the fuzz input's messages, then aborts. Checks that a result, if any, is a sorted
+/// list of distinct indices into our items.
+pub fn run_hostile_peer(protocol: Protocol, data: &[u8]) {
+    let (head, rest) = data.split_at(data.len().min(CASE_BYTES));
+    let case = PsiCase::from_bytes(protocol, head);
+    let ours = items("ours", case.ours);
+    let (mut me, mut peer) = mem_pair();
+    let peer_hello = case.hello(case.peer_role(), case.theirs);
+    let mut msgs = vec![blindjoin_protocols::fuzzing::hello_encode(&peer_hello)];
+    msgs.extend(messages(rest, 1 << 12).into_iter().map(<[u8]>::to_vec));
+    let refs: Vec<&[u8]> = msgs.iter().map(Vec::as_slice).collect();
+    feed(&mut peer, &refs);
+    let Ok(hs) = handshake(&mut me, case.hello(case.role, case.ours)) else {
+        unreachable_handshake();
+    };
+    let opts = PsiOptions {
+        batch_size: 4,
+        ..PsiOptions::default()
+    };
+    if let Ok(PsiOutput {
+        intersection: Some(idx),
+    }) = run_psi(&mut me, &hs, &opts, &ours, &NoProgress)
+    {
+        assert!(
+            idx.windows(2).all(|w| w[0] < w[1]),
+            "unsorted result {idx:?}"
+        );
+        assert!(
+            idx.iter().all(|&i| i < ours.len()),
+            "index out of range {idx:?}"
+        );
+    }
+    drop(peer);
+}
+
+#[cold]
+fn unreachable_handshake() -> ! {
+    panic!("the harness's own hello was refused: the harness is out of date with handshake.rs");
+}
+
+/// A link that records every data message it receives (for seed inputs).
+pub struct Recording<L> {
+    /// The real link.
+    pub inner: L,
+    /// Messages received so far.
+    pub got: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl<L: Link> Link for Recording<L> {
+    fn send(&mut self, payload: &[u8]) -> Result<(), LinkError> {
+        self.inner.send(payload)
+    }
+    fn recv(&mut self) -> Result<Vec<u8>, LinkError> {
+        let m = self.inner.recv()?;
+        if let Ok(mut got) = self.got.lock() {
+            got.push(m.clone());
+        }
+        Ok(m)
+    }
+    fn abort(&mut self, reason: &str) {
+        self.inner.abort(reason)
+    }
+    fn close(&mut self) -> Result<(), LinkError> {
+        self.inner.close()
+    }
+    fn stats(&self) -> LinkStats {
+        self.inner.stats()
+    }
+    fn peer_id(&self) -> &str {
+        self.inner.peer_id()
+    }
+}
+
+/// A seed for [`run_hostile_peer`]: an honest run of `case`, with the messages the party under
+/// test received from its (honest) peer after the hello.
+pub fn psi_seed(case: PsiCase) -> Vec<u8> {
+    let (a, mut b) = mem_pair();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let mut a = Recording {
+        inner: a,
+        got: got.clone(),
+    };
+    let ours = items("ours", case.ours);
+    // The peer shares half of its items with us, so the seed exercises matches too.
+    let mut theirs = items("theirs", case.theirs);
+    for (t, o) in theirs.iter_mut().zip(ours.iter()).step_by(2) {
+        *t = *o;
+    }
+    let peer = std::thread::spawn(move || {
+        let hs = handshake(&mut b, case.hello(case.peer_role(), case.theirs)).ok()?;
+        let out = run_psi(&mut b, &hs, &PsiOptions::default(), &theirs, &NoProgress).ok();
+        let _ = b.close();
+        out
+    });
+    let hs = handshake(&mut a, case.hello(case.role, case.ours));
+    if let Ok(hs) = hs {
+        let opts = PsiOptions {
+            batch_size: 4,
+            ..PsiOptions::default()
+        };
+        let _ = run_psi(&mut a, &hs, &opts, &ours, &NoProgress);
+        let _ = a.close();
+    }
+    let _ = peer.join();
+    let got = got.lock().map(|g| g.clone()).unwrap_or_default();
+    let mut out = case.to_bytes().to_vec();
+    // got[0] is the peer's hello, which run_hostile_peer sends itself.
+    out.extend(join_messages(got.iter().skip(1).map(Vec::as_slice)));
+    out
+}
