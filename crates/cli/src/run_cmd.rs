@@ -141,6 +141,16 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
     let bars = Bars::new(args.quiet);
     let result = blindjoin_data::run(&spec, &bars);
     bars.finish();
+    if result.is_err()
+        && let Some(dir) = &spec.recovery
+        && dir.join("checkpoint.json").exists()
+    {
+        eprintln!(
+            "blindjoin: the checkpoint in {} is kept; rerun the same command on both sides to \
+             resume",
+            dir.display()
+        );
+    }
     let report = result?;
     if !args.quiet {
         eprintln!("{}", summary(&spec, &report));
