@@ -262,6 +262,9 @@ fn print_table(r: &BenchResult) {
         format!("{:.3}", x.stages.connect_s)
     });
     row("protocol (s)", &|x| format!("{:.3}", x.stages.protocol_s));
+    row("join per bucket (s)", &|x| {
+        format!("{:.3}", x.stages.join_s)
+    });
     row("write output (s)", &|x| {
         format!("{:.3}", x.stages.write_output_s)
     });

@@ -31,12 +31,15 @@ pub struct Totals {
     pub output_rows: u64,
     /// Seconds per bucket.
     pub bucket_s: Vec<f64>,
+    /// Seconds in the protocol itself, all buckets.
+    #[serde(default)]
+    pub protocol_s: f64,
 }
 
 /// Where the output runs live.
 pub enum RunsAt<'a> {
-    /// In memory.
-    Memory,
+    /// In memory, with room reserved for this many bytes each.
+    Memory(usize),
     /// In files in this directory, removed at the end.
     Disk(&'a Path),
     /// In files in this recovery folder, kept, continuing from a checkpoint's state.
@@ -95,7 +98,7 @@ impl<'a> Processor<'a> {
             _ => None,
         };
         let runs = |name: &str, state: Option<&crate::runs::RunsState>| match (&at, state) {
-            (RunsAt::Memory, _) => Ok(Runs::in_memory(sort)),
+            (RunsAt::Memory(capacity), _) => Ok(Runs::in_memory(sort, *capacity)),
             (RunsAt::Disk(dir), _) => Runs::on_disk(dir.join(name), sort),
             (RunsAt::Recovery(dir, _), Some(st)) => Runs::resumed(dir.join(name), sort, st),
             (RunsAt::Recovery(dir, _), None) => {
@@ -171,7 +174,9 @@ impl<'a> Processor<'a> {
 
         let quiet = self.psi.buckets() > 1;
         let proto_progress: &dyn Progress = if quiet { &NoProgress } else { progress };
+        let t_psi = std::time::Instant::now();
         let found = self.psi.run_next(link, &digests, proto_progress)?;
+        self.totals.protocol_s += t_psi.elapsed().as_secs_f64();
         if let (true, Some(mut found)) = (self.learns, found) {
             found.sort_unstable();
             found.dedup();
@@ -217,16 +222,24 @@ impl<'a> Processor<'a> {
         link: &mut dyn Link,
         rows: &impl BucketRows,
         ends: &[usize],
-        mut found: Vec<usize>,
-        mut unmatched: Vec<usize>,
+        found: Vec<usize>,
+        unmatched: Vec<usize>,
     ) -> Result<(), DataError> {
-        let group = |g: usize| (if g == 0 { 0 } else { ends[g - 1] })..ends[g];
-        let key_of = |g: usize| rows.key(group(g).start);
+        // Each group as its row range, gathered while the groups are still in row order (reads
+        // in order), then sorted by key: the writes below touch each group once, at random,
+        // instead of also looking up `ends` at random.
+        let ranges = |gs: &[usize]| -> Vec<(usize, usize)> {
+            gs.iter()
+                .map(|&g| (if g == 0 { 0 } else { ends[g - 1] }, ends[g]))
+                .collect()
+        };
+        let key_of = |(start, _): (usize, usize)| rows.key(start);
+        let mut found = ranges(&found);
         sort_by_key(&mut found, key_of);
         let join = self.spec.join.join;
         let pairs = join.has_pairs();
         let times: Vec<u32> = if self.joined && pairs {
-            let counts: Vec<u32> = found.iter().map(|&g| group(g).len() as u32).collect();
+            let counts: Vec<u32> = found.iter().map(|&(a, b)| (b - a) as u32).collect();
             let (peer, _) = exchange_counts(link, &counts, 0)?;
             if peer.contains(&0) {
                 return Err(peer_error(
@@ -238,20 +251,19 @@ impl<'a> Processor<'a> {
             vec![1; found.len()]
         };
         if pairs {
-            for (&g, &t) in found.iter().zip(&times) {
-                let r = group(g);
-                self.grow(r.len() as u64 * u64::from(t))?;
+            for (&(a, b), &t) in found.iter().zip(&times) {
+                self.grow((b - a) as u64 * u64::from(t))?;
                 self.matched
-                    .push(key_of(g), t, self.am_left, r.map(|i| rows.raw(i)))?;
+                    .push(rows.key(a), t, self.am_left, (a..b).map(|i| rows.raw(i)))?;
             }
         }
         if self.joined && self.keeps_own_unmatched() {
+            let mut unmatched = ranges(&unmatched);
             sort_by_key(&mut unmatched, key_of);
-            for &g in &unmatched {
-                let r = group(g);
-                self.grow(r.len() as u64)?;
+            for &(a, b) in &unmatched {
+                self.grow((b - a) as u64)?;
                 self.unmatched
-                    .push(key_of(g), 1, true, r.map(|i| rows.raw(i)))?;
+                    .push(rows.key(a), 1, true, (a..b).map(|i| rows.raw(i)))?;
             }
         }
         Ok(())

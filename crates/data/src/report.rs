@@ -10,9 +10,13 @@ pub struct Stages {
     pub read_input_s: f64,
     /// Waiting for and connecting to the peer, plus the handshake.
     pub connect_s: f64,
-    /// The PSI protocol itself.
+    /// The PSI protocol itself, all buckets (with the per-bucket key counts).
     pub protocol_s: f64,
-    /// Joining, sorting and writing the output.
+    /// Per bucket around the protocol: grouping rows by key, the join counts, the bucket's
+    /// sorted output runs (and, spilled, loading its shards and checkpointing).
+    #[serde(default)]
+    pub join_s: f64,
+    /// Merging the sorted runs into the output file.
     pub write_output_s: f64,
     /// Wall time of the whole run.
     pub total_s: f64,

@@ -1,13 +1,11 @@
-//! A bucket's rows, whether the table is in memory ([`TableBuckets`]) or spilled to disk
-//! ([`crate::spill`]): the per-bucket work ([`crate::process`]) sees only this view.
+//! A bucket's rows as the per-bucket work ([`crate::process`]) sees them, whether their shards
+//! were in memory or on disk ([`crate::spill`]).
 //!
 //! Rows are ordered by [`order_key`] (then row number): it is the digest with its bucket hash
 //! moved to the top, so the rows of a bucket are contiguous and rows with the same key are
 //! neighbours.
 
-use crate::table::Table;
-use blindjoin_crypto::{ItemDigest, item_digest};
-use rayon::prelude::*;
+use blindjoin_crypto::ItemDigest;
 
 /// One bucket's rows, sorted by `(order key, row)`.
 pub trait BucketRows: Sync {
@@ -47,61 +45,11 @@ pub fn bucket_of_order(o: u128, b: usize) -> usize {
     (((o >> 64) * b as u128) >> 64) as usize
 }
 
-/// An in-memory table's rows in `(order key, row)` order.
-pub struct TableBuckets {
-    sorted: Vec<(u128, u32)>,
-}
-
-impl TableBuckets {
-    /// Digests every row's key (on all cores) and sorts.
-    pub fn new(table: &Table) -> Self {
-        let keyed: Vec<(u128, u32)> = (0..table.len())
-            .into_par_iter()
-            .map(|i| (order_key(&item_digest(table.key(i))), i as u32))
-            .collect();
-        TableBuckets {
-            sorted: crate::table::sort_uniform(keyed),
-        }
-    }
-
-    /// The rows of bucket `k` of `b`.
-    pub fn bucket<'a>(&'a self, table: &'a Table, k: usize, b: usize) -> TableBucket<'a> {
-        let range = crate::spill::bucket_range(&self.sorted, |r| r.0, k, b);
-        TableBucket {
-            table,
-            rows: &self.sorted[range],
-        }
-    }
-}
-
-/// One bucket of a [`TableBuckets`].
-pub struct TableBucket<'a> {
-    table: &'a Table,
-    rows: &'a [(u128, u32)],
-}
-
-impl BucketRows for TableBucket<'_> {
-    fn len(&self) -> usize {
-        self.rows.len()
-    }
-    fn order(&self, i: usize) -> u128 {
-        self.rows[i].0
-    }
-    fn row(&self, i: usize) -> u64 {
-        u64::from(self.rows[i].1)
-    }
-    fn key(&self, i: usize) -> &[u8] {
-        self.table.key(self.rows[i].1 as usize)
-    }
-    fn raw(&self, i: usize) -> &[u8] {
-        self.table.raw_row(self.rows[i].1 as usize)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::bucket::bucket_of;
+    use blindjoin_crypto::item_digest;
 
     #[test]
     fn order_keys_round_trip_and_bucket_like_digests() {

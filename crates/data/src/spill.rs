@@ -33,14 +33,58 @@ const MAX_SHARDS: usize = 4096;
 /// Bytes of a spilled row before its key and raw bytes: order key, row, key length, raw length.
 const HEAD: usize = 16 + 8 + 4 + 4;
 
-/// A table spilled into hash shards on disk.
+/// A table split into hash shards, on disk or in memory.
 pub struct SpilledTable {
     /// Column names.
     pub header: Vec<String>,
     /// Data rows.
     pub rows: u64,
-    dir: SpillDir,
+    store: Store,
     shards: usize,
+}
+
+/// Where a table's shards are kept.
+enum Store {
+    Disk(SpillDir),
+    /// Shards in memory, each taken out when its unit loads.
+    Memory(Vec<Vec<u8>>),
+}
+
+/// Where [`spill`] puts the shards.
+pub enum SpillTo {
+    /// Files in this directory (bounded memory).
+    Disk(SpillDir),
+    /// Memory: the same layout, for inputs that fit (buckets stay compact, so this is faster
+    /// than working on the parsed file in place).
+    Memory,
+}
+
+/// A shard being written.
+enum Sink {
+    File(PathBuf, BufWriter<File>),
+    Memory(Vec<u8>),
+}
+
+impl Sink {
+    fn write_row(&mut self, head: &[u8], key: &[u8], raw: &[u8]) -> Result<(), DataError> {
+        match self {
+            Sink::Memory(v) => {
+                v.extend_from_slice(head);
+                v.extend_from_slice(key);
+                v.extend_from_slice(raw);
+                Ok(())
+            }
+            Sink::File(path, w) => w
+                .write_all(head)
+                .and_then(|()| w.write_all(key))
+                .and_then(|()| w.write_all(raw))
+                .map_err(|source| DataError::Io {
+                    path: path.clone(),
+                    action: "writing a spill shard (is the disk full?)",
+                    source,
+                }),
+        }
+    }
 }
 
 /// One row in a loaded shard group.
@@ -139,16 +183,16 @@ fn shard_count(size: u64) -> usize {
 pub fn spill(
     path: &Path,
     keys: &[String],
-    dir: SpillDir,
+    to: SpillTo,
     progress: &dyn Progress,
 ) -> Result<SpilledTable, DataError> {
-    spill_in_blocks(path, keys, dir, progress, BLOCK_BYTES)
+    spill_in_blocks(path, keys, to, progress, BLOCK_BYTES)
 }
 
 fn spill_in_blocks(
     path: &Path,
     keys: &[String],
-    temp: SpillDir,
+    to: SpillTo,
     progress: &dyn Progress,
     block_bytes: usize,
 ) -> Result<SpilledTable, DataError> {
@@ -165,18 +209,32 @@ fn spill_in_blocks(
     let shards = shard_count(size);
     let buffer = ((64usize << 20) / shards).clamp(64 << 10, 1 << 20);
     let mut writers = (0..shards)
-        .map(|s| {
-            let p = temp.shard(s);
-            File::create(&p)
-                .map(|f| BufWriter::with_capacity(buffer, f))
-                .map_err(|source| DataError::Io {
-                    path: p,
-                    action: "creating a spill shard (is the spill directory writable?)",
-                    source,
-                })
+        .map(|s| match &to {
+            // A row takes its raw bytes, its key (about as long as a field) and a 32-byte head:
+            // reserve twice the input's share up front (only touched pages cost memory), so
+            // the shard never grows by copying.
+            SpillTo::Memory => Ok(Sink::Memory(Vec::with_capacity(
+                usize::try_from(size / shards as u64 * 2).unwrap_or(0) + (64 << 10),
+            ))),
+            SpillTo::Disk(dir) => {
+                let p = dir.shard(s);
+                File::create(&p)
+                    .map(|f| Sink::File(p.clone(), BufWriter::with_capacity(buffer, f)))
+                    .map_err(|source| DataError::Io {
+                        path: p,
+                        action: "creating a spill shard (is the spill directory writable?)",
+                        source,
+                    })
+            }
         })
         .collect::<Result<Vec<_>, _>>()?;
-    progress.stage("spilling input to disk", size);
+    progress.stage(
+        match to {
+            SpillTo::Memory => "reading input",
+            SpillTo::Disk(_) => "spilling input to disk",
+        },
+        size,
+    );
 
     let mut block = Vec::with_capacity(block_bytes + (1 << 20));
     let mut eof = fill(&mut file, &mut block, block_bytes).map_err(io("reading the input"))?;
@@ -226,15 +284,7 @@ fn spill_in_blocks(
             head[16..24].copy_from_slice(&(rows + i as u64).to_le_bytes());
             head[24..28].copy_from_slice(&(key.len() as u32).to_le_bytes());
             head[28..32].copy_from_slice(&(raw.len() as u32).to_le_bytes());
-            let w = &mut writers[shard];
-            w.write_all(&head)
-                .and_then(|()| w.write_all(key))
-                .and_then(|()| w.write_all(raw))
-                .map_err(|source| DataError::Io {
-                    path: temp.shard(shard),
-                    action: "writing a spill shard (is the disk full?)",
-                    source,
-                })?;
+            writers[shard].write_row(&head, key, raw)?;
         }
         rows += parsed.records.len() as u64;
         progress.advance(used as u64);
@@ -253,20 +303,30 @@ fn spill_in_blocks(
         let target = want.max(block.len() + block_bytes / 2);
         eof = fill(&mut file, &mut block, target).map_err(io("reading the input"))?;
     }
-    for (s, w) in writers.into_iter().enumerate() {
-        w.into_inner()
-            .map_err(|e| e.into_error())
-            .and_then(|f| f.sync_data().map(|()| f))
-            .map_err(|source| DataError::Io {
-                path: temp.shard(s),
-                action: "writing a spill shard (is the disk full?)",
-                source,
-            })?;
+    let mut in_memory = Vec::new();
+    for w in writers {
+        match w {
+            Sink::Memory(v) => in_memory.push(v),
+            Sink::File(p, w) => {
+                w.into_inner()
+                    .map_err(|e| e.into_error())
+                    .and_then(|f| f.sync_data())
+                    .map_err(|source| DataError::Io {
+                        path: p,
+                        action: "writing a spill shard (is the disk full?)",
+                        source,
+                    })?;
+            }
+        }
     }
+    let store = match to {
+        SpillTo::Memory => Store::Memory(in_memory),
+        SpillTo::Disk(dir) => Store::Disk(dir),
+    };
     Ok(SpilledTable {
         header,
         rows,
-        dir: temp,
+        store,
         shards,
     })
 }
@@ -355,6 +415,14 @@ impl SpilledTable {
         self.shards
     }
 
+    /// Bytes held in memory (0 when on disk).
+    pub fn bytes_in_memory(&self) -> usize {
+        match &self.store {
+            Store::Memory(shards) => shards.iter().map(Vec::len).sum(),
+            Store::Disk(_) => 0,
+        }
+    }
+
     /// A table spilled by an earlier run into `dir` (recovery), described by its checkpoint.
     ///
     /// # Errors
@@ -391,14 +459,17 @@ impl SpilledTable {
         Ok(SpilledTable {
             header,
             rows,
-            dir,
+            store: Store::Disk(dir),
             shards,
         })
     }
 
-    /// The private directory holding the shards (and the output's sorted runs).
-    pub fn dir(&self) -> &Path {
-        &self.dir.path
+    /// The directory holding the shards (and the output's sorted runs), if on disk.
+    pub fn dir(&self) -> Option<&Path> {
+        match &self.store {
+            Store::Disk(d) => Some(&d.path),
+            Store::Memory(_) => None,
+        }
     }
 
     /// Loads the rows of buckets `unit·B/m .. (unit+1)·B/m` of `b` (`m = min(b, shards)`),
@@ -406,12 +477,25 @@ impl SpilledTable {
     ///
     /// # Errors
     /// A shard that cannot be read or does not parse.
-    pub fn load_unit(&self, unit: usize, b: usize) -> Result<LoadedGroup, DataError> {
+    pub fn load_unit(&mut self, unit: usize, b: usize) -> Result<LoadedGroup, DataError> {
         let m = b.min(self.shards);
         let per = self.shards / m;
         let mut bytes = Vec::new();
         for s in unit * per..(unit + 1) * per {
-            let p = self.dir.shard(s);
+            let dir = match &mut self.store {
+                Store::Memory(shards) => {
+                    // Each shard belongs to one unit: move it out rather than copy it.
+                    let shard = shards.get_mut(s).map(std::mem::take).unwrap_or_default();
+                    if bytes.is_empty() {
+                        bytes = shard;
+                    } else {
+                        bytes.extend_from_slice(&shard);
+                    }
+                    continue;
+                }
+                Store::Disk(dir) => dir,
+            };
+            let p = dir.shard(s);
             let mut f = File::open(&p).map_err(|source| DataError::Io {
                 path: p.clone(),
                 action: "reading a spill shard",
@@ -459,7 +543,9 @@ impl SpilledTable {
 
     fn corrupt(&self, what: &str) -> DataError {
         DataError::Io {
-            path: self.dir.path.clone(),
+            path: self
+                .dir()
+                .map_or_else(|| PathBuf::from("<memory>"), Path::to_path_buf),
             action: "reading a spill shard",
             source: std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
@@ -535,7 +621,7 @@ mod tests {
     }
 
     /// Every row of a spilled table, as (row, key, raw), in row order.
-    fn spilled_rows(t: &SpilledTable, b: usize) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
+    fn spilled_rows(t: &mut SpilledTable, b: usize) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
         let mut out = Vec::new();
         let m = b.min(t.shards());
         for unit in 0..m {
@@ -573,17 +659,15 @@ mod tests {
             .collect();
         for (block, shards, b) in [(7, 1, 1), (64, 4, 16), (100, 8, 2), (1 << 20, 2, 2)] {
             TEST_SHARDS.store(shards, std::sync::atomic::Ordering::Relaxed);
-            let t = spill_in_blocks(
-                &p,
-                &["id".into()],
-                SpillDir::temporary(&d).unwrap(),
-                &NoProgress,
-                block,
-            )
-            .unwrap();
-            assert_eq!(t.rows, want.len() as u64);
-            assert_eq!(t.header, ["id", "note"]);
-            assert_eq!(spilled_rows(&t, b), want, "block {block}");
+            for to in [
+                SpillTo::Disk(SpillDir::temporary(&d).unwrap()),
+                SpillTo::Memory,
+            ] {
+                let mut t = spill_in_blocks(&p, &["id".into()], to, &NoProgress, block).unwrap();
+                assert_eq!(t.rows, want.len() as u64);
+                assert_eq!(t.header, ["id", "note"]);
+                assert_eq!(spilled_rows(&mut t, b), want, "block {block}");
+            }
         }
     }
 
@@ -601,7 +685,7 @@ mod tests {
             let e = spill_in_blocks(
                 &p,
                 &["id".into()],
-                SpillDir::temporary(&d).unwrap(),
+                SpillTo::Disk(SpillDir::temporary(&d).unwrap()),
                 &NoProgress,
                 block,
             )
@@ -614,7 +698,7 @@ mod tests {
         let e = spill_in_blocks(
             &p,
             &["id".into()],
-            SpillDir::temporary(&d).unwrap(),
+            SpillTo::Disk(SpillDir::temporary(&d).unwrap()),
             &NoProgress,
             4,
         )

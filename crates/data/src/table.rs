@@ -157,50 +157,16 @@ impl KeyColumns {
     }
 }
 
-/// Sorts `(digest, row)` pairs whose digests are uniformly random: one counting pass on the top
-/// 16 bits into 65,536 buckets (a few pairs each), then a sort per bucket — linear time, where a
-/// comparison sort of 2^20 pairs costs several times more.
-pub(crate) fn sort_uniform(v: Vec<(u128, u32)>) -> Vec<(u128, u32)> {
-    const SHIFT: u32 = 128 - 16;
-    if v.len() < 1 << 12 {
-        let mut v = v;
-        v.sort_unstable();
-        return v;
-    }
-    let mut counts = vec![0usize; (1 << 16) + 1];
-    for &(d, _) in &v {
-        counts[(d >> SHIFT) as usize + 1] += 1;
-    }
-    for b in 1..counts.len() {
-        counts[b] += counts[b - 1];
-    }
-    let mut out = vec![(0u128, 0u32); v.len()];
-    let mut fill = counts.clone();
-    for &(d, r) in &v {
-        let b = (d >> SHIFT) as usize;
-        out[fill[b]] = (d, r);
-        fill[b] += 1;
-    }
-    drop(v);
-    // Split `out` at the bucket bounds and sort each bucket, in parallel.
-    let mut parts: Vec<&mut [(u128, u32)]> = Vec::with_capacity(1 << 16);
-    let mut rest: &mut [(u128, u32)] = &mut out;
-    for b in 0..(1 << 16) {
-        let (head, tail) = rest.split_at_mut(counts[b + 1] - counts[b]);
-        parts.push(head);
-        rest = tail;
-    }
-    parts.par_iter_mut().for_each(|p| p.sort_unstable());
-    out
-}
-
-/// Sorts ids by their keys in [`cmp_keys`] order (ties by id): first by a 16-byte prefix of
-/// the first key field as an integer (zero-padded, which never contradicts [`cmp_keys`]), on
+/// Sorts items by their keys in [`cmp_keys`] order (ties by item): first by a 16-byte prefix
+/// of the first key field as an integer (zero-padded, which never contradicts [`cmp_keys`]), on
 /// all cores and without touching the keys again, then settles runs of equal prefixes with the
 /// full comparison. A comparison sort that fetches both keys per comparison is several times
 /// slower on millions of rows (each fetch is a cache miss).
-pub(crate) fn sort_by_key<'k>(ids: &mut [usize], key_of: impl Fn(usize) -> &'k [u8] + Sync) {
-    let mut keyed: Vec<(u128, usize)> = ids
+pub(crate) fn sort_by_key<'k, T: Copy + Ord + Send + Sync>(
+    items: &mut [T],
+    key_of: impl Fn(T) -> &'k [u8] + Sync,
+) {
+    let mut keyed: Vec<(u128, T)> = items
         .par_iter()
         .map(|&i| (key_prefix(key_of(i)), i))
         .collect();
@@ -217,8 +183,8 @@ pub(crate) fn sort_by_key<'k>(ids: &mut [usize], key_of: impl Fn(usize) -> &'k [
         }
         i = j;
     }
-    for (dst, (_, id)) in ids.iter_mut().zip(keyed) {
-        *dst = id;
+    for (dst, (_, item)) in items.iter_mut().zip(keyed) {
+        *dst = item;
     }
 }
 
@@ -313,29 +279,10 @@ mod tests {
         let p = write("sortrows", text);
         let t = Table::read(&p, &["a".into(), "b".into()]).unwrap();
         let mut rows: Vec<usize> = (0..t.len()).collect();
-        sort_by_key(&mut rows, |r| t.key(r));
+        sort_by_key(&mut rows, |r: usize| t.key(r));
         let mut want: Vec<usize> = (0..t.len()).collect();
         want.sort_by(|&x, &y| cmp_keys(t.key(x), t.key(y)).then(x.cmp(&y)));
         assert_eq!(rows, want);
-    }
-
-    #[test]
-    fn uniform_sort_sorts() {
-        let mut x = 0x9e37_79b9_7f4a_7c15_u128;
-        for n in [0usize, 5, 5000, 100_000] {
-            let v: Vec<(u128, u32)> = (0..n as u32)
-                .map(|i| {
-                    x = x
-                        .wrapping_mul(0x2545_f491_4f6c_dd1d_f4a5_2b1c_1d3e_5f01)
-                        .wrapping_add(1);
-                    // Some repeats, to check ties are ordered by row.
-                    (if i % 7 == 0 { 42 << 100 } else { x }, n as u32 - i)
-                })
-                .collect();
-            let mut want = v.clone();
-            want.sort_unstable();
-            assert_eq!(sort_uniform(v), want, "n={n}");
-        }
     }
 
     #[test]
