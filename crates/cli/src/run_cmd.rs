@@ -45,7 +45,7 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value_t = DEFAULT_BUCKET_SIZE)]
     bucket_size: u64,
     /// Spill the input to hash shards on disk so memory stays bounded: auto (inputs over
-    /// 64 MiB), always or never.
+    /// 256 MiB), always or never.
     #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = parse_spill)]
     spill: SpillMode,
     /// Directory for spill shards and sorted runs (default: the system's temporary directory).
