@@ -170,7 +170,7 @@ impl<'a> Processor<'a> {
             }
         }
         self.totals.keys += digests.len() as u64;
-        let group = |g: usize| (if g == 0 { 0 } else { ends[g - 1] })..ends[g];
+        let group = |g: usize| group_range(&ends, g);
 
         let quiet = self.psi.buckets() > 1;
         let proto_progress: &dyn Progress = if quiet { &NoProgress } else { progress };
@@ -230,7 +230,10 @@ impl<'a> Processor<'a> {
         // instead of also looking up `ends` at random.
         let ranges = |gs: &[usize]| -> Vec<(usize, usize)> {
             gs.iter()
-                .map(|&g| (if g == 0 { 0 } else { ends[g - 1] }, ends[g]))
+                .map(|&g| {
+                    let r = group_range(ends, g);
+                    (r.start, r.end)
+                })
                 .collect()
         };
         let key_of = |(start, _): (usize, usize)| rows.key(start);
@@ -277,7 +280,7 @@ impl<'a> Processor<'a> {
         found: &[usize],
         unmatched: &[usize],
     ) -> Result<(), DataError> {
-        let group = |g: usize| (if g == 0 { 0 } else { ends[g - 1] })..ends[g];
+        let group = |g: usize| group_range(ends, g);
         let join = self.spec.join.join;
         let mut keep: Vec<usize> = Vec::new();
         if !self.joined || join != JoinType::Difference {
@@ -407,6 +410,11 @@ impl Finished<'_> {
         f.commit()?;
         Ok(written)
     }
+}
+
+/// The rows of group `g`, given where each group ends.
+fn group_range(ends: &[usize], g: usize) -> std::ops::Range<usize> {
+    (if g == 0 { 0 } else { ends[g - 1] })..ends[g]
 }
 
 fn write_nulls(f: &mut AtomicFile, null_row: &[u8], n: u64) -> Result<u64, DataError> {

@@ -135,25 +135,15 @@ impl LoadedGroup {
     /// The rows of bucket `k` of `b` (which must be among this group's buckets; others are
     /// empty).
     pub fn bucket(&self, k: usize, b: usize) -> GroupBucket<'_> {
-        let range = bucket_range(&self.rows, |r| r.order, k, b);
+        // Rows are sorted by order key, whose top bits are the bucket.
+        let bucket = |r: &SpillRow| crate::rows::bucket_of_order(r.order, b);
+        let start = self.rows.partition_point(|r| bucket(r) < k);
+        let end = self.rows.partition_point(|r| bucket(r) <= k);
         GroupBucket {
             bytes: &self.bytes,
-            rows: &self.rows[range],
+            rows: &self.rows[start..end],
         }
     }
-}
-
-/// The index range of bucket `k` of `b` in rows sorted by order key.
-pub(crate) fn bucket_range<T>(
-    rows: &[T],
-    order: impl Fn(&T) -> u128,
-    k: usize,
-    b: usize,
-) -> Range<usize> {
-    let bucket = |o: u128| crate::rows::bucket_of_order(o, b);
-    let start = rows.partition_point(|r| bucket(order(r)) < k);
-    let end = rows.partition_point(|r| bucket(order(r)) <= k);
-    start..end
 }
 
 /// Tests set this to force a shard count (0: by size).
