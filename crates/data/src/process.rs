@@ -11,9 +11,10 @@ use crate::bucket::BucketedPsi;
 use crate::error::DataError;
 use crate::join::{JoinType, MAX_OUTPUT_ROWS, exchange_counts};
 use crate::output::AtomicFile;
-use crate::rows::{BucketRows, digest_of_order};
+use crate::rows::digest_of_order;
 use crate::runs::{Runs, SortBy};
 use crate::spec::RunSpec;
+use crate::spill::GroupBucket;
 use crate::table::sort_by_key;
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_link::Link;
@@ -156,7 +157,7 @@ impl<'a> Processor<'a> {
     pub fn bucket(
         &mut self,
         link: &mut dyn Link,
-        rows: &impl BucketRows,
+        rows: &GroupBucket<'_>,
         progress: &dyn Progress,
     ) -> Result<(), DataError> {
         let t = std::time::Instant::now();
@@ -220,7 +221,7 @@ impl<'a> Processor<'a> {
     fn aligned(
         &mut self,
         link: &mut dyn Link,
-        rows: &impl BucketRows,
+        rows: &GroupBucket<'_>,
         ends: &[usize],
         found: Vec<usize>,
         unmatched: Vec<usize>,
@@ -275,7 +276,7 @@ impl<'a> Processor<'a> {
     /// Unaligned output: the rows we keep, in input order.
     fn unaligned(
         &mut self,
-        rows: &impl BucketRows,
+        rows: &GroupBucket<'_>,
         ends: &[usize],
         found: &[usize],
         unmatched: &[usize],

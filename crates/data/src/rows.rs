@@ -1,25 +1,11 @@
-//! A bucket's rows as the per-bucket work ([`crate::process`]) sees them, whether their shards
-//! were in memory or on disk ([`crate::spill`]).
+//! The order of a bucket's rows ([`crate::spill::GroupBucket`]), whether their shards were in
+//! memory or on disk.
 //!
 //! Rows are ordered by [`order_key`] (then row number): it is the digest with its bucket hash
 //! moved to the top, so the rows of a bucket are contiguous and rows with the same key are
 //! neighbours.
 
 use blindjoin_crypto::ItemDigest;
-
-/// One bucket's rows, sorted by `(order key, row)`.
-pub trait BucketRows: Sync {
-    /// Rows in the bucket.
-    fn len(&self) -> usize;
-    /// The order key of the `i`-th row (see [`order_key`]).
-    fn order(&self, i: usize) -> u128;
-    /// Its row number in the input (0-based, header excluded).
-    fn row(&self, i: usize) -> u64;
-    /// Its canonical key.
-    fn key(&self, i: usize) -> &[u8];
-    /// Its bytes as in the input, without the line terminator.
-    fn raw(&self, i: usize) -> &[u8];
-}
 
 /// A digest rearranged so that its bucket hash (bytes 8..16, little-endian; see
 /// [`crate::bucket::bucket_of`]) is the high half and bytes 0..8 the low half. A bijection, so

@@ -14,7 +14,7 @@
 
 use crate::csv::{CsvError, CsvReader, FieldSpan, RecordSpan};
 use crate::error::DataError;
-use crate::rows::{BucketRows, order_key};
+use crate::rows::order_key;
 use crate::table::KeyColumns;
 use blindjoin_crypto::item_digest;
 use blindjoin_protocols::Progress;
@@ -104,27 +104,33 @@ pub struct LoadedGroup {
     rows: Vec<SpillRow>,
 }
 
-/// The rows of one bucket in a [`LoadedGroup`].
+/// The rows of one bucket in a [`LoadedGroup`], sorted by `(order key, row)`: what the
+/// per-bucket work ([`crate::process`]) reads.
 pub struct GroupBucket<'a> {
     bytes: &'a [u8],
     rows: &'a [SpillRow],
 }
 
-impl BucketRows for GroupBucket<'_> {
-    fn len(&self) -> usize {
+impl GroupBucket<'_> {
+    /// Rows in the bucket.
+    pub fn len(&self) -> usize {
         self.rows.len()
     }
-    fn order(&self, i: usize) -> u128 {
+    /// The order key of the `i`-th row (see [`order_key`]).
+    pub fn order(&self, i: usize) -> u128 {
         self.rows[i].order
     }
-    fn row(&self, i: usize) -> u64 {
+    /// Its row number in the input (0-based, header excluded).
+    pub fn row(&self, i: usize) -> u64 {
         self.rows[i].row
     }
-    fn key(&self, i: usize) -> &[u8] {
+    /// Its canonical key.
+    pub fn key(&self, i: usize) -> &[u8] {
         let r = &self.rows[i];
         &self.bytes[r.at..r.at + r.key_len as usize]
     }
-    fn raw(&self, i: usize) -> &[u8] {
+    /// Its bytes as in the input, without the line terminator.
+    pub fn raw(&self, i: usize) -> &[u8] {
         let r = &self.rows[i];
         let start = r.at + r.key_len as usize;
         &self.bytes[start..start + r.raw_len as usize]
@@ -600,7 +606,6 @@ impl Drop for SpillDir {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rows::BucketRows;
     use crate::table::Table;
     use blindjoin_protocols::NoProgress;
 
