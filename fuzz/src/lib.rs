@@ -9,7 +9,7 @@ use blindjoin_crypto::{Curve, ItemDigest, item_digest};
 use blindjoin_link::{Link, LinkError, LinkStats, MemLink, mem_pair};
 use blindjoin_protocols::rr22::Rr22Mode;
 use blindjoin_protocols::{
-    Hello, NoProgress, Protocol, PsiOptions, PsiOutput, Role, handshake, run_psi,
+    Hello, NoProgress, Protocol, PsiOptions, PsiOutput, Reveal, Role, handshake, run_psi,
 };
 use std::sync::{Arc, Mutex};
 
@@ -75,7 +75,12 @@ pub struct PsiCase {
     pub ours: usize,
     /// The item count the hostile peer announces.
     pub theirs: usize,
+    /// What ECDH reveals (the shuffled modes); [`Reveal::Intersection`] for the others.
+    pub reveal: Reveal,
 }
+
+/// The ECDH reveal modes a case picks from.
+const REVEALS: [Reveal; 3] = [Reveal::Intersection, Reveal::Cardinality, Reveal::UpTo(3)];
 
 /// Bytes of configuration in front of a whole-protocol fuzz input's messages.
 pub const CASE_BYTES: usize = 3;
@@ -112,16 +117,24 @@ impl PsiCase {
             broadcast: b(0) & 2 != 0,
             ours: usize::from(b(1)) % (MAX_ITEMS + 1),
             theirs: usize::from(b(2)) % (MAX_ITEMS + 1),
+            reveal: if protocol == Protocol::Ecdh {
+                REVEALS[sel / CURVES.len() % REVEALS.len()]
+            } else {
+                Reveal::Intersection
+            },
         }
     }
 
     /// The first bytes of an input that [`PsiCase::from_bytes`] reads back as `self`.
     pub fn to_bytes(&self) -> [u8; CASE_BYTES] {
         let sel = match self.protocol {
-            Protocol::Ecdh => CURVES
-                .iter()
-                .position(|c| Some(*c) == self.curve)
-                .unwrap_or(0),
+            Protocol::Ecdh => {
+                CURVES
+                    .iter()
+                    .position(|c| Some(*c) == self.curve)
+                    .unwrap_or(0)
+                    + CURVES.len() * REVEALS.iter().position(|r| *r == self.reveal).unwrap_or(0)
+            }
             Protocol::Rr22 => RR22_MODES
                 .iter()
                 .position(|m| m.variant() == self.variant)
@@ -186,10 +199,12 @@ pub fn run_hostile_peer(protocol: Protocol, data: &[u8]) {
     };
     let opts = PsiOptions {
         batch_size: 4,
+        reveal: case.reveal,
         ..PsiOptions::default()
     };
     if let Ok(PsiOutput {
         intersection: Some(idx),
+        ..
     }) = run_psi(&mut me, &hs, &opts, &ours, &NoProgress)
     {
         assert!(

@@ -2,8 +2,10 @@
 
 use anyhow::{Context, Result};
 use blindjoin_data::generate::{GenSpec, generate};
+use blindjoin_data::parquet_io::ParquetWriter;
 use blindjoin_data::write_atomic;
 use clap::Args;
+use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -32,6 +34,9 @@ pub(crate) struct GenArgs {
     /// Directory to write into (created if missing).
     #[arg(long, default_value = ".")]
     out_dir: PathBuf,
+    /// File format: csv, or parquet (string columns; alice.parquet, ...).
+    #[arg(long, default_value = "csv", value_parser = ["csv", "parquet"])]
+    format: String,
 }
 
 pub(crate) const PARTY_NAMES: [&str; 3] = ["alice", "bob", "carol"];
@@ -62,8 +67,15 @@ pub(crate) fn run(a: GenArgs) -> Result<()> {
     std::fs::create_dir_all(&a.out_dir)
         .with_context(|| format!("creating {}", a.out_dir.display()))?;
     for (text, name) in generate(&spec).iter().zip(PARTY_NAMES) {
-        let path = a.out_dir.join(format!("{name}.csv"));
-        write_atomic(&path, text)?;
+        let path = a.out_dir.join(format!("{name}.{}", a.format));
+        if a.format == "parquet" {
+            let mut w = ParquetWriter::create(&path, None, "NULL")?;
+            w.write_all(text)
+                .with_context(|| format!("writing {}", path.display()))?;
+            w.commit()?;
+        } else {
+            write_atomic(&path, text)?;
+        }
         eprintln!("blindjoin: wrote {}", path.display());
     }
     Ok(())

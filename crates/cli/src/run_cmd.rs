@@ -6,7 +6,8 @@ use anyhow::{Context, Result};
 use blindjoin_data::Rr22Mode;
 use blindjoin_data::{
     DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, LinkShape, Parties,
-    Protocol, Report, Role, RunSpec, SpillMode, TlsConfig, parse_curve, parse_launch_config,
+    Protocol, Report, Reveal, Role, RunSpec, SpillMode, TableFormat, TlsConfig, parse_curve,
+    parse_launch_config,
 };
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -55,13 +56,25 @@ pub(crate) struct RunArgs {
     /// a crash resumes there (`recovery_config`). Both parties must use it.
     #[arg(long, value_name = "DIR")]
     recovery_dir: Option<PathBuf>,
-    /// Input CSV file.
+    /// Learn only the size of the intersection, nothing else (ECDH, inner join; no output file).
+    /// Both parties must use it.
+    #[arg(long, conflicts_with = "intersection_threshold")]
+    cardinality_only: bool,
+    /// Reveal at most N keys of the intersection, chosen at random, and its size
+    /// (SecretFlow's `intersection_threshold`; ECDH, inner join). Both parties must agree.
+    #[arg(long, value_name = "N")]
+    intersection_threshold: Option<u64>,
+    /// Write `real_count,final_count` here in the cardinality and threshold modes.
+    #[arg(long, value_name = "FILE")]
+    count_path: Option<PathBuf>,
+    /// Input table: CSV, or Parquet when the name ends in .parquet or .pq.
     #[arg(long, value_name = "FILE")]
     input: Option<PathBuf>,
     /// Key column(s), comma-separated or repeated.
     #[arg(long, value_delimiter = ',')]
     keys: Vec<String>,
-    /// Output CSV file (this party's rows in the intersection).
+    /// Output file (this party's rows in the intersection): CSV, or Parquet when the name ends
+    /// in .parquet or .pq.
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Send the result to the sender too.
@@ -169,7 +182,9 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
 
 fn summary(spec: &RunSpec, r: &Report) -> String {
     let mb = |b: u64| b as f64 / 1e6;
-    let what = if r.intersection_count < 0 {
+    let what = if let Some(c) = r.cardinality.filter(|_| r.intersection_count < 0) {
+        format!("intersection size: {c} keys (cardinality only; no output written)")
+    } else if r.intersection_count < 0 {
         "this party does not receive the result (broadcast_result is false); no output written"
             .to_string()
     } else {
@@ -179,7 +194,10 @@ fn summary(spec: &RunSpec, r: &Report) -> String {
             r.intersection_count,
             r.original_count,
             r.output_path.as_deref().unwrap_or("-")
-        )
+        ) + &match (r.cardinality, r.revealed_key_count) {
+            (Some(c), Some(k)) => format!(" (revealed {k} of the {c} shared keys: threshold)"),
+            _ => String::new(),
+        }
     };
     let report = spec
         .report_path()
@@ -267,8 +285,13 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
     if a.keys.is_empty() {
         return Err(missing("--keys"));
     }
+    let reveal = match (a.cardinality_only, a.intersection_threshold) {
+        (true, _) => Reveal::Cardinality,
+        (false, Some(t)) if t > 0 => Reveal::UpTo(t),
+        _ => Reveal::Intersection,
+    };
     let learns = role == Role::Receiver || a.broadcast_result;
-    if learns && a.output.is_none() {
+    if learns && reveal != Reveal::Cardinality && a.output.is_none() {
         return Err(missing("--output (this party receives the intersection)"));
     }
     Ok(RunSpec {
@@ -303,7 +326,29 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
         spill: a.spill,
         spill_dir: a.spill_dir.clone(),
         recovery: a.recovery_dir.clone(),
+        reveal,
+        count_path: a.count_path.clone(),
+        input_format: a
+            .input
+            .as_deref()
+            .map(TableFormat::from_path)
+            .unwrap_or_default(),
+        output_format: a
+            .output
+            .as_deref()
+            .map(TableFormat::from_path)
+            .unwrap_or_default(),
         warnings: Vec::new(),
+    })
+    .and_then(|spec| {
+        let flag = if a.cardinality_only {
+            "--cardinality-only"
+        } else {
+            "--intersection-threshold"
+        };
+        spec.check_reveal()
+            .map_err(|why| anyhow::anyhow!("{flag} {why}"))?;
+        Ok(spec)
     })
 }
 

@@ -838,3 +838,173 @@ fn spilled_runs_match_in_memory_runs_byte_for_byte() {
     );
     assert_eq!(std::fs::read_dir(&spill_dir).unwrap().count(), 0);
 }
+
+/// Both parties' SecretFlow configs (ECDH, broadcast), each edited by `edit(me, text)`, run to
+/// the end.
+fn run_pair_edited(dir: &Path, edit: &dyn Fn(&str, String) -> String) -> (Output, Output) {
+    let ports = (free_port(), free_port());
+    let mut children = Vec::new();
+    for (me, role) in [("receiver", "ROLE_RECEIVER"), ("sender", "ROLE_SENDER")] {
+        let p = sf_config(dir, me, role, "CURVE_25519", true, "id", ports);
+        let text = edit(me, std::fs::read_to_string(&p).unwrap());
+        std::fs::write(&p, text).unwrap();
+        children.push(spawn_config(&p));
+    }
+    let s = children.pop().unwrap();
+    let r = children.pop().unwrap();
+    (finish(r), finish(s))
+}
+
+/// Adds `fields` to a config's `psi_config`.
+fn with_psi_fields(text: String, fields: &str) -> String {
+    text.replace(
+        "\"check_hash_digest\": false,",
+        &format!("\"check_hash_digest\": false, {fields}"),
+    )
+}
+
+#[test]
+fn secretflow_threshold_config_reveals_at_most_the_threshold() {
+    let dir = tmp("threshold");
+    gen_tables(&dir, "900,700", 300, 0.0);
+    let (r, s) = run_pair_edited(&dir, &|me, text| {
+        with_psi_fields(
+            text,
+            &format!("\"intersection_threshold\": 120, \"count_path\": \"{me}.count\","),
+        )
+    });
+    assert!(
+        r.status.success() && s.status.success(),
+        "{}\n{}",
+        stderr(&r),
+        stderr(&s)
+    );
+    for me in ["receiver", "sender"] {
+        let count = std::fs::read_to_string(dir.join(format!("{me}.count"))).unwrap();
+        assert_eq!(count, "real_count,final_count\n300,120\n", "{me}");
+    }
+    assert!(
+        stderr(&r).contains("revealed 120 of the 300 shared keys"),
+        "{}",
+        stderr(&r)
+    );
+    let out_r = rows(&dir.join("receiver_out.csv"));
+    let out_s = rows(&dir.join("sender_out.csv"));
+    assert_eq!(out_r.len(), 121);
+    let keys = |o: &[Vec<String>]| o.iter().map(|r| r[0].clone()).collect::<Vec<_>>();
+    assert_eq!(keys(&out_r), keys(&out_s));
+    let shared: std::collections::HashSet<Vec<String>> =
+        expected(&dir.join("receiver.csv"), &dir.join("sender.csv"), true)
+            .into_iter()
+            .collect();
+    assert!(out_r[1..].iter().all(|row| shared.contains(row)));
+}
+
+#[test]
+fn cardinality_only_prints_the_size_and_writes_no_output() {
+    let dir = tmp("cardinality");
+    gen_tables(&dir, "900,700", 300, 0.0);
+    let (r, s) = run_pair_edited(&dir, &|me, text| {
+        with_psi_fields(text, &format!("\"count_path\": \"{me}.count\",")).replace(
+            "\"self_link_party\"",
+            "\"blindjoin\": { \"cardinality_only\": true }, \"self_link_party\"",
+        )
+    });
+    assert!(
+        r.status.success() && s.status.success(),
+        "{}\n{}",
+        stderr(&r),
+        stderr(&s)
+    );
+    for (me, o) in [("receiver", &r), ("sender", &s)] {
+        assert!(
+            stderr(o).contains("intersection size: 300 keys (cardinality only"),
+            "{}",
+            stderr(o)
+        );
+        assert!(
+            !dir.join(format!("{me}_out.csv")).exists(),
+            "{me} wrote an output"
+        );
+        let count = std::fs::read_to_string(dir.join(format!("{me}.count"))).unwrap();
+        assert_eq!(count, "real_count,final_count\n300,0\n");
+    }
+}
+
+/// A Parquet table with `id` (int64) and `score` (float64 = id · 1.5) for ids `ids`.
+fn write_scores(path: &Path, ids: std::ops::Range<i64>) {
+    use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
+    let id: ArrayRef = std::sync::Arc::new(Int64Array::from_iter_values(ids.clone()));
+    let score: ArrayRef =
+        std::sync::Arc::new(Float64Array::from_iter_values(ids.map(|i| i as f64 * 1.5)));
+    let batch = RecordBatch::try_from_iter([("id", id), ("score", score)]).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(path).unwrap(),
+        batch.schema(),
+        None,
+    )
+    .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+/// A `write_scores` table's rows, checking the column types survived.
+fn read_scores(path: &Path) -> Vec<(i64, f64)> {
+    use arrow_array::{Float64Array, Int64Array};
+    let file = std::fs::File::open(path).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        let id = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        let score = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap();
+        out.extend(
+            id.values()
+                .iter()
+                .copied()
+                .zip(score.values().iter().copied()),
+        );
+    }
+    out
+}
+
+#[test]
+fn secretflow_parquet_configs_keep_the_column_types() {
+    let dir = tmp("parquet");
+    write_scores(&dir.join("receiver.parquet"), 0..900);
+    write_scores(&dir.join("sender.parquet"), 600..1300);
+    let (r, s) = run_pair_edited(&dir, &|me, text| {
+        text.replace("IO_TYPE_FILE_CSV", "IO_TYPE_FILE_PARQUET")
+            .replace(&format!("\"{me}.csv\""), &format!("\"{me}.parquet\""))
+            .replace(
+                &format!("\"{me}_out.csv\""),
+                &format!("\"{me}_out.parquet\""),
+            )
+    });
+    assert!(
+        r.status.success() && s.status.success(),
+        "{}\n{}",
+        stderr(&r),
+        stderr(&s)
+    );
+    let (out_r, out_s) = (
+        read_scores(&dir.join("receiver_out.parquet")),
+        read_scores(&dir.join("sender_out.parquet")),
+    );
+    assert_eq!(out_r, out_s, "aligned outputs differ");
+    let mut ids: Vec<i64> = out_r.iter().map(|&(i, _)| i).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (600..900).collect::<Vec<_>>());
+    assert!(out_r.iter().all(|&(i, s)| s == i as f64 * 1.5));
+}

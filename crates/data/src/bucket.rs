@@ -18,7 +18,7 @@
 use crate::error::DataError;
 use blindjoin_link::{Link, Reader, put_u32, put_u64};
 use blindjoin_protocols::{
-    HandshakeChecked, ItemDigest, Progress, ProtocolError, PsiOptions, PsiOutput, run_psi,
+    HandshakeChecked, ItemDigest, Progress, ProtocolError, PsiOptions, PsiOutput, Reveal, run_psi,
 };
 
 /// Most buckets a run may use.
@@ -66,6 +66,16 @@ pub struct BucketedPsi<'h> {
     buckets: usize,
     next: usize,
     peer_keys: u64,
+    counts: RevealCounts,
+}
+
+/// In the modes that reveal the intersection's size, what the buckets run so far revealed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RevealCounts {
+    /// |X ∩ Y| so far, when this party learns it.
+    pub cardinality: Option<u64>,
+    /// Keys of the intersection revealed so far (threshold mode).
+    pub revealed: u64,
 }
 
 impl<'h> BucketedPsi<'h> {
@@ -87,6 +97,7 @@ impl<'h> BucketedPsi<'h> {
             buckets,
             next: 0,
             peer_keys: 0,
+            counts: RevealCounts::default(),
         })
     }
 
@@ -110,11 +121,22 @@ impl<'h> BucketedPsi<'h> {
         self.next
     }
 
-    /// Skips to bucket `next`, the peer having had `peer_keys` keys before it (a resumed run).
+    /// What the buckets run so far revealed (cardinality and threshold modes).
+    pub fn counts(&self) -> RevealCounts {
+        self.counts
+    }
+
+    /// Skips to bucket `next`, the peer having had `peer_keys` keys before it and the buckets
+    /// before it having revealed `counts` (a resumed run).
     ///
     /// # Errors
     /// `next` is past the last bucket.
-    pub fn resume_at(&mut self, next: usize, peer_keys: u64) -> Result<(), DataError> {
+    pub fn resume_at(
+        &mut self,
+        next: usize,
+        peer_keys: u64,
+        counts: RevealCounts,
+    ) -> Result<(), DataError> {
         if next > self.buckets {
             return Err(DataError::Protocol(ProtocolError::Config(format!(
                 "the checkpoint is at bucket {next} of {}; delete the recovery folder to start \
@@ -124,11 +146,13 @@ impl<'h> BucketedPsi<'h> {
         }
         self.next = next;
         self.peer_keys = peer_keys;
+        self.counts = counts;
         Ok(())
     }
 
     /// Runs the next bucket on our unique digests in it; returns the indices into `items` of
-    /// the intersection when this party learns it.
+    /// the intersection when this party learns it. In threshold mode the bucket may reveal only
+    /// what the threshold has left.
     ///
     /// # Errors
     /// Protocol and link errors; a peer whose bucket counts are implausible.
@@ -148,7 +172,17 @@ impl<'h> BucketedPsi<'h> {
         self.peer_keys += theirs;
         self.next += 1;
         let bhs = self.hs.for_bucket(items.len() as u64, theirs);
-        let out = run_psi(link, &bhs, &self.opts, items, progress)?;
+        let threshold = self.opts.reveal;
+        if let Reveal::UpTo(t) = threshold {
+            self.opts.reveal = Reveal::UpTo(t.saturating_sub(self.counts.revealed));
+        }
+        let out = run_psi(link, &bhs, &self.opts, items, progress);
+        self.opts.reveal = threshold;
+        let out = out?;
+        if let Some(c) = out.cardinality {
+            self.counts.cardinality = Some(self.counts.cardinality.unwrap_or(0) + c);
+        }
+        self.counts.revealed += out.revealed.unwrap_or(0);
         Ok(out.intersection)
     }
 
@@ -222,9 +256,7 @@ pub fn run_bucketed(
     if let Some(r) = result.as_mut() {
         r.sort_unstable();
     }
-    Ok(PsiOutput {
-        intersection: result,
-    })
+    Ok(PsiOutput::intersection(result))
 }
 
 #[cfg(test)]

@@ -11,11 +11,12 @@ use crate::error::ConfigError;
 use crate::join::JoinType;
 use crate::spec::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, JoinSpec, Parties, RunSpec, SpillMode,
+    TableFormat,
 };
 use blindjoin_crypto::Curve;
 use blindjoin_link::TlsConfig;
 use blindjoin_protocols::rr22::Rr22Mode;
-use blindjoin_protocols::{Protocol, Role};
+use blindjoin_protocols::{Protocol, Reveal, Role};
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -173,6 +174,7 @@ struct Extensions {
     connect_timeout_ms: Option<Value>,
     spill: Option<String>,
     spill_dir: Option<String>,
+    cardinality_only: Option<bool>,
 }
 
 /// Parses a launch config from `text`; `source` names it in errors.
@@ -309,20 +311,21 @@ pub fn parse_launch_config(
     };
 
     // Input and output.
-    check_io_type(
+    let input_format = io_type(
         "psi_config.input_config.type",
         psi.input_config.kind.as_deref(),
     )?;
     if psi.input_config.path.is_empty() {
         return Err(invalid(
             "psi_config.input_config.path",
-            "empty; give the input CSV file",
+            "empty; give the input CSV or Parquet file",
         ));
     }
     let broadcast_result = pc.broadcast_result.unwrap_or(false);
+    let mut output_format = TableFormat::Csv;
     let output = match &psi.output_config {
         Some(o) => {
-            check_io_type("psi_config.output_config.type", o.kind.as_deref())?;
+            output_format = io_type("psi_config.output_config.type", o.kind.as_deref())?;
             if o.path.is_empty() {
                 None
             } else {
@@ -331,7 +334,13 @@ pub fn parse_launch_config(
         }
         None => None,
     };
-    if output.is_none() && (role == Role::Receiver || broadcast_result) {
+    if output.is_none()
+        && (role == Role::Receiver || broadcast_result)
+        && cfg
+            .blindjoin
+            .as_ref()
+            .is_none_or(|e| e.cardinality_only != Some(true))
+    {
         return Err(invalid(
             "psi_config.output_config.path",
             "missing; this party receives the intersection and needs a file to write it to",
@@ -418,19 +427,40 @@ pub fn parse_launch_config(
         null_rep,
         check_hash_digest,
     };
-    if psi.intersection_threshold.unwrap_or(0) > 0 {
-        return Err(not_yet(
-            "psi_config.intersection_threshold",
-            &psi.intersection_threshold.unwrap_or(0).to_string(),
-            "set it to 0; threshold PSI is planned",
-        ));
+    let cardinality_only = cfg
+        .blindjoin
+        .as_ref()
+        .and_then(|e| e.cardinality_only)
+        .unwrap_or(false);
+    let (reveal, reveal_field) = match (psi.intersection_threshold.unwrap_or(0), cardinality_only) {
+        (0, false) => (Reveal::Intersection, ""),
+        (0, true) => (Reveal::Cardinality, "blindjoin.cardinality_only"),
+        (t, false) => (Reveal::UpTo(t), "psi_config.intersection_threshold"),
+        (_, true) => {
+            return Err(invalid(
+                "blindjoin.cardinality_only",
+                "cannot be combined with psi_config.intersection_threshold; choose one",
+            ));
+        }
+    };
+    let count_path = psi
+        .count_path
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .map(resolve);
+    if output.is_some() && reveal == Reveal::Cardinality {
+        warnings.push(
+            "psi_config.output_config: not written; blindjoin.cardinality_only reveals only the \
+             intersection's size (in the report and count_path)"
+                .into(),
+        );
     }
-    if psi.count_path.as_deref().is_some_and(|p| !p.is_empty()) {
-        return Err(not_yet(
-            "psi_config.count_path",
-            "a path",
-            "remove it; it belongs to threshold PSI, which is planned",
-        ));
+    if count_path.is_some() && reveal == Reveal::Intersection {
+        warnings.push(
+            "psi_config.count_path: ignored; it is written only with intersection_threshold or \
+             blindjoin.cardinality_only"
+                .into(),
+        );
     }
     let _ = (&psi.skip_duplicates_check, &psi.input_attr);
     if let Some(d) = &psi.debug_options {
@@ -552,7 +582,16 @@ pub fn parse_launch_config(
             .and_then(|e| e.spill_dir.as_deref())
             .map(resolve),
         recovery,
+        reveal,
+        count_path,
+        input_format,
+        output_format,
         warnings,
+    })
+    .and_then(|spec: RunSpec| {
+        spec.check_reveal()
+            .map_err(|why| invalid(reveal_field, &why))?;
+        Ok(spec)
     })
 }
 
@@ -674,17 +713,13 @@ pub fn parse_curve(name: &str) -> Result<Curve, ConfigError> {
     Ok(curve)
 }
 
-fn check_io_type(field: &str, kind: Option<&str>) -> Result<(), ConfigError> {
+fn io_type(field: &str, kind: Option<&str>) -> Result<TableFormat, ConfigError> {
     match kind {
-        None | Some("IO_TYPE_FILE_CSV") => Ok(()),
-        Some("IO_TYPE_FILE_PARQUET") => Err(not_yet(
-            field,
-            "IO_TYPE_FILE_PARQUET",
-            "use IO_TYPE_FILE_CSV; Parquet is planned",
-        )),
+        None | Some("IO_TYPE_FILE_CSV") => Ok(TableFormat::Csv),
+        Some("IO_TYPE_FILE_PARQUET") => Ok(TableFormat::Parquet),
         Some(other) => Err(invalid(
             field,
-            &format!("unknown type {other:?}; use IO_TYPE_FILE_CSV"),
+            &format!("unknown type {other:?}; use IO_TYPE_FILE_CSV or IO_TYPE_FILE_PARQUET"),
         )),
     }
 }

@@ -50,6 +50,78 @@ pub enum DataError {
         /// Byte offset of the first bad byte in the value.
         offset: usize,
     },
+    /// An input Parquet file cannot be read: it is not Parquet (a CSV file with a `.parquet`
+    /// name), truncated, corrupt, or its column names cannot become a CSV header.
+    #[error("{path}: {message}")]
+    Parquet {
+        /// The input file.
+        path: PathBuf,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// A Parquet column has a type the data path cannot carry as text (nested, interval, …).
+    #[error(
+        "{path}: column {column:?} has type {data_type}, which blindjoin cannot read or write; supported: strings, binary, booleans, integers, floats, decimals, dates, times, timestamps, and dictionaries of these. Convert the column to one of them or drop it"
+    )]
+    UnsupportedParquetType {
+        /// The Parquet file (input, or the output that would have had this column).
+        path: PathBuf,
+        /// The column.
+        column: String,
+        /// The column's Arrow type.
+        data_type: String,
+    },
+    /// A key cell in a Parquet input is null.
+    #[error(
+        "{path}: row {row}: the key column {field:?} is null; every row needs a key value (drop the row or fill it in)"
+    )]
+    NullKey {
+        /// The input file.
+        path: PathBuf,
+        /// 1-based row (the first data row is 1).
+        row: u64,
+        /// The key column.
+        field: String,
+    },
+    /// A key cell in a Parquet input is the empty string (or empty binary).
+    #[error(
+        "{path}: row {row}: the key column {field:?} is empty; every row needs a key value (drop the row or fill it in)"
+    )]
+    EmptyParquetKey {
+        /// The input file.
+        path: PathBuf,
+        /// 1-based row (the first data row is 1).
+        row: u64,
+        /// The key column.
+        field: String,
+    },
+    /// The Parquet output could not be produced from the joined CSV rows: they are malformed,
+    /// their header does not match the input's schema, or the Parquet encoder failed. Nothing
+    /// is written.
+    #[error("{path}: writing the Parquet output failed: {message}")]
+    ParquetOutput {
+        /// The output file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// A joined cell does not parse as its column's type in the input's Parquet schema (the
+    /// rows handed to the Parquet writer do not fit that schema). Nothing is written.
+    #[error(
+        "{path}: row {row}, column {column:?}: {value:?} is not a valid {expected} (the column's type in the input's Parquet schema), so the output cannot be written as Parquet"
+    )]
+    ParquetValue {
+        /// The output file.
+        path: PathBuf,
+        /// 1-based output row (the first data row is 1).
+        row: u64,
+        /// The column.
+        column: String,
+        /// The cell's text (cut at 100 characters).
+        value: String,
+        /// The column's Arrow type.
+        expected: String,
+    },
     /// A file could not be read or written.
     #[error("{path}: {action} failed: {source}")]
     Io {
@@ -79,6 +151,10 @@ impl DataError {
                 | DataError::MissingKeyColumn { .. }
                 | DataError::EmptyKey { .. }
                 | DataError::NonUtf8Key { .. }
+                | DataError::Parquet { .. }
+                | DataError::UnsupportedParquetType { .. }
+                | DataError::NullKey { .. }
+                | DataError::EmptyParquetKey { .. }
         ) || matches!(self, DataError::Io { action, .. } if *action == "reading the input")
             || matches!(
                 self,

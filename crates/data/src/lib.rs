@@ -15,6 +15,7 @@ mod error;
 pub mod generate;
 pub mod join;
 mod output;
+pub mod parquet_io;
 mod process;
 mod recovery;
 mod report;
@@ -32,10 +33,13 @@ pub use error::{ConfigError, DataError};
 pub use output::{AtomicFile, write_atomic};
 pub use report::{Report, Stages, peak_rss_bytes};
 pub use run::{AUTO_SPILL_BYTES, Prepared, prepare, run, run_on_link};
-pub use spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, RunSpec, SpillMode};
+pub use spec::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, RunSpec, SpillMode, TableFormat,
+};
 pub use table::{Table, cmp_keys};
 
 pub use blindjoin_crypto::Curve;
 pub use blindjoin_link::{LinkShape, TlsConfig};
+pub use blindjoin_protocols::Reveal;
 pub use blindjoin_protocols::rr22::Rr22Mode;
 pub use blindjoin_protocols::{NoProgress, Progress, Protocol, Role};

@@ -92,6 +92,22 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DataError> {
     f.commit()
 }
 
+/// Where the output's CSV bytes go: the output file itself, or a converter in front of it
+/// ([`crate::parquet_io::ParquetWriter`]).
+pub trait Sink {
+    /// Appends bytes.
+    ///
+    /// # Errors
+    /// Writing failed; the error names the output.
+    fn put(&mut self, bytes: &[u8]) -> Result<(), DataError>;
+}
+
+impl Sink for AtomicFile {
+    fn put(&mut self, bytes: &[u8]) -> Result<(), DataError> {
+        self.write_all(bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,13 +7,14 @@
 //! number when not) gives exactly the order of one global sort, so a spilled run and an
 //! in-memory run write the same bytes (see [`crate::join`] for the layout).
 
-use crate::bucket::BucketedPsi;
+use crate::bucket::{BucketedPsi, RevealCounts};
 use crate::error::DataError;
 use crate::join::{JoinType, MAX_OUTPUT_ROWS, exchange_counts};
-use crate::output::AtomicFile;
+use crate::output::{AtomicFile, Sink};
+use crate::parquet_io::ParquetWriter;
 use crate::rows::digest_of_order;
 use crate::runs::{Runs, SortBy};
-use crate::spec::RunSpec;
+use crate::spec::{RunSpec, TableFormat};
 use crate::spill::GroupBucket;
 use crate::table::sort_by_key;
 use blindjoin_crypto::{ItemDigest, item_digest};
@@ -54,6 +55,9 @@ pub struct ProcessorState {
     pub buckets_done: usize,
     /// The peer's unique keys in them.
     pub peer_keys: u64,
+    /// What they revealed (cardinality and threshold modes).
+    #[serde(default)]
+    pub counts: RevealCounts,
     /// The matched (or kept) runs.
     pub matched: crate::runs::RunsState,
     /// The unmatched runs.
@@ -108,7 +112,7 @@ impl<'a> Processor<'a> {
         };
         let mut psi = psi;
         if let Some(st) = resume {
-            psi.resume_at(st.buckets_done, st.peer_keys)?;
+            psi.resume_at(st.buckets_done, st.peer_keys, st.counts)?;
         }
         Ok(Processor {
             learns: spec.learns_result(),
@@ -142,6 +146,7 @@ impl<'a> Processor<'a> {
         Ok(ProcessorState {
             buckets_done: self.psi.next_bucket(),
             peer_keys: self.psi.peer_keys(),
+            counts: self.psi.counts(),
             matched: self.matched.state(),
             unmatched: self.unmatched.state(),
             own_unmatched_rows: self.own_unmatched_rows,
@@ -370,6 +375,7 @@ impl<'a> Processor<'a> {
             nulls_after: nulls.1,
             totals: self.totals,
             peer_keys: self.psi.peer_keys(),
+            counts: self.psi.counts(),
             buckets: self.psi.buckets(),
         })
     }
@@ -386,30 +392,87 @@ pub struct Finished<'a> {
     pub totals: Totals,
     /// The peer's unique keys.
     pub peer_keys: u64,
+    /// What the run revealed in the cardinality and threshold modes.
+    pub counts: RevealCounts,
     /// Buckets run.
     pub buckets: usize,
 }
 
 impl Finished<'_> {
-    /// Writes the output atomically: header, matched part, then our unmatched rows and the
-    /// null rows in the join's order (see [`crate::join`]).
+    /// Writes the output atomically, as CSV or Parquet (`output_config.type`): header, matched
+    /// part, then our unmatched rows and the null rows in the join's order (see
+    /// [`crate::join`]).
     ///
     /// # Errors
-    /// Run or output I/O errors.
+    /// Run or output I/O errors; a Parquet cell that does not fit its column's type.
     pub fn write(&mut self, header: &[String], out: &Path) -> Result<u64, DataError> {
-        let mut f = AtomicFile::create(out)?;
+        match self.spec.output_format {
+            TableFormat::Csv => {
+                let mut f = AtomicFile::create(out)?;
+                let null_rep = self.spec.join.null_rep.clone();
+                let written = self.write_rows(header, &null_rep, &mut f)?;
+                f.commit()?;
+                Ok(written)
+            }
+            TableFormat::Parquet => {
+                // A Parquet input's column types carry over; a CSV input's columns are text.
+                let schema = match self.spec.input_format {
+                    TableFormat::Parquet => Some(crate::parquet_io::read_schema(&self.spec.input)?),
+                    TableFormat::Csv => None,
+                };
+                // Padding rows become Parquet nulls; `NULL` is text no typed cell is written as.
+                let mut w = ParquetWriter::create(out, schema, PARQUET_PADDING)?;
+                let written = self.write_rows(
+                    header,
+                    PARQUET_PADDING,
+                    &mut ParquetSink {
+                        writer: &mut w,
+                        path: out,
+                    },
+                )?;
+                w.commit()?;
+                Ok(written)
+            }
+        }
+    }
+
+    fn write_rows(
+        &mut self,
+        header: &[String],
+        null_rep: &str,
+        f: &mut dyn Sink,
+    ) -> Result<u64, DataError> {
         let mut line = Vec::new();
         crate::csv::write_record(&mut line, header.iter().map(|h| h.as_bytes()));
-        f.write_all(&line)?;
+        f.put(&line)?;
         let mut null_row = Vec::new();
-        let null = self.spec.join.null_rep.as_bytes();
-        crate::csv::write_record(&mut null_row, header.iter().map(|_| null));
-        let mut written = self.matched.merge_into(&mut f)?;
-        written += write_nulls(&mut f, &null_row, self.nulls_before)?;
-        written += self.unmatched.merge_into(&mut f)?;
-        written += write_nulls(&mut f, &null_row, self.nulls_after)?;
-        f.commit()?;
+        crate::csv::write_record(&mut null_row, header.iter().map(|_| null_rep.as_bytes()));
+        let mut written = self.matched.merge_into(f)?;
+        written += write_nulls(f, &null_row, self.nulls_before)?;
+        written += self.unmatched.merge_into(f)?;
+        written += write_nulls(f, &null_row, self.nulls_after)?;
         Ok(written)
+    }
+}
+
+/// The padding text handed to the Parquet writer, which reads it back as null.
+const PARQUET_PADDING: &str = "NULL";
+
+/// The output's CSV bytes into a [`ParquetWriter`].
+struct ParquetSink<'a> {
+    writer: &'a mut ParquetWriter,
+    path: &'a Path,
+}
+
+impl Sink for ParquetSink<'_> {
+    fn put(&mut self, bytes: &[u8]) -> Result<(), DataError> {
+        use std::io::Write;
+        self.writer
+            .write_all(bytes)
+            .map_err(|e| DataError::ParquetOutput {
+                path: self.path.to_path_buf(),
+                message: e.to_string(),
+            })
     }
 }
 
@@ -418,13 +481,13 @@ fn group_range(ends: &[usize], g: usize) -> std::ops::Range<usize> {
     (if g == 0 { 0 } else { ends[g - 1] })..ends[g]
 }
 
-fn write_nulls(f: &mut AtomicFile, null_row: &[u8], n: u64) -> Result<u64, DataError> {
+fn write_nulls(f: &mut dyn Sink, null_row: &[u8], n: u64) -> Result<u64, DataError> {
     let per = (1usize << 20) / null_row.len().max(1) + 1;
     let block = null_row.repeat(per);
     let mut left = n;
     while left > 0 {
         let k = left.min(per as u64) as usize;
-        f.write_all(&block[..k * null_row.len()])?;
+        f.put(&block[..k * null_row.len()])?;
         left -= k as u64;
     }
     Ok(n)

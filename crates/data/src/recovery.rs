@@ -207,7 +207,12 @@ fn fingerprint(spec: &RunSpec) -> Result<String, DataError> {
     let text = format!(
         "{:?}",
         (
-            (&spec.protocol, &spec.curve, &spec.variant, spec.bucket_size),
+            (
+                &spec.protocol,
+                &spec.curve,
+                spec.handshake_variant(),
+                spec.bucket_size
+            ),
             (&spec.role, spec.broadcast_result, spec.align, &spec.join),
             (&spec.input, &spec.output, &spec.keys),
             (&spec.parties.self_id, &spec.parties.peer_id),

@@ -72,6 +72,16 @@ pub struct Report {
     pub bucket_s: Vec<f64>,
     /// Peak resident memory of this process, in bytes (Linux; 0 elsewhere).
     pub peak_rss_bytes: u64,
+    /// Peak resident memory during each bucket this process ran (Linux; empty elsewhere).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bucket_peak_rss_bytes: Vec<u64>,
+    /// |X ∩ Y| in unique keys, in the cardinality-only and threshold modes, for the parties
+    /// that learn it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cardinality: Option<u64>,
+    /// Unique keys of the intersection revealed, in threshold mode (`min(threshold, cardinality)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revealed_key_count: Option<u64>,
 }
 
 /// Peak resident set size of this process (VmHWM), 0 if unknown.
@@ -84,6 +94,32 @@ pub fn peak_rss_bytes() -> u64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
         .map_or(0, |kb| kb * 1024)
+}
+
+/// Peak memory tracking that can restart, so each bucket's own peak shows (Linux: VmHWM, which
+/// writing `5` to `/proc/self/clear_refs` resets to the current RSS).
+#[derive(Default)]
+pub struct PeakTracker {
+    overall: u64,
+}
+
+impl PeakTracker {
+    /// Starts a new window; remembers the peak of the one before.
+    pub fn restart(&mut self) {
+        self.overall = self.overall.max(peak_rss_bytes());
+        // Best effort: where it fails the windows simply overlap.
+        let _ = std::fs::write("/proc/self/clear_refs", b"5");
+    }
+
+    /// The peak of the current window.
+    pub fn window_peak(&self) -> u64 {
+        peak_rss_bytes()
+    }
+
+    /// The peak of the whole process so far.
+    pub fn overall(&self) -> u64 {
+        self.overall.max(peak_rss_bytes())
+    }
 }
 
 fn one() -> u64 {

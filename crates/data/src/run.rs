@@ -7,11 +7,12 @@ use crate::error::DataError;
 use crate::output::write_atomic;
 use crate::process::{Processor, RunsAt};
 use crate::recovery::{Checkpoint, Recovery};
-use crate::report::{Report, Stages, peak_rss_bytes};
-use crate::spec::{RunSpec, SpillMode};
+use crate::report::{PeakTracker, Report, Stages};
+use crate::spec::{RunSpec, SpillMode, TableFormat};
 use crate::spill::{SpillDir, SpillTo, SpilledTable, spill};
 use blindjoin_link::{Link, LinkError, TcpLink, TcpOptions};
-use blindjoin_protocols::{Hello, Progress, PsiOptions, handshake};
+use blindjoin_protocols::{Hello, Progress, PsiOptions, Reveal, handshake};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use zeroize::Zeroizing;
 
@@ -100,12 +101,60 @@ pub struct Prepared {
     read_s: f64,
 }
 
-/// Whether the run spills `spec.input` to disk.
-fn spills(spec: &RunSpec) -> bool {
+/// Whether the run spills `input` (the CSV the pipeline reads) to disk.
+fn spills(spec: &RunSpec, input: &Path) -> bool {
     match spec.spill {
         SpillMode::Always => true,
         SpillMode::Never => false,
-        SpillMode::Auto => std::fs::metadata(&spec.input).is_ok_and(|m| m.len() > AUTO_SPILL_BYTES),
+        SpillMode::Auto => std::fs::metadata(input).is_ok_and(|m| m.len() > AUTO_SPILL_BYTES),
+    }
+}
+
+/// The CSV the pipeline reads: the input itself, or a Parquet input converted into a private
+/// file in `dir` (see [`crate::parquet_io`]), removed when this is dropped.
+enum CsvInput {
+    Direct(PathBuf),
+    Converted(PathBuf),
+}
+
+impl CsvInput {
+    fn open(spec: &RunSpec, dir: &Path, progress: &dyn Progress) -> Result<CsvInput, DataError> {
+        if spec.input_format == TableFormat::Csv {
+            return Ok(CsvInput::Direct(spec.input.clone()));
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = dir.join(format!(
+            ".blindjoin-parquet-{}-{nanos}.csv",
+            std::process::id()
+        ));
+        let io = |action, source| DataError::Io {
+            path: path.clone(),
+            action,
+            source,
+        };
+        let file = std::fs::File::create(&path)
+            .map_err(|e| io("creating the Parquet input's CSV copy", e))?;
+        let converted = CsvInput::Converted(path.clone());
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+        crate::parquet_io::parquet_to_csv(&spec.input, &spec.keys, &mut w, progress)?;
+        std::io::Write::flush(&mut w).map_err(|e| io("writing the Parquet input's CSV copy", e))?;
+        Ok(converted)
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            CsvInput::Direct(p) | CsvInput::Converted(p) => p,
+        }
+    }
+}
+
+impl Drop for CsvInput {
+    fn drop(&mut self) {
+        if let CsvInput::Converted(p) = self {
+            let _ = std::fs::remove_file(p);
+        }
     }
 }
 
@@ -131,7 +180,8 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
                 (t, cp)
             }
             None => {
-                let t = spill(&spec.input, &spec.keys, SpillTo::Disk(dir), progress)?;
+                let input = CsvInput::open(spec, folder, progress)?;
+                let t = spill(input.path(), &spec.keys, SpillTo::Disk(dir), progress)?;
                 let cp = rec.fresh(t.header.clone(), t.rows, t.shards());
                 rec.save(&cp)?;
                 (t, cp)
@@ -139,12 +189,15 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
         };
         recovery = Some((rec, cp));
         table
-    } else if spills(spec) {
-        let dir = spec.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let to = SpillTo::Disk(SpillDir::temporary(&dir)?);
-        spill(&spec.input, &spec.keys, to, progress)?
     } else {
-        spill(&spec.input, &spec.keys, SpillTo::Memory, progress)?
+        let dir = spec.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let input = CsvInput::open(spec, &dir, progress)?;
+        let to = if spills(spec, input.path()) {
+            SpillTo::Disk(SpillDir::temporary(&dir)?)
+        } else {
+            SpillTo::Memory
+        };
+        spill(input.path(), &spec.keys, to, progress)?
     };
     let secret_key = match &spec.secret_key_path {
         None => None,
@@ -202,7 +255,7 @@ pub fn run_on_link(
         spec.broadcast_result,
         table.rows,
     )
-    .with_variant(&spec.variant)
+    .with_variant(&spec.handshake_variant())
     .with_bucket_size(spec.bucket_size);
     let hs = handshake(link, hello)?;
     stages.connect_s = (start.elapsed().as_secs_f64() - read_s).max(t.elapsed().as_secs_f64());
@@ -211,6 +264,7 @@ pub fn run_on_link(
     let opts = PsiOptions {
         batch_size: spec.batch_size,
         secret_key,
+        reveal: spec.reveal,
         ..PsiOptions::default()
     };
     let psi = BucketedPsi::new(&hs, &opts)?;
@@ -240,11 +294,16 @@ pub fn run_on_link(
     };
     let m = b.min(table.shards());
     let per = b / m;
+    let mut peak = PeakTracker::default();
+    let mut bucket_peaks = Vec::new();
     for unit in first / per..m {
+        peak.restart();
         let group = table.load_unit(unit, b)?;
         for k in (unit * per).max(first)..(unit + 1) * per {
             work.bucket(link, &group.bucket(k, b), progress)?;
             checkpoint(&mut work)?;
+            bucket_peaks.push(peak.window_peak());
+            peak.restart();
         }
     }
     let mut finished = work.finish(link)?;
@@ -267,6 +326,19 @@ pub fn run_on_link(
             _ => (-1, -1, None),
         };
     stages.write_output_s = t.elapsed().as_secs_f64();
+    let counts = finished.counts;
+    if let (true, Some(path), Some(cardinality)) =
+        (spec.learns_count(), &spec.count_path, counts.cardinality)
+    {
+        let revealed = match spec.reveal {
+            Reveal::UpTo(_) => counts.revealed,
+            _ => 0,
+        };
+        write_atomic(
+            path,
+            format!("real_count,final_count\n{cardinality},{revealed}\n").as_bytes(),
+        )?;
+    }
     stages.total_s = start.elapsed().as_secs_f64();
 
     let stats = link.stats();
@@ -291,7 +363,13 @@ pub fn run_on_link(
         bytes_received: stats.bytes_received,
         stages,
         bucket_s: std::mem::take(&mut finished.totals.bucket_s),
-        peak_rss_bytes: peak_rss_bytes(),
+        peak_rss_bytes: peak.overall(),
+        bucket_peak_rss_bytes: bucket_peaks,
+        cardinality: counts.cardinality.filter(|_| spec.learns_count()),
+        revealed_key_count: match spec.reveal {
+            Reveal::UpTo(_) => Some(counts.revealed),
+            _ => None,
+        },
     };
     if let Some(p) = spec.report_path() {
         let mut json = serde_json::to_vec_pretty(&report).unwrap_or_default();

@@ -87,6 +87,10 @@ fn spec(
         spill,
         spill_dir: Some(d.to_path_buf()),
         recovery: None,
+        reveal: Default::default(),
+        count_path: None,
+        input_format: Default::default(),
+        output_format: Default::default(),
         warnings: Vec::new(),
     }
 }
@@ -379,6 +383,12 @@ fn reports_count_keys_and_buckets() {
     assert_eq!(r.peer_key_count, uniq(&right));
     assert_eq!(r.buckets, 8);
     assert_eq!(r.bucket_s.len(), 8);
+    assert_eq!(r.bucket_peak_rss_bytes.len(), 8);
+    assert!(
+        r.bucket_peak_rss_bytes
+            .iter()
+            .all(|&b| b > 0 && b <= r.peak_rss_bytes)
+    );
     assert!(r.spilled);
     let shared: HashMap<&String, ()> = left
         .keys
@@ -387,4 +397,224 @@ fn reports_count_keys_and_buckets() {
         .map(|k| (k, ()))
         .collect();
     assert_eq!(r.intersection_key_count, shared.len() as i64);
+}
+
+/// Runs both parties in a reveal mode (ECDH, inner join, broadcast); returns their reports and
+/// outputs, and the receiver's `count_path` file.
+fn run_reveal(
+    name: &str,
+    left: &Side,
+    right: &Side,
+    reveal: blindjoin_protocols::Reveal,
+    spill: SpillMode,
+) -> [(crate::Report, Option<Vec<u8>>, Option<String>); 2] {
+    let d = dir(name);
+    std::fs::write(d.join("r.csv"), left.csv()).unwrap();
+    std::fs::write(d.join("s.csv"), right.csv()).unwrap();
+    let spec_for = |role| {
+        let mut s = spec(&d, role, JoinType::Inner, true, spill, Protocol::Ecdh);
+        s.reveal = reveal;
+        s.count_path = Some(d.join(format!("{role}.count")));
+        s
+    };
+    let (mut lr, mut ls) = mem_pair();
+    let ss = spec_for(Role::Sender);
+    let t = std::thread::spawn(move || {
+        let p = prepare(&ss, &NoProgress).unwrap();
+        run_on_link(&ss, p, &mut ls, &NoProgress, Instant::now()).unwrap()
+    });
+    let rs = spec_for(Role::Receiver);
+    let p = prepare(&rs, &NoProgress).unwrap();
+    let r = run_on_link(&rs, p, &mut lr, &NoProgress, Instant::now()).unwrap();
+    let s = t.join().unwrap();
+    let read = |f: &str| std::fs::read(d.join(f)).ok();
+    let count = |role: Role| std::fs::read_to_string(d.join(format!("{role}.count"))).ok();
+    [
+        (r, read("r.out"), count(Role::Receiver)),
+        (s, read("s.out"), count(Role::Sender)),
+    ]
+}
+
+#[test]
+fn cardinality_only_reveals_the_size_and_writes_no_output() {
+    let mut seed = 11;
+    let left = random_side("L", 300, 200, &mut seed);
+    let right = random_side("R", 250, 200, &mut seed);
+    let shared = left
+        .keys
+        .iter()
+        .filter(|k| right.keys.contains(k))
+        .collect::<std::collections::HashSet<_>>()
+        .len() as u64;
+    for spill in [SpillMode::Never, SpillMode::Always] {
+        let name = format!("card-{spill:?}");
+        for (report, out, count) in run_reveal(
+            &name,
+            &left,
+            &right,
+            blindjoin_protocols::Reveal::Cardinality,
+            spill,
+        ) {
+            assert_eq!(report.cardinality, Some(shared));
+            assert_eq!(report.intersection_key_count, -1);
+            assert_eq!(report.revealed_key_count, None);
+            assert!(report.buckets > 1);
+            assert!(out.is_none(), "cardinality-only mode wrote an output");
+            assert_eq!(
+                count.as_deref(),
+                Some(format!("real_count,final_count\n{shared},0\n").as_str())
+            );
+        }
+    }
+}
+
+#[test]
+fn threshold_reveals_at_most_t_keys_across_buckets() {
+    let mut seed = 5;
+    let left = random_side("L", 300, 200, &mut seed);
+    let right = random_side("R", 250, 200, &mut seed);
+    let shared: std::collections::HashSet<&String> = left
+        .keys
+        .iter()
+        .filter(|k| right.keys.contains(k))
+        .collect();
+    assert!(shared.len() > 40, "{}", shared.len());
+    for t in [0u64, 1, 17, 40, 10_000] {
+        let name = format!("thr-{t}");
+        let [r, s] = run_reveal(
+            &name,
+            &left,
+            &right,
+            blindjoin_protocols::Reveal::UpTo(t),
+            SpillMode::Always,
+        );
+        let want = t.min(shared.len() as u64);
+        let keys_of = |out: &[u8]| -> Vec<String> {
+            rows_of(out)
+                .into_iter()
+                .map(|r| r.unwrap().1)
+                .collect::<Vec<_>>()
+        };
+        let (r_rows, s_rows) = (keys_of(&r.1.unwrap()), keys_of(&s.1.unwrap()));
+        assert_eq!(r_rows, s_rows, "aligned outputs differ at threshold {t}");
+        let distinct: std::collections::HashSet<&String> = r_rows.iter().collect();
+        assert_eq!(distinct.len() as u64, want, "threshold {t}");
+        assert!(distinct.iter().all(|k| shared.contains(k)));
+        for (report, _, count) in [(r.0, (), r.2), (s.0, (), s.2)] {
+            assert_eq!(report.cardinality, Some(shared.len() as u64));
+            assert_eq!(report.revealed_key_count, Some(want));
+            assert_eq!(report.intersection_key_count, want as i64);
+            assert_eq!(
+                count.as_deref(),
+                Some(format!("real_count,final_count\n{},{want}\n", shared.len()).as_str())
+            );
+        }
+    }
+}
+
+/// A side whose keys are integers, for typed Parquet columns.
+fn int_side(tag: &'static str, n: usize, range: u64, seed: &mut u64) -> Side {
+    Side {
+        tag,
+        keys: (0..n).map(|_| (rng(seed) % range).to_string()).collect(),
+    }
+}
+
+/// `side` as Parquet: `payload` (string), `id` (int64).
+fn write_parquet(path: &Path, side: &Side) {
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    let payload: ArrayRef = std::sync::Arc::new(StringArray::from_iter_values(
+        (0..side.keys.len()).map(|i| format!("{}{i}", side.tag)),
+    ));
+    let id: ArrayRef = std::sync::Arc::new(Int64Array::from_iter_values(
+        side.keys.iter().map(|k| k.parse::<i64>().unwrap()),
+    ));
+    let batch = RecordBatch::try_from_iter([("payload", payload), ("id", id)]).unwrap();
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+/// A Parquet output's rows as (payload, id), `None` for an all-null padding row; checks the
+/// column types survived.
+fn parquet_rows(path: &Path) -> Vec<Option<(String, String)>> {
+    use arrow_array::{Array, Int64Array, StringArray};
+    let file = std::fs::File::open(path).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        let payload = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        let id = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        for i in 0..batch.num_rows() {
+            assert_eq!(payload.is_null(i), id.is_null(i));
+            out.push(
+                (!id.is_null(i)).then(|| (payload.value(i).to_string(), id.value(i).to_string())),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn parquet_in_and_out_give_the_csv_run_s_rows_with_types_kept() {
+    let mut seed = 21;
+    let left = int_side("L", 300, 200, &mut seed);
+    let right = int_side("R", 250, 200, &mut seed);
+    for join in [JoinType::Inner, JoinType::Full, JoinType::Difference] {
+        for spill in [SpillMode::Never, SpillMode::Always] {
+            let name = format!("pq-{join:?}-{spill:?}");
+            let (csv_r, csv_s) = run_both(&name, &left, &right, join, true, spill, Protocol::Rr22);
+            let d = dir(&name);
+            write_parquet(&d.join("r.parquet"), &left);
+            write_parquet(&d.join("s.parquet"), &right);
+            let (mut lr, mut ls) = mem_pair();
+            let spec_for = |role| {
+                let mut s = spec(&d, role, join, true, spill, Protocol::Rr22);
+                let me = if role == Role::Receiver { "r" } else { "s" };
+                s.input = d.join(format!("{me}.parquet"));
+                s.output = Some(d.join(format!("{me}.out.parquet")));
+                s.input_format = crate::TableFormat::Parquet;
+                s.output_format = crate::TableFormat::Parquet;
+                s
+            };
+            let ss = spec_for(Role::Sender);
+            let t = std::thread::spawn(move || {
+                let p = prepare(&ss, &NoProgress).unwrap();
+                run_on_link(&ss, p, &mut ls, &NoProgress, Instant::now()).unwrap();
+            });
+            let rs = spec_for(Role::Receiver);
+            let p = prepare(&rs, &NoProgress).unwrap();
+            run_on_link(&rs, p, &mut lr, &NoProgress, Instant::now()).unwrap();
+            t.join().unwrap();
+            assert_eq!(
+                parquet_rows(&d.join("r.out.parquet")),
+                rows_of(&csv_r),
+                "{name}"
+            );
+            assert_eq!(
+                parquet_rows(&d.join("s.out.parquet")),
+                rows_of(&csv_s),
+                "{name}"
+            );
+            let leftovers: Vec<_> = std::fs::read_dir(&d)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+                .collect();
+            assert!(leftovers.is_empty(), "{leftovers:?}");
+        }
+    }
 }

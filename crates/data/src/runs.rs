@@ -9,7 +9,7 @@
 //! whole run `times` times over.
 
 use crate::error::DataError;
-use crate::output::AtomicFile;
+use crate::output::Sink;
 use crate::table::cmp_keys;
 use std::cmp::Ordering;
 use std::fs::File;
@@ -244,7 +244,7 @@ impl Runs {
     ///
     /// # Errors
     /// Reading the runs or writing the output failed.
-    pub fn merge_into(&mut self, out: &mut AtomicFile) -> Result<u64, DataError> {
+    pub fn merge_into(&mut self, out: &mut dyn Sink) -> Result<u64, DataError> {
         self.end_run();
         if let Store::Disk {
             path, out: w, file, ..
@@ -285,7 +285,7 @@ impl Runs {
         while let Some(top) = heap.top() {
             written += top.expand(&mut buf)?;
             if buf.len() >= 1 << 20 {
-                out.write_all(&buf)?;
+                out.put(&buf)?;
                 buf.clear();
             }
             let more = heap
@@ -293,7 +293,7 @@ impl Runs {
                 .map_or(Ok(false), |c| c.advance(&self.store))?;
             heap.after_top_changed(more);
         }
-        out.write_all(&buf)?;
+        out.put(&buf)?;
         Ok(written)
     }
 }
@@ -522,7 +522,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("bj-runs-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("out.csv");
-        let mut f = AtomicFile::create(&p).unwrap();
+        let mut f = crate::output::AtomicFile::create(&p).unwrap();
         runs.merge_into(&mut f).unwrap();
         f.commit().unwrap();
         std::fs::read_to_string(&p).unwrap()

@@ -5,7 +5,7 @@ use crate::join::JoinType;
 use blindjoin_crypto::Curve;
 use blindjoin_link::LinkShape;
 use blindjoin_link::TlsConfig;
-use blindjoin_protocols::{Protocol, Role};
+use blindjoin_protocols::{Protocol, Reveal, Role};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -78,8 +78,41 @@ pub struct RunSpec {
     /// `recovery_config.folder` when `enabled`: checkpoint every bucket there and resume from
     /// it (see [`crate::recovery`]). The input is then always spilled, into this folder.
     pub recovery: Option<PathBuf>,
+    /// What the run reveals: the intersection (default), only its size
+    /// (`blindjoin.cardinality_only`), or at most `intersection_threshold` of its keys. The last
+    /// two need `PROTOCOL_ECDH` and an inner join.
+    pub reveal: Reveal,
+    /// `count_path`: where a party that learns the intersection's size writes
+    /// `real_count,final_count` (the size, and the keys revealed).
+    pub count_path: Option<PathBuf>,
+    /// The input file's format (`input_config.type`).
+    pub input_format: TableFormat,
+    /// The output file's format (`output_config.type`).
+    pub output_format: TableFormat,
     /// Non-fatal notes from config parsing, printed before the run.
     pub warnings: Vec<String>,
+}
+
+/// A table file's format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TableFormat {
+    /// CSV (RFC 4180), `IO_TYPE_FILE_CSV`.
+    #[default]
+    Csv,
+    /// Apache Parquet, `IO_TYPE_FILE_PARQUET`.
+    Parquet,
+}
+
+impl TableFormat {
+    /// The format a file name suggests: Parquet for `.parquet`/`.pq`, CSV otherwise.
+    pub fn from_path(path: &std::path::Path) -> TableFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("parquet") || e.eq_ignore_ascii_case("pq") => {
+                TableFormat::Parquet
+            }
+            _ => TableFormat::Csv,
+        }
+    }
 }
 
 /// Whether a run holds its table in memory or spills it into hash shards on disk.
@@ -146,9 +179,54 @@ impl JoinSpec {
 }
 
 impl RunSpec {
-    /// Whether this party learns the intersection.
+    /// Whether this party learns the intersection (its rows), and so writes an output.
     pub fn learns_result(&self) -> bool {
+        self.reveal != Reveal::Cardinality && self.learns_count_or_result()
+    }
+
+    /// Whether this party learns the intersection's size, in the modes that reveal it apart.
+    pub fn learns_count(&self) -> bool {
+        self.reveal != Reveal::Intersection && self.learns_count_or_result()
+    }
+
+    fn learns_count_or_result(&self) -> bool {
         self.role == Role::Receiver || self.broadcast_result
+    }
+
+    /// The protocol mode both parties must agree on: the protocol's own variant, plus what the
+    /// run reveals when that is not the intersection.
+    pub fn handshake_variant(&self) -> String {
+        let reveal = match self.reveal {
+            Reveal::Intersection => return self.variant.clone(),
+            Reveal::Cardinality => "cardinality-only".to_string(),
+            Reveal::UpTo(t) => format!("intersection_threshold={t}"),
+        };
+        if self.variant.is_empty() {
+            reveal
+        } else {
+            format!("{}/{reveal}", self.variant)
+        }
+    }
+
+    /// Checks that the reveal mode fits the protocol and the join; `field` names the setting
+    /// that chose the mode in errors.
+    ///
+    /// # Errors
+    /// A message naming what to change.
+    pub fn check_reveal(&self) -> Result<(), String> {
+        if self.reveal == Reveal::Intersection {
+            return Ok(());
+        }
+        if self.protocol != Protocol::Ecdh {
+            return Err(format!(
+                "needs PROTOCOL_ECDH (got {}): only the ECDH protocol can hide which items match",
+                self.protocol
+            ));
+        }
+        if self.join.join != JoinType::Inner {
+            return Err("needs an inner join (advanced_join_type unset or INNER_JOIN)".into());
+        }
+        Ok(())
     }
 
     /// The report path in force: the configured one, else beside the output.

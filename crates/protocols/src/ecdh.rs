@@ -17,7 +17,9 @@
 //! Communication: (|pt|)·(n_R + n_S) + ℓ/8·n_R bytes, plus 4 bytes per match if broadcast.
 
 use crate::shuffle::random_permutation;
-use crate::{HandshakeChecked, ItemDigest, Progress, ProtocolError, PsiOptions, PsiOutput, Role};
+use crate::{
+    HandshakeChecked, ItemDigest, Progress, ProtocolError, PsiOptions, PsiOutput, Reveal, Role,
+};
 use blindjoin_crypto::{EcdhCipher, new_cipher, tag_of};
 use blindjoin_link::{Link, Reader, put_u32};
 use rayon::prelude::*;
@@ -25,8 +27,8 @@ use rayon::prelude::*;
 /// Statistical security parameter λ.
 const STAT_SEC: u32 = 40;
 
-const MSG_POINTS: u8 = 1;
-const MSG_TAGS: u8 = 2;
+pub(crate) const MSG_POINTS: u8 = 1;
+pub(crate) const MSG_TAGS: u8 = 2;
 
 /// Batches processed in parallel per step: enough to keep every core busy.
 fn batches_in_flight() -> usize {
@@ -69,17 +71,26 @@ pub(crate) fn run(
         tag_len: tag_len_with(n_r, n_s, opts.extra_stat_bits),
         progress,
     };
-    match hs.ours.role {
-        Role::Receiver => receiver(link, &ctx, items, n_s as usize, hs.ours.broadcast_result),
-        Role::Sender => sender(link, &ctx, items, n_r as usize, hs.ours.broadcast_result),
+    let broadcast = hs.ours.broadcast_result;
+    match (hs.ours.role, opts.reveal) {
+        (Role::Receiver, Reveal::Intersection) => {
+            receiver(link, &ctx, items, n_s as usize, broadcast)
+        }
+        (Role::Sender, Reveal::Intersection) => sender(link, &ctx, items, n_r as usize, broadcast),
+        (Role::Receiver, reveal) => {
+            crate::ecdh_shuffled::receiver(link, &ctx, items, n_s as usize, broadcast, reveal)
+        }
+        (Role::Sender, reveal) => {
+            crate::ecdh_shuffled::sender(link, &ctx, items, n_r as usize, broadcast, reveal)
+        }
     }
 }
 
-struct Ctx<'a> {
-    cipher: &'a dyn EcdhCipher,
-    batch: usize,
-    tag_len: usize,
-    progress: &'a dyn Progress,
+pub(crate) struct Ctx<'a> {
+    pub(crate) cipher: &'a dyn EcdhCipher,
+    pub(crate) batch: usize,
+    pub(crate) tag_len: usize,
+    pub(crate) progress: &'a dyn Progress,
 }
 
 fn receiver(
@@ -94,61 +105,25 @@ fn receiver(
     send_masked(link, ctx, items, &order)?;
 
     // Step 3a: the peer's masked items, raised to our key, as (tag, peer position), sorted.
-    ctx.progress.stage("masking the peer's items", n_s as u64);
-    let n = ctx.cipher.point_len();
-    // Grows with what actually arrives: the peer-announced count only caps it.
-    let mut peer_tags: Vec<(u128, u32)> = Vec::with_capacity(n_s.min(1 << 16));
-    let mut received = 0;
-    while let Some((first, remasked)) = receive_group(link, ctx, n_s, &mut received)? {
-        let all = remasked.iter().flat_map(|out| out.chunks_exact(n));
-        peer_tags.extend(
-            all.enumerate()
-                .map(|(i, p)| (tag_of(p, ctx.tag_len), (first + i) as u32)),
-        );
-    }
-    peer_tags.par_sort_unstable();
+    let peer_tags = peer_tags(link, ctx, n_s)?;
 
     // Step 3b: tags of our items, in our order, from the peer; look each up.
-    ctx.progress.stage("matching", items.len() as u64);
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
-    let mut next = 0usize;
-    while next < items.len() {
-        let msg = link.recv()?;
-        let mut r = Reader::new(&msg, "tags");
-        expect_type(&mut r, MSG_TAGS)?;
-        let (count, bytes) = r.records(ctx.tag_len, items.len() - next)?;
-        r.finish()?;
-        if count == 0 {
-            return Err(ProtocolError::PeerMisbehaved("empty tag batch".into()));
+    receive_tags(link, ctx, items.len(), |i, tag| {
+        let matches = matching(&peer_tags, tag);
+        if !matches.is_empty() {
+            ours.push(i);
+            theirs.extend(matches.iter().map(|&(_, pos)| pos));
         }
-        for (i, t) in bytes.chunks_exact(ctx.tag_len).enumerate() {
-            let mut b = [0u8; 16];
-            b[..ctx.tag_len].copy_from_slice(t);
-            let tag = u128::from_be_bytes(b);
-            let lo = peer_tags.partition_point(|&(pt, _)| pt < tag);
-            if peer_tags.get(lo).is_some_and(|&(pt, _)| pt == tag) {
-                ours.push(next + i);
-                theirs.extend(
-                    peer_tags[lo..]
-                        .iter()
-                        .take_while(|&&(pt, _)| pt == tag)
-                        .map(|&(_, pos)| pos),
-                );
-            }
-        }
-        next += count;
-        ctx.progress.advance(count as u64);
-    }
+    })?;
 
     if broadcast {
         theirs.sort_unstable();
         theirs.dedup();
         crate::positions::send(link, &theirs, n_s)?;
     }
-    Ok(PsiOutput {
-        intersection: Some(ours),
-    })
+    Ok(PsiOutput::intersection(Some(ours)))
 }
 
 fn sender(
@@ -169,26 +144,93 @@ fn sender(
     while let Some((_, remasked)) = receive_group(link, ctx, n_r, &mut received)? {
         // One tag message per received batch, so the receiver sees our batching mirrored.
         for out in remasked {
-            let count = out.len() / n;
-            let mut msg = Vec::with_capacity(5 + count * tag_len);
-            msg.push(MSG_TAGS);
-            put_u32(&mut msg, count as u32);
-            for p in out.chunks_exact(n) {
-                msg.extend_from_slice(&tag_of(p, tag_len).to_be_bytes()[..tag_len]);
-            }
-            link.send(&msg)?;
+            link.send(&tag_message(&tag_bytes(&out, n, tag_len), tag_len))?;
         }
     }
 
     if !broadcast {
-        return Ok(PsiOutput { intersection: None });
+        return Ok(PsiOutput::intersection(None));
     }
     let positions = crate::positions::receive(link, items.len())?;
     let mut mine: Vec<usize> = positions.into_iter().map(|p| order[p]).collect();
     mine.sort_unstable();
-    Ok(PsiOutput {
-        intersection: Some(mine),
-    })
+    Ok(PsiOutput::intersection(Some(mine)))
+}
+
+/// The peer's masked items raised to our key, as `(tag, peer position)` sorted by tag.
+pub(crate) fn peer_tags(
+    link: &mut dyn Link,
+    ctx: &Ctx<'_>,
+    n_s: usize,
+) -> Result<Vec<(u128, u32)>, ProtocolError> {
+    ctx.progress.stage("masking the peer's items", n_s as u64);
+    let n = ctx.cipher.point_len();
+    // Grows with what actually arrives: the peer-announced count only caps it.
+    let mut peer_tags: Vec<(u128, u32)> = Vec::with_capacity(n_s.min(1 << 16));
+    let mut received = 0;
+    while let Some((first, remasked)) = receive_group(link, ctx, n_s, &mut received)? {
+        let all = remasked.iter().flat_map(|out| out.chunks_exact(n));
+        peer_tags.extend(
+            all.enumerate()
+                .map(|(i, p)| (tag_of(p, ctx.tag_len), (first + i) as u32)),
+        );
+    }
+    peer_tags.par_sort_unstable();
+    Ok(peer_tags)
+}
+
+/// The entries of sorted `peer_tags` with tag `tag` (empty when none).
+pub(crate) fn matching(peer_tags: &[(u128, u32)], tag: u128) -> &[(u128, u32)] {
+    let lo = peer_tags.partition_point(|&(pt, _)| pt < tag);
+    let len = peer_tags[lo..].partition_point(|&(pt, _)| pt == tag);
+    &peer_tags[lo..lo + len]
+}
+
+/// Receives `total` match tags in batches and calls `f(position, tag)` for each, in order.
+pub(crate) fn receive_tags(
+    link: &mut dyn Link,
+    ctx: &Ctx<'_>,
+    total: usize,
+    mut f: impl FnMut(usize, u128),
+) -> Result<(), ProtocolError> {
+    ctx.progress.stage("matching", total as u64);
+    let mut next = 0usize;
+    while next < total {
+        let msg = link.recv()?;
+        let mut r = Reader::new(&msg, "tags");
+        expect_type(&mut r, MSG_TAGS)?;
+        let (count, bytes) = r.records(ctx.tag_len, total - next)?;
+        r.finish()?;
+        if count == 0 {
+            return Err(ProtocolError::PeerMisbehaved("empty tag batch".into()));
+        }
+        for (i, t) in bytes.chunks_exact(ctx.tag_len).enumerate() {
+            let mut b = [0u8; 16];
+            b[..ctx.tag_len].copy_from_slice(t);
+            f(next + i, u128::from_be_bytes(b));
+        }
+        next += count;
+        ctx.progress.advance(count as u64);
+    }
+    Ok(())
+}
+
+/// The `tag_len`-byte tags of the `n`-byte points in `points`, concatenated.
+pub(crate) fn tag_bytes(points: &[u8], n: usize, tag_len: usize) -> Vec<u8> {
+    let mut tags = Vec::with_capacity(points.len() / n * tag_len);
+    for p in points.chunks_exact(n) {
+        tags.extend_from_slice(&tag_of(p, tag_len).to_be_bytes()[..tag_len]);
+    }
+    tags
+}
+
+/// One tag message: `tags` (each `tag_len` bytes), after the type and count.
+pub(crate) fn tag_message(tags: &[u8], tag_len: usize) -> Vec<u8> {
+    let mut msg = Vec::with_capacity(5 + tags.len());
+    msg.push(MSG_TAGS);
+    put_u32(&mut msg, (tags.len() / tag_len) as u32);
+    msg.extend_from_slice(tags);
+    msg
 }
 
 pub(crate) fn expect_type(r: &mut Reader<'_>, want: u8) -> Result<(), ProtocolError> {
@@ -203,7 +245,7 @@ pub(crate) fn expect_type(r: &mut Reader<'_>, want: u8) -> Result<(), ProtocolEr
 }
 
 /// Sends `H(items[order[i]])^k` for all i, in batches, computing several batches in parallel.
-fn send_masked(
+pub(crate) fn send_masked(
     link: &mut dyn Link,
     ctx: &Ctx<'_>,
     items: &[ItemDigest],
@@ -232,12 +274,12 @@ fn send_masked(
 }
 
 /// The index of a group's first point, and each of its batches re-masked.
-type RemaskedGroup = (usize, Vec<Vec<u8>>);
+pub(crate) type RemaskedGroup = (usize, Vec<Vec<u8>>);
 
 /// Receives the next group of peer point batches (up to [`batches_in_flight`]) out of `total`,
 /// re-masks them in parallel, and returns the index of the group's first point with the re-masked
 /// bytes of each batch; `None` once `total` points have arrived.
-fn receive_group(
+pub(crate) fn receive_group(
     link: &mut dyn Link,
     ctx: &Ctx<'_>,
     total: usize,

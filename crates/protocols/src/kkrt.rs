@@ -79,9 +79,7 @@ pub(crate) fn run(
     // sends anything.
     if ctx.n_r == 0 || ctx.n_s == 0 {
         let learns = hs.ours.role == Role::Receiver || ctx.broadcast;
-        return Ok(PsiOutput {
-            intersection: learns.then(Vec::new),
-        });
+        return Ok(PsiOutput::intersection(learns.then(Vec::new)));
     }
     match hs.ours.role {
         Role::Receiver => receiver(link, &ctx, items),
@@ -232,14 +230,12 @@ fn sender(
     drop(oprf);
 
     if !ctx.broadcast {
-        return Ok(PsiOutput { intersection: None });
+        return Ok(PsiOutput::intersection(None));
     }
     let positions = crate::positions::receive(link, items.len())?;
     let mut mine: Vec<usize> = positions.into_iter().map(|p| order[p]).collect();
     mine.sort_unstable();
-    Ok(PsiOutput {
-        intersection: Some(mine),
-    })
+    Ok(PsiOutput::intersection(Some(mine)))
 }
 
 /// One tag message for the items at `chunk` (positions in the shuffled order, `chunk[j]` is the

@@ -30,6 +30,7 @@
 //! ```
 
 pub mod ecdh;
+mod ecdh_shuffled;
 mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -143,6 +144,22 @@ pub struct PsiOptions {
     /// buckets, so the false-match bound 2^-40 holds for the whole run, not per bucket. Both
     /// parties derive it from agreed values.
     pub extra_stat_bits: u32,
+    /// What the receiver may learn. Anything but [`Reveal::Intersection`] needs `PROTOCOL_ECDH`;
+    /// both parties must pass the same kind (the data path puts it in [`Hello::variant`]).
+    pub reveal: Reveal,
+}
+
+/// What a run reveals to the receiver (and, with `broadcast_result`, to the sender).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reveal {
+    /// The intersection itself.
+    #[default]
+    Intersection,
+    /// Only its size |X ∩ Y| (PSI-CA).
+    Cardinality,
+    /// Its size, and at most this many of its items, chosen at random (SecretFlow's threshold
+    /// PSI, `intersection_threshold`).
+    UpTo(u64),
 }
 
 impl Default for PsiOptions {
@@ -151,6 +168,7 @@ impl Default for PsiOptions {
             batch_size: 4096,
             secret_key: None,
             extra_stat_bits: 0,
+            reveal: Reveal::Intersection,
         }
     }
 }
@@ -159,11 +177,27 @@ impl Default for PsiOptions {
 pub const MAX_BATCH_SIZE: usize = 1 << 20;
 
 /// What a party learns.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PsiOutput {
     /// Sorted indices into this party's items that are in the intersection; `None` if this party
     /// does not learn the result.
     pub intersection: Option<Vec<usize>>,
+    /// |X ∩ Y|, in the [`Reveal::Cardinality`] and [`Reveal::UpTo`] modes, for the parties that
+    /// learn it (the receiver; the sender too with `broadcast_result`).
+    pub cardinality: Option<u64>,
+    /// In [`Reveal::UpTo`] mode, how many items of the intersection were revealed (both parties
+    /// know it, so both can enforce the cap across buckets).
+    pub revealed: Option<u64>,
+}
+
+impl PsiOutput {
+    /// The whole intersection (or `None`), as the protocols that reveal nothing else return it.
+    pub fn intersection(intersection: Option<Vec<usize>>) -> Self {
+        PsiOutput {
+            intersection,
+            ..PsiOutput::default()
+        }
+    }
 }
 
 /// Runs the agreed protocol on `items` (this party's deduplicated digests).
@@ -186,6 +220,13 @@ pub fn run_psi(
         return Err(ProtocolError::Config(format!(
             "batch_size must be between 1 and {MAX_BATCH_SIZE}, got {}",
             opts.batch_size
+        )));
+    }
+    if opts.reveal != Reveal::Intersection && hs.protocol != Protocol::Ecdh {
+        return Err(ProtocolError::Config(format!(
+            "{} reveals the intersection itself; the cardinality-only and threshold modes need \
+             PROTOCOL_ECDH",
+            hs.protocol
         )));
     }
     match hs.protocol {

@@ -156,9 +156,10 @@ pub(crate) fn finish_receiver(
             .collect();
         send(link, &theirs, n_s)?;
     }
-    Ok(PsiOutput {
-        intersection: Some(sorted_distinct(mine.into_iter(), n_r)),
-    })
+    Ok(PsiOutput::intersection(Some(sorted_distinct(
+        mine.into_iter(),
+        n_r,
+    ))))
 }
 
 /// The distinct values of `v` (all below `n`; others are dropped) in increasing order, through

@@ -447,14 +447,12 @@ fn sender(
     }
 
     if !ctx.broadcast {
-        return Ok(PsiOutput { intersection: None });
+        return Ok(PsiOutput::intersection(None));
     }
     let positions = crate::positions::receive(link, items.len())?;
     let mut mine: Vec<usize> = positions.into_iter().map(|p| order[p]).collect();
     mine.sort_unstable();
-    Ok(PsiOutput {
-        intersection: Some(mine),
-    })
+    Ok(PsiOutput::intersection(Some(mine)))
 }
 
 fn commit(w_s: &[u8; 16]) -> [u8; 32] {

@@ -57,24 +57,43 @@ fn run_pair(
     broadcast: bool,
     batch: usize,
 ) -> (PsiOutput, PsiOutput) {
-    let (mut la, mut lb) = mem_pair();
     let opts = PsiOptions {
         batch_size: batch,
         ..PsiOptions::default()
     };
-    let o2 = opts.clone();
+    let (r, s) = run_pair_with(p, xs, ys, broadcast, opts.clone(), opts);
+    (r.unwrap(), s.unwrap())
+}
+
+/// Runs receiver (`xs`, `opts_r`) against sender (`ys`, `opts_s`); returns both results.
+fn run_pair_with(
+    p: Proto,
+    xs: Vec<ItemDigest>,
+    ys: Vec<ItemDigest>,
+    broadcast: bool,
+    opts: PsiOptions,
+    o2: PsiOptions,
+) -> (
+    Result<PsiOutput, ProtocolError>,
+    Result<PsiOutput, ProtocolError>,
+) {
+    let (mut la, mut lb) = mem_pair();
     let hello = move |role, n: usize| {
         Hello::new(p.0, p.1, role, 1, "INNER", broadcast, n as u64).with_variant(p.2)
     };
     let t = std::thread::spawn(move || {
         let hs = handshake(&mut lb, hello(Role::Sender, ys.len())).unwrap();
-        let out = run_psi(&mut lb, &hs, &o2, &ys, &NoProgress).unwrap();
-        lb.close().unwrap();
+        let out = run_psi(&mut lb, &hs, &o2, &ys, &NoProgress);
+        if out.is_ok() {
+            lb.close().unwrap();
+        }
         out
     });
     let hs = handshake(&mut la, hello(Role::Receiver, xs.len())).unwrap();
-    let out = run_psi(&mut la, &hs, &opts, &xs, &NoProgress).unwrap();
-    la.close().unwrap();
+    let out = run_psi(&mut la, &hs, &opts, &xs, &NoProgress);
+    if out.is_ok() {
+        la.close().unwrap();
+    }
     (out, t.join().unwrap())
 }
 
@@ -556,4 +575,163 @@ fn kkrt_hostile_receiver_gets_a_typed_error() {
     la.send(&msg).unwrap();
     let err = t.join().unwrap();
     assert!(matches!(err, ProtocolError::PeerMisbehaved(_)), "{err}");
+}
+
+/// Digests of the items at `idx`.
+fn picked(items: &[ItemDigest], idx: &[usize]) -> HashSet<ItemDigest> {
+    idx.iter().map(|&i| items[i]).collect()
+}
+
+fn reveal_opts(reveal: Reveal, batch: usize) -> PsiOptions {
+    PsiOptions {
+        batch_size: batch,
+        reveal,
+        ..PsiOptions::default()
+    }
+}
+
+#[test]
+fn ecdh_cardinality_reveals_only_the_count() {
+    let cases = [
+        (0, 0, 0),
+        (1, 0, 0),
+        (0, 1, 0),
+        (1, 1, 1),
+        (2, 2, 0),
+        (1000, 700, 300),
+    ];
+    for (n_r, n_s, overlap) in cases {
+        for broadcast in [false, true] {
+            let c = Case { n_r, n_s, overlap };
+            let (xs, ys) = sets(&c, 7);
+            let opts = reveal_opts(Reveal::Cardinality, 64);
+            let (r, s) = run_pair_with(
+                ecdh(Curve::Curve25519),
+                xs,
+                ys,
+                broadcast,
+                opts.clone(),
+                opts,
+            );
+            let (r, s) = (r.unwrap(), s.unwrap());
+            assert_eq!(r.intersection, None, "{n_r}/{n_s}");
+            assert_eq!(r.cardinality, Some(overlap as u64), "{n_r}/{n_s}/{overlap}");
+            assert_eq!(s.intersection, None);
+            assert_eq!(s.cardinality, broadcast.then_some(overlap as u64));
+        }
+    }
+}
+
+#[test]
+fn ecdh_threshold_reveals_at_most_the_cap() {
+    for (n_r, n_s, overlap) in [
+        (0, 5, 0),
+        (1, 1, 1),
+        (50, 40, 0),
+        (300, 200, 120),
+        (64, 64, 64),
+    ] {
+        for cap in [0u64, 1, 60, 1000] {
+            for broadcast in [false, true] {
+                let c = Case { n_r, n_s, overlap };
+                let (xs, ys) = sets(&c, cap);
+                let opts = reveal_opts(Reveal::UpTo(cap), 32);
+                let p = ecdh(Curve::Curve25519);
+                let (r, s) =
+                    run_pair_with(p, xs.clone(), ys.clone(), broadcast, opts.clone(), opts);
+                let (r, s) = (r.unwrap(), s.unwrap());
+                let want = cap.min(overlap as u64);
+                let mine = r.intersection.unwrap();
+                assert_eq!(mine.len() as u64, want, "{n_r}/{n_s}/{overlap} cap {cap}");
+                assert!(mine.windows(2).all(|w| w[0] < w[1]));
+                let truth: HashSet<usize> = plaintext(&xs, &ys).into_iter().collect();
+                assert!(mine.iter().all(|i| truth.contains(i)));
+                assert_eq!(r.cardinality, Some(overlap as u64));
+                assert_eq!((r.revealed, s.revealed), (Some(want), Some(want)));
+                assert_eq!(s.cardinality, broadcast.then_some(overlap as u64));
+                match s.intersection {
+                    Some(theirs) => {
+                        assert!(broadcast);
+                        assert_eq!(picked(&ys, &theirs), picked(&xs, &mine));
+                    }
+                    None => assert!(!broadcast),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn ecdh_threshold_revealed_items_vary_between_runs() {
+    let c = Case {
+        n_r: 200,
+        n_s: 200,
+        overlap: 200,
+    };
+    let (xs, ys) = sets(&c, 3);
+    let opts = reveal_opts(Reveal::UpTo(10), 4096);
+    let run = || {
+        let (r, _) = run_pair_with(
+            ecdh(Curve::Curve25519),
+            xs.clone(),
+            ys.clone(),
+            false,
+            opts.clone(),
+            opts.clone(),
+        );
+        r.unwrap().intersection.unwrap()
+    };
+    assert_ne!(
+        run(),
+        run(),
+        "the revealed subset must be random, not the first items"
+    );
+}
+
+#[test]
+fn ecdh_threshold_sender_enforces_its_cap() {
+    let c = Case {
+        n_r: 20,
+        n_s: 20,
+        overlap: 20,
+    };
+    let (xs, ys) = sets(&c, 9);
+    let p = ecdh(Curve::Curve25519);
+    let (_, s) = run_pair_with(
+        p,
+        xs,
+        ys,
+        true,
+        reveal_opts(Reveal::UpTo(10), 8),
+        reveal_opts(Reveal::UpTo(2), 8),
+    );
+    assert!(
+        matches!(s, Err(ProtocolError::PeerMisbehaved(ref m)) if m.contains("threshold allows 2")),
+        "{s:?}"
+    );
+}
+
+#[test]
+fn cardinality_needs_ecdh() {
+    let c = Case {
+        n_r: 3,
+        n_s: 3,
+        overlap: 1,
+    };
+    let (xs, ys) = sets(&c, 1);
+    let opts = reveal_opts(Reveal::Cardinality, 8);
+    let (r, s) = run_pair_with(
+        rr22(rr22::Rr22Mode::Fast),
+        xs,
+        ys,
+        false,
+        opts.clone(),
+        opts,
+    );
+    for out in [r, s] {
+        assert!(
+            matches!(out, Err(ProtocolError::Config(ref m)) if m.contains("PROTOCOL_ECDH")),
+            "{out:?}"
+        );
+    }
 }

@@ -72,14 +72,7 @@ fn unknown_fields_name_their_path_and_line() {
 
 #[test]
 fn features_not_built_are_refused_by_name() {
-    let cases = [
-        ("CURVE_25519", "CURVE_FOURQ", "ecdh_config.curve"),
-        (
-            "\"type\": \"IO_TYPE_FILE_CSV\", \"path\": \"/data/in.csv\"",
-            "\"type\": \"IO_TYPE_FILE_PARQUET\", \"path\": \"/data/in.csv\"",
-            "input_config.type",
-        ),
-    ];
+    let cases = [("CURVE_25519", "CURVE_FOURQ", "ecdh_config.curve")];
     for (from, to, field) in cases {
         let text = seed_config("ROLE_RECEIVER", "receiver").replacen(from, to, 1);
         let e = parse(&text).unwrap_err();
@@ -365,5 +358,89 @@ fn recovery_needs_a_folder_and_resolves_it() {
     assert!(
         folder.ends_with("ckpt") && folder.is_absolute(),
         "{folder:?}"
+    );
+}
+
+#[test]
+fn threshold_and_cardinality_modes_parse_and_are_checked() {
+    let base = seed_config("ROLE_RECEIVER", "receiver");
+    let with = |extra: &str| base.replace("\"check_hash_digest\": false,", extra);
+    let s = parse(&with(
+        "\"check_hash_digest\": false, \"intersection_threshold\": 100, \"count_path\": \"c.csv\",",
+    ))
+    .unwrap();
+    assert_eq!(s.reveal, Reveal::UpTo(100));
+    assert_eq!(s.count_path.as_deref(), Some(Path::new("/base/c.csv")));
+    assert_eq!(s.handshake_variant(), "intersection_threshold=100");
+
+    // Cardinality-only needs no output; one given is not written, with a warning.
+    let card = base.replace(
+        "\"self_link_party\"",
+        "\"blindjoin\": { \"cardinality_only\": true }, \"self_link_party\"",
+    );
+    let s = parse(&card).unwrap();
+    assert_eq!(s.reveal, Reveal::Cardinality);
+    assert!(!s.learns_result() && s.learns_count());
+    assert!(
+        s.warnings.iter().any(|w| w.contains("output_config")),
+        "{:?}",
+        s.warnings
+    );
+    let no_output = card.replace(
+        "\"output_config\": { \"type\": \"IO_TYPE_FILE_CSV\", \"path\": \"/data/out.csv\" },",
+        "",
+    );
+    assert!(parse(&no_output).is_ok());
+
+    let e = parse(&card.replace(
+        "\"check_hash_digest\": false,",
+        "\"intersection_threshold\": 5,",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("blindjoin.cardinality_only") && e.contains("choose one"),
+        "{e}"
+    );
+    let e = parse(&with("\"intersection_threshold\": 5,").replace(
+        "\"protocol\": \"PROTOCOL_ECDH\"",
+        "\"protocol\": \"PROTOCOL_KKRT\"",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("intersection_threshold") && e.contains("PROTOCOL_ECDH"),
+        "{e}"
+    );
+
+    // count_path without a mode that writes it: a warning, not an error.
+    let s = parse(&with("\"count_path\": \"c.csv\",")).unwrap();
+    assert!(
+        s.warnings.iter().any(|w| w.contains("count_path")),
+        "{:?}",
+        s.warnings
+    );
+}
+
+#[test]
+fn parquet_io_types_are_accepted_and_unknown_ones_named() {
+    let base = seed_config("ROLE_RECEIVER", "receiver");
+    let s = parse(&base).unwrap();
+    assert_eq!(
+        (s.input_format, s.output_format),
+        (TableFormat::Csv, TableFormat::Csv)
+    );
+    let pq = base.replace("IO_TYPE_FILE_CSV", "IO_TYPE_FILE_PARQUET");
+    let s = parse(&pq).unwrap();
+    assert_eq!(
+        (s.input_format, s.output_format),
+        (TableFormat::Parquet, TableFormat::Parquet)
+    );
+    let e = parse(&base.replacen("IO_TYPE_FILE_CSV", "IO_TYPE_FILE_ORC", 1))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("input_config.type") && e.contains("IO_TYPE_FILE_PARQUET"),
+        "{e}"
     );
 }

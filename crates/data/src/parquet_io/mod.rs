@@ -1,0 +1,136 @@
+//! Parquet input and output around the CSV-shaped data path.
+//!
+//! The data path works on CSV bytes: it hashes key cells as text, and carries every other cell
+//! through to the output byte for byte. Rather than teach each stage a second format, a Parquet
+//! input is converted into an *intermediate CSV* ([`parquet_to_csv`]) that the CSV stages read,
+//! and the output CSV they produce is converted back to Parquet with the input's Arrow schema
+//! ([`ParquetWriter`]). For this to be lossless the intermediate text must say, for every cell,
+//! which value it holds and whether it is null, with no ambiguity:
+//!
+//! | Arrow type | cell text |
+//! |---|---|
+//! | null (any type) | empty and **unquoted** |
+//! | Utf8, LargeUtf8, Utf8View | always quoted (RFC 4180, `"` doubled), so `""` is the empty string |
+//! | Binary, LargeBinary, BinaryView, FixedSizeBinary | quoted lowercase hex |
+//! | Int8…Int64, UInt8…UInt64 | decimal |
+//! | Float16/32/64 | shortest text that parses back to the same value (`1.0`, `1e300`, `-0.0`, `NaN`, `inf`, `-inf`) |
+//! | Boolean | `true` / `false` |
+//! | Decimal32…256 | exact decimal with the column's scale (`-0.05`) |
+//! | Date32 | `YYYY-MM-DD` |
+//! | Date64 | `YYYY-MM-DD`, or `YYYY-MM-DDTHH:MM:SS.fff` when not midnight |
+//! | Time32/Time64 | `HH:MM:SS` plus as many fraction digits as needed (`.fff`, `.ffffff`, `.fffffffff`) |
+//! | Timestamp without time zone | `YYYY-MM-DDTHH:MM:SS[.f…]`, as arrow's display writes it |
+//! | Timestamp with time zone | the same instant in UTC with a `Z` suffix |
+//! | Dictionary of any of these | the value's text |
+//!
+//! Years outside 0000–9999 carry a sign (`+10000-01-01`). Because strings are always quoted and
+//! no other value is empty or looks like `NULL`, the pipeline's padding rows (`csv_null_rep` in
+//! every cell, unquoted) are told apart from values when converting back. Key cells are the
+//! text a CSV file would hold for the same value once unquoted (an Int64 42 is `42`, a string
+//! `a,b` is `"a,b"`), because keys are hashed as text.
+//!
+//! Timestamps with a time zone are written in UTC rather than in their zone so that no time
+//! zone database is needed (only fixed offsets parse without one) and the same instant always
+//! has the same key text; the zone name is kept in the output schema.
+//!
+//! What cannot be carried: nested types (List, Struct, Map, Union), Interval, Duration, and
+//! decimals with a negative scale; these are [`DataError::UnsupportedParquetType`]. The payload
+//! and sign of a NaN are not kept (every NaN comes back as the canonical NaN).
+
+mod column_builder;
+mod column_text;
+mod read;
+mod record_splitter;
+mod write;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests;
+
+pub use read::{parquet_to_csv, read_schema};
+pub use write::ParquetWriter;
+
+use crate::error::DataError;
+use arrow_schema::{DataType, Schema, TimeUnit};
+use std::path::Path;
+
+/// Rows per record batch, both ways: large enough that per-batch overhead vanishes, small
+/// enough that a batch of a wide table stays in the tens of megabytes.
+const BATCH_ROWS: usize = 64 * 1024;
+
+/// Days from 0001-01-01 (day 1 of the common era) to 1970-01-01.
+const UNIX_EPOCH_DAYS_FROM_CE: i32 = 719_163;
+
+/// Text of a date and time, as chrono's `Debug` writes it (which is what arrow displays).
+const DATETIME_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.f";
+/// Text of a date.
+const DATE_FORMAT: &str = "%Y-%m-%d";
+/// Text of a time of day.
+const TIME_FORMAT: &str = "%H:%M:%S%.f";
+
+/// Fails with [`DataError::UnsupportedParquetType`], naming the first column whose type cannot
+/// go through the intermediate CSV and back.
+fn check_types(path: &Path, schema: &Schema) -> Result<(), DataError> {
+    match schema
+        .fields()
+        .iter()
+        .find(|f| !is_supported(f.data_type()))
+    {
+        Some(field) => Err(DataError::UnsupportedParquetType {
+            path: path.to_path_buf(),
+            column: field.name().clone(),
+            data_type: field.data_type().to_string(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Whether a column of this type can go through the intermediate CSV and back.
+fn is_supported(data_type: &DataType) -> bool {
+    use DataType as T;
+    match data_type {
+        T::Dictionary(key, value) => key.is_dictionary_key_type() && can_be_dictionary(value),
+        other => is_supported_scalar(other),
+    }
+}
+
+fn is_supported_scalar(data_type: &DataType) -> bool {
+    use DataType as T;
+    match data_type {
+        T::Null
+        | T::Boolean
+        | T::Int8
+        | T::Int16
+        | T::Int32
+        | T::Int64
+        | T::UInt8
+        | T::UInt16
+        | T::UInt32
+        | T::UInt64
+        | T::Float16
+        | T::Float32
+        | T::Float64
+        | T::Utf8
+        | T::LargeUtf8
+        | T::Utf8View
+        | T::Binary
+        | T::LargeBinary
+        | T::BinaryView
+        | T::FixedSizeBinary(_)
+        | T::Date32
+        | T::Date64
+        | T::Time32(TimeUnit::Second | TimeUnit::Millisecond)
+        | T::Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond)
+        | T::Timestamp(_, _) => true,
+        T::Decimal32(_, scale) | T::Decimal64(_, scale) => *scale >= 0,
+        T::Decimal128(_, scale) | T::Decimal256(_, scale) => *scale >= 0,
+        _ => false,
+    }
+}
+
+/// Value types that `arrow_cast` packs back into a dictionary (see `cast_to_dictionary`).
+fn can_be_dictionary(value: &DataType) -> bool {
+    use DataType as T;
+    is_supported_scalar(value)
+        && !matches!(value, T::Null | T::Boolean | T::Utf8View | T::BinaryView)
+}
