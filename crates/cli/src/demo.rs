@@ -104,6 +104,7 @@ fn spec(
         recovery: None,
         reveal: Default::default(),
         count_path: None,
+        min_intersection: None,
         input_format: Default::default(),
         output_format: Default::default(),
         warnings: Vec::new(),

@@ -67,6 +67,10 @@ pub(crate) struct RunArgs {
     /// Write `real_count,final_count` here in the cardinality and threshold modes.
     #[arg(long, value_name = "FILE")]
     count_path: Option<PathBuf>,
+    /// Stop, revealing only the intersection's size (to both parties), when it has fewer than N
+    /// keys; otherwise run as usual. Both parties must agree.
+    #[arg(long, value_name = "N")]
+    min_intersection: Option<u64>,
     /// Input table: CSV, or Parquet when the name ends in .parquet or .pq.
     #[arg(long, value_name = "FILE")]
     input: Option<PathBuf>,
@@ -328,6 +332,7 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
         recovery: a.recovery_dir.clone(),
         reveal,
         count_path: a.count_path.clone(),
+        min_intersection: a.min_intersection.filter(|&m| m > 0),
         input_format: a
             .input
             .as_deref()

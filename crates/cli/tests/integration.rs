@@ -1008,3 +1008,24 @@ fn secretflow_parquet_configs_keep_the_column_types() {
     assert_eq!(ids, (600..900).collect::<Vec<_>>());
     assert!(out_r.iter().all(|&(i, s)| s == i as f64 * 1.5));
 }
+
+#[test]
+fn min_intersection_stops_both_parties_with_the_size() {
+    let dir = tmp("min-intersection");
+    gen_tables(&dir, "900,700", 300, 0.0);
+    let (r, s) = run_pair_edited(&dir, &|_, text| {
+        text.replace(
+            "\"self_link_party\"",
+            "\"blindjoin\": { \"min_intersection\": 301 }, \"self_link_party\"",
+        )
+    });
+    for (me, o) in [("receiver", &r), ("sender", &s)] {
+        assert!(!o.status.success(), "{me} succeeded");
+        assert!(
+            stderr(o).contains("the intersection has 300 keys, fewer than the 301"),
+            "{me}: {}",
+            stderr(o)
+        );
+        assert!(!dir.join(format!("{me}_out.csv")).exists());
+    }
+}

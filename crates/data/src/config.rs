@@ -175,6 +175,7 @@ struct Extensions {
     spill: Option<String>,
     spill_dir: Option<String>,
     cardinality_only: Option<bool>,
+    min_intersection: Option<u64>,
 }
 
 /// Parses a launch config from `text`; `source` names it in errors.
@@ -584,6 +585,10 @@ pub fn parse_launch_config(
         recovery,
         reveal,
         count_path,
+        min_intersection: ext
+            .as_ref()
+            .and_then(|e| e.min_intersection)
+            .filter(|&m| m > 0),
         input_format,
         output_format,
         warnings,

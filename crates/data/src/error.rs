@@ -132,6 +132,19 @@ pub enum DataError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// `blindjoin.min_intersection`: the intersection is smaller than the minimum, so the run
+    /// stopped after learning only its size.
+    #[error(
+        "the intersection has {found} keys, fewer than the {min} that blindjoin.min_intersection \
+         requires; the run stopped after learning only that size: no output was written and \
+         nothing else was revealed"
+    )]
+    IntersectionTooSmall {
+        /// |X ∩ Y| in unique keys.
+        found: u64,
+        /// The minimum asked for.
+        min: u64,
+    },
     /// The link to the peer failed.
     #[error(transparent)]
     Link(#[from] LinkError),

@@ -166,15 +166,7 @@ impl<'a> Processor<'a> {
         progress: &dyn Progress,
     ) -> Result<(), DataError> {
         let t = std::time::Instant::now();
-        // Group rows by key: `ends[g]` is where group `g` ends.
-        let mut ends = Vec::new();
-        let mut digests = Vec::new();
-        for i in 0..rows.len() {
-            if i + 1 == rows.len() || rows.order(i + 1) != rows.order(i) {
-                ends.push(i + 1);
-                digests.push(digest_of_order(rows.order(i)));
-            }
-        }
+        let (ends, digests) = key_groups(rows);
         self.totals.keys += digests.len() as u64;
         let group = |g: usize| group_range(&ends, g);
 
@@ -474,6 +466,19 @@ impl Sink for ParquetSink<'_> {
                 message: e.to_string(),
             })
     }
+}
+
+/// A bucket's rows grouped by key: where each group ends (`ends[g]`), and each group's digest.
+pub(crate) fn key_groups(rows: &GroupBucket<'_>) -> (Vec<usize>, Vec<ItemDigest>) {
+    let mut ends = Vec::new();
+    let mut digests = Vec::new();
+    for i in 0..rows.len() {
+        if i + 1 == rows.len() || rows.order(i + 1) != rows.order(i) {
+            ends.push(i + 1);
+            digests.push(digest_of_order(rows.order(i)));
+        }
+    }
+    (ends, digests)
 }
 
 /// The rows of group `g`, given where each group ends.

@@ -16,6 +16,9 @@ pub struct Stages {
     /// sorted output runs (and, spilled, loading its shards and checkpointing).
     #[serde(default)]
     pub join_s: f64,
+    /// `min_intersection`'s cardinality pass, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cardinality_s: Option<f64>,
     /// Merging the sorted runs into the output file.
     pub write_output_s: f64,
     /// Wall time of the whole run.

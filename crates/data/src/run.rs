@@ -5,7 +5,7 @@
 use crate::bucket::BucketedPsi;
 use crate::error::DataError;
 use crate::output::write_atomic;
-use crate::process::{Processor, RunsAt};
+use crate::process::{Processor, RunsAt, key_groups};
 use crate::recovery::{Checkpoint, Recovery};
 use crate::report::{PeakTracker, Report, Stages};
 use crate::spec::{RunSpec, SpillMode, TableFormat};
@@ -99,6 +99,52 @@ pub struct Prepared {
     recovery: Option<(Recovery, Checkpoint)>,
     secret_key: Option<Zeroizing<Vec<u8>>>,
     read_s: f64,
+}
+
+/// `min_intersection`'s first pass: ECDH-PSI in cardinality-only mode over the same buckets (its
+/// own handshake; the curve is the run's, or Curve25519 for the other protocols), with the count
+/// sent to both parties. Returns |X ∩ Y| in unique keys.
+fn cardinality_pass(
+    spec: &RunSpec,
+    table: &mut SpilledTable,
+    link: &mut dyn Link,
+    progress: &dyn Progress,
+) -> Result<u64, DataError> {
+    let curve = spec.curve.unwrap_or(blindjoin_crypto::Curve::Curve25519);
+    let hello = Hello::new(
+        blindjoin_protocols::Protocol::Ecdh,
+        Some(curve),
+        spec.role,
+        spec.keys.len() as u32,
+        "INNER",
+        true,
+        table.rows,
+    )
+    .with_variant("cardinality-only")
+    .with_bucket_size(spec.bucket_size);
+    let hs = handshake(link, hello)?;
+    let opts = PsiOptions {
+        batch_size: spec.batch_size,
+        reveal: Reveal::Cardinality,
+        ..PsiOptions::default()
+    };
+    let mut psi = BucketedPsi::new(&hs, &opts)?;
+    let b = psi.buckets();
+    let m = b.min(table.shards());
+    let per = b / m;
+    progress.stage(
+        "learning the intersection's size (min_intersection)",
+        b as u64,
+    );
+    for unit in 0..m {
+        let group = table.load_unit(unit, b)?;
+        for k in unit * per..(unit + 1) * per {
+            let (_, digests) = key_groups(&group.bucket(k, b));
+            psi.run_next(link, &digests, &blindjoin_protocols::NoProgress)?;
+            progress.advance(1);
+        }
+    }
+    Ok(psi.counts().cardinality.unwrap_or(0))
 }
 
 /// Whether the run spills `input` (the CSV the pipeline reads) to disk.
@@ -259,6 +305,18 @@ pub fn run_on_link(
     .with_bucket_size(spec.bucket_size);
     let hs = handshake(link, hello)?;
     stages.connect_s = (start.elapsed().as_secs_f64() - read_s).max(t.elapsed().as_secs_f64());
+    let mut min_check = None;
+    if let Some(min) = spec.min_intersection {
+        let t = Instant::now();
+        let found = cardinality_pass(spec, &mut table, link, progress)?;
+        stages.cardinality_s = Some(t.elapsed().as_secs_f64());
+        if found < min {
+            // Both parties learn the size, so both stop here with the same message.
+            link.close()?;
+            return Err(DataError::IntersectionTooSmall { found, min });
+        }
+        min_check = Some(found);
+    }
 
     let t = Instant::now();
     let opts = PsiOptions {
@@ -365,7 +423,10 @@ pub fn run_on_link(
         bucket_s: std::mem::take(&mut finished.totals.bucket_s),
         peak_rss_bytes: peak.overall(),
         bucket_peak_rss_bytes: bucket_peaks,
-        cardinality: counts.cardinality.filter(|_| spec.learns_count()),
+        cardinality: counts
+            .cardinality
+            .filter(|_| spec.learns_count())
+            .or(min_check),
         revealed_key_count: match spec.reveal {
             Reveal::UpTo(_) => Some(counts.revealed),
             _ => None,

@@ -89,6 +89,7 @@ fn spec(
         recovery: None,
         reveal: Default::default(),
         count_path: None,
+        min_intersection: None,
         input_format: Default::default(),
         output_format: Default::default(),
         warnings: Vec::new(),
@@ -573,7 +574,7 @@ fn parquet_in_and_out_give_the_csv_run_s_rows_with_types_kept() {
     let mut seed = 21;
     let left = int_side("L", 300, 200, &mut seed);
     let right = int_side("R", 250, 200, &mut seed);
-    for join in [JoinType::Inner, JoinType::Full, JoinType::Difference] {
+    for join in JoinType::ALL {
         for spill in [SpillMode::Never, SpillMode::Always] {
             let name = format!("pq-{join:?}-{spill:?}");
             let (csv_r, csv_s) = run_both(&name, &left, &right, join, true, spill, Protocol::Rr22);
@@ -615,6 +616,56 @@ fn parquet_in_and_out_give_the_csv_run_s_rows_with_types_kept() {
                 .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
                 .collect();
             assert!(leftovers.is_empty(), "{leftovers:?}");
+        }
+    }
+}
+
+#[test]
+fn min_intersection_stops_below_the_minimum_and_runs_at_it() {
+    let mut seed = 31;
+    let left = random_side("L", 300, 200, &mut seed);
+    let right = random_side("R", 250, 200, &mut seed);
+    let shared = left
+        .keys
+        .iter()
+        .filter(|k| right.keys.contains(k))
+        .collect::<std::collections::HashSet<_>>()
+        .len() as u64;
+    for (min, spill) in [(shared + 1, SpillMode::Never), (shared, SpillMode::Always)] {
+        let name = format!("min-{min}");
+        let d = dir(&name);
+        std::fs::write(d.join("r.csv"), left.csv()).unwrap();
+        std::fs::write(d.join("s.csv"), right.csv()).unwrap();
+        let spec_for = |role| {
+            let mut s = spec(&d, role, JoinType::Inner, true, spill, Protocol::Rr22);
+            s.min_intersection = Some(min);
+            s
+        };
+        let (mut lr, mut ls) = mem_pair();
+        let ss = spec_for(Role::Sender);
+        let t = std::thread::spawn(move || {
+            let p = prepare(&ss, &NoProgress).unwrap();
+            run_on_link(&ss, p, &mut ls, &NoProgress, Instant::now())
+        });
+        let rs = spec_for(Role::Receiver);
+        let p = prepare(&rs, &NoProgress).unwrap();
+        let r = run_on_link(&rs, p, &mut lr, &NoProgress, Instant::now());
+        let s = t.join().unwrap();
+        if min > shared {
+            for out in [r, s] {
+                assert!(
+                    matches!(out, Err(crate::DataError::IntersectionTooSmall { found, min: m })
+                        if found == shared && m == min),
+                    "{out:?}"
+                );
+            }
+            assert!(!d.join("r.out").exists() && !d.join("s.out").exists());
+        } else {
+            for report in [r.unwrap(), s.unwrap()] {
+                assert_eq!(report.cardinality, Some(shared));
+                assert_eq!(report.intersection_key_count, shared as i64);
+                assert!(report.stages.cardinality_s.is_some());
+            }
         }
     }
 }

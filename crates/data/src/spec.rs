@@ -85,6 +85,10 @@ pub struct RunSpec {
     /// `count_path`: where a party that learns the intersection's size writes
     /// `real_count,final_count` (the size, and the keys revealed).
     pub count_path: Option<PathBuf>,
+    /// `blindjoin.min_intersection`: first learn only the intersection's size (an ECDH
+    /// cardinality pass, both parties learn it) and stop, revealing nothing more, when it is
+    /// below this.
+    pub min_intersection: Option<u64>,
     /// The input file's format (`input_config.type`).
     pub input_format: TableFormat,
     /// The output file's format (`output_config.type`).
@@ -196,16 +200,19 @@ impl RunSpec {
     /// The protocol mode both parties must agree on: the protocol's own variant, plus what the
     /// run reveals when that is not the intersection.
     pub fn handshake_variant(&self) -> String {
-        let reveal = match self.reveal {
-            Reveal::Intersection => return self.variant.clone(),
-            Reveal::Cardinality => "cardinality-only".to_string(),
-            Reveal::UpTo(t) => format!("intersection_threshold={t}"),
-        };
-        if self.variant.is_empty() {
-            reveal
-        } else {
-            format!("{}/{reveal}", self.variant)
+        let mut parts: Vec<String> = Vec::new();
+        if !self.variant.is_empty() {
+            parts.push(self.variant.clone());
         }
+        match self.reveal {
+            Reveal::Intersection => {}
+            Reveal::Cardinality => parts.push("cardinality-only".into()),
+            Reveal::UpTo(t) => parts.push(format!("intersection_threshold={t}")),
+        }
+        if let Some(m) = self.min_intersection {
+            parts.push(format!("min_intersection={m}"));
+        }
+        parts.join("/")
     }
 
     /// Checks that the reveal mode fits the protocol and the join; `field` names the setting

@@ -70,6 +70,12 @@ impl Hello {
         self
     }
 
+    /// The protocol's own mode: [`Hello::variant`] up to the first `/` (what follows are
+    /// settings of the data path that must also agree, e.g. `fast/min_intersection=10`).
+    pub fn protocol_mode(&self) -> &str {
+        self.variant.split('/').next().unwrap_or_default()
+    }
+
     /// The same hello announcing protocol mode `variant` (see [`Hello::variant`]).
     pub fn with_variant(mut self, variant: &str) -> Self {
         self.variant = variant.to_string();
@@ -203,7 +209,7 @@ pub fn check(ours: &Hello, theirs: &Hello) -> Result<(), ProtocolError> {
             theirs.curve.clone(),
         ),
         (
-            "the protocol mode (rr22_config.low_comm_mode / rr22_config.malicious)",
+            "the protocol mode and what the run reveals (rr22_config.low_comm_mode / .malicious, intersection_threshold, blindjoin.cardinality_only / .min_intersection)",
             ours.variant.clone(),
             theirs.variant.clone(),
         ),

@@ -179,7 +179,7 @@ pub(crate) fn run(
     items: &[ItemDigest],
     progress: &dyn Progress,
 ) -> Result<PsiOutput, ProtocolError> {
-    let mode = Rr22Mode::from_variant(&hs.ours.variant)
+    let mode = Rr22Mode::from_variant(hs.ours.protocol_mode())
         .ok_or_else(|| ProtocolError::Config(format!("unknown RR22 mode {:?}", hs.ours.variant)))?;
     let (n_r, n_s) = hs.set_sizes();
     if n_r > u32::MAX as u64 || n_s > u32::MAX as u64 {
