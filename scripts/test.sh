@@ -6,7 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all --check
-cargo fmt --manifest-path crates/py/Cargo.toml --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
 
@@ -14,9 +13,9 @@ venv=target/pyenv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q "maturin==1.16.0" "pytest>=8"
 rm -rf target/wheels
-# The test wheel is a dev-profile build in the workspace's target directory, so it reuses the
+# The test wheel is a dev-profile build: crates/py is a workspace member, so it reuses the
 # dependencies `cargo test` just compiled (arrow, parquet, rustls, …) instead of building them
 # again with release LTO; `pip install .` (README) still builds the optimised release wheel.
-CARGO_TARGET_DIR="$PWD/target" "$venv/bin/maturin" build -q --locked --profile dev -o target/wheels
+"$venv/bin/maturin" build -q --locked --profile dev -o target/wheels
 "$venv/bin/pip" install -q --force-reinstall target/wheels/blindjoin-*.whl
 "$venv/bin/pytest" -q python/tests
