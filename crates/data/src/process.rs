@@ -459,12 +459,14 @@ struct ParquetSink<'a> {
 impl Sink for ParquetSink<'_> {
     fn put(&mut self, bytes: &[u8]) -> Result<(), DataError> {
         use std::io::Write;
-        self.writer
-            .write_all(bytes)
-            .map_err(|e| DataError::ParquetOutput {
-                path: self.path.to_path_buf(),
-                message: e.to_string(),
-            })
+        self.writer.write_all(bytes).map_err(|e| {
+            self.writer
+                .take_error()
+                .unwrap_or_else(|| DataError::ParquetOutput {
+                    path: self.path.to_path_buf(),
+                    message: e.to_string(),
+                })
+        })
     }
 }
 

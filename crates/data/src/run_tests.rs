@@ -441,12 +441,7 @@ fn cardinality_only_reveals_the_size_and_writes_no_output() {
     let mut seed = 11;
     let left = random_side("L", 300, 200, &mut seed);
     let right = random_side("R", 250, 200, &mut seed);
-    let shared = left
-        .keys
-        .iter()
-        .filter(|k| right.keys.contains(k))
-        .collect::<std::collections::HashSet<_>>()
-        .len() as u64;
+    let shared = shared_keys(&left, &right);
     for spill in [SpillMode::Never, SpillMode::Always] {
         let name = format!("card-{spill:?}");
         for (report, out, count) in run_reveal(
@@ -625,12 +620,7 @@ fn min_intersection_stops_below_the_minimum_and_runs_at_it() {
     let mut seed = 31;
     let left = random_side("L", 300, 200, &mut seed);
     let right = random_side("R", 250, 200, &mut seed);
-    let shared = left
-        .keys
-        .iter()
-        .filter(|k| right.keys.contains(k))
-        .collect::<std::collections::HashSet<_>>()
-        .len() as u64;
+    let shared = shared_keys(&left, &right);
     for (min, spill) in [(shared + 1, SpillMode::Never), (shared, SpillMode::Always)] {
         let name = format!("min-{min}");
         let d = dir(&name);
@@ -668,4 +658,13 @@ fn min_intersection_stops_below_the_minimum_and_runs_at_it() {
             }
         }
     }
+}
+
+/// How many distinct keys both sides hold.
+fn shared_keys(left: &Side, right: &Side) -> u64 {
+    left.keys
+        .iter()
+        .filter(|k| right.keys.contains(k))
+        .collect::<std::collections::HashSet<_>>()
+        .len() as u64
 }

@@ -87,6 +87,11 @@ impl ParquetWriter {
         self.splitter.finish(&mut self.rows)?;
         self.rows.finish()
     }
+
+    /// The typed error behind a failed `write` (the `io::Error` only carries its text).
+    pub fn take_error(&mut self) -> Option<DataError> {
+        self.failed.take()
+    }
 }
 
 impl Write for ParquetWriter {
