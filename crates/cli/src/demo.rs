@@ -3,8 +3,8 @@
 use anyhow::{Context, Result};
 use blindjoin_data::generate::{GenSpec, generate};
 use blindjoin_data::{
-    DEFAULT_RECV_TIMEOUT, NoProgress, Parties, Protocol, Role, Rr22Mode, RunSpec, parse_curve,
-    write_atomic,
+    DEFAULT_RECV_TIMEOUT, DEFAULT_SILENCE_TIMEOUT, NoProgress, Parties, Protocol, Role, Rr22Mode,
+    RunSpec, parse_curve, write_atomic,
 };
 use clap::Args;
 use std::path::Path;
@@ -98,6 +98,7 @@ fn spec(
         secret_key_path: None,
         connect_timeout: Duration::from_secs(30),
         recv_timeout: DEFAULT_RECV_TIMEOUT,
+        silence_timeout: DEFAULT_SILENCE_TIMEOUT,
         join: Default::default(),
         spill: Default::default(),
         spill_dir: None,

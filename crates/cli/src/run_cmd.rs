@@ -5,9 +5,9 @@ use crate::progress::Bars;
 use anyhow::{Context, Result};
 use blindjoin_data::Rr22Mode;
 use blindjoin_data::{
-    DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, LinkShape, Parties,
-    Protocol, Report, Reveal, Role, RunSpec, SpillMode, TableFormat, TlsConfig, parse_curve,
-    parse_launch_config,
+    DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, DEFAULT_SILENCE_TIMEOUT,
+    LinkShape, Parties, Protocol, Report, Reveal, Role, RunSpec, SpillMode, TableFormat, TlsConfig,
+    parse_curve, parse_launch_config,
 };
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -99,6 +99,10 @@ pub(crate) struct RunArgs {
     /// Seconds to wait for any one message from the peer.
     #[arg(long, value_name = "SECS")]
     recv_timeout: Option<f64>,
+    /// Seconds the peer may send nothing at all, not even a heartbeat, before this party stops
+    /// with "peer silent" (a dead process or machine, or a network down). Default 20.
+    #[arg(long, value_name = "SECS")]
+    peer_silence_timeout: Option<f64>,
     /// Where to write the JSON report (default: OUTPUT.report.json). Also overrides the config's.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -252,6 +256,9 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
         if let Some(t) = a.connect_timeout {
             spec.connect_timeout = secs(Some(t), spec.connect_timeout, "--connect-timeout")?;
         }
+        if let Some(t) = a.peer_silence_timeout {
+            spec.silence_timeout = secs(Some(t), spec.silence_timeout, "--peer-silence-timeout")?;
+        }
         spec.link_shape = shape_from_args(a)?;
         if let Some(tls) = tls_from_args(a) {
             spec.tls = Some(tls);
@@ -324,6 +331,11 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
             "--connect-timeout",
         )?,
         recv_timeout: secs(a.recv_timeout, DEFAULT_RECV_TIMEOUT, "--recv-timeout")?,
+        silence_timeout: secs(
+            a.peer_silence_timeout,
+            DEFAULT_SILENCE_TIMEOUT,
+            "--peer-silence-timeout",
+        )?,
         join: Default::default(),
         tls: tls_from_args(a),
         link_shape: shape_from_args(a)?,

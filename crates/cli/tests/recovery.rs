@@ -6,26 +6,10 @@
 // Test helpers outside `#[test]` functions: failing loudly is what a test should do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod support;
 
-const BIN: &str = env!("CARGO_BIN_EXE_blindjoin");
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bj-rec-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use std::time::Duration;
+use support::{free_port, gen_tables, party as spawn_party, tmp, wait};
 
 /// A cheap deterministic sequence for kill times and victims.
 struct Lcg(u64);
@@ -40,62 +24,31 @@ impl Lcg {
     }
 }
 
-fn party(dir: &Path, role: &str, me: u16, peer: u16, out: &str, extra: &[&str]) -> Child {
-    Command::new(BIN)
-        .args(["run", "--role", role, "--protocol", "rr22", "--keys", "id"])
-        .args(["--self", &format!("127.0.0.1:{me}")])
-        .args(["--peer", &format!("127.0.0.1:{peer}")])
-        .args(["--broadcast-result", "--connect-timeout", "5", "--quiet"])
-        .args(["--bucket-size", "400"])
-        .args(extra)
-        .arg("--input")
-        .arg(dir.join(format!("{role}.csv")))
-        .arg("--output")
-        .arg(dir.join(format!("{role}_{out}.csv")))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn wait(mut c: Child, limit: Duration) -> (bool, String) {
-    let t = Instant::now();
-    loop {
-        if let Some(status) = c.try_wait().unwrap() {
-            let out = c.wait_with_output().unwrap();
-            return (
-                status.success(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            );
-        }
-        if t.elapsed() > limit {
-            let _ = c.kill();
-            panic!("a party did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// A party of this test: RR22 in buckets of 400 rows, so there are many checkpoints to land on.
+fn party(
+    dir: &std::path::Path,
+    role: &str,
+    me: u16,
+    peer: u16,
+    out: &str,
+    extra: &[&str],
+) -> std::process::Child {
+    let mut args = vec![
+        "--protocol",
+        "rr22",
+        "--bucket-size",
+        "400",
+        "--connect-timeout",
+        "5",
+    ];
+    args.extend_from_slice(extra);
+    spawn_party(dir, role, me, peer, out, &args)
 }
 
 #[test]
 fn kill_9_and_resume_gives_identical_output() {
-    let dir = tmp("kill");
-    let gen_out = Command::new(BIN)
-        .args([
-            "gen",
-            "--rows",
-            "24000,20000",
-            "--overlap",
-            "9000",
-            "--seed",
-            "5",
-        ])
-        .args(["--duplicates", "0.2", "--out-dir"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(gen_out.status.success());
-    std::fs::rename(dir.join("alice.csv"), dir.join("receiver.csv")).unwrap();
-    std::fs::rename(dir.join("bob.csv"), dir.join("sender.csv")).unwrap();
+    let dir = tmp("rec", "kill");
+    gen_tables(&dir, "24000,20000", "9000", &["--duplicates", "0.2"]);
 
     // The reference: one uninterrupted run without recovery.
     let (pr, ps) = (free_port(), free_port());

@@ -14,7 +14,7 @@ use crate::spec::{
     TableFormat,
 };
 use blindjoin_crypto::Curve;
-use blindjoin_link::TlsConfig;
+use blindjoin_link::{DEFAULT_SILENCE_TIMEOUT, TlsConfig};
 use blindjoin_protocols::rr22::Rr22Mode;
 use blindjoin_protocols::{Protocol, Reveal, Role};
 use serde::Deserialize;
@@ -172,6 +172,7 @@ struct Extensions {
     report_path: Option<String>,
     secret_key_path: Option<String>,
     connect_timeout_ms: Option<Value>,
+    peer_silence_timeout_ms: Option<Value>,
     spill: Option<String>,
     spill_dir: Option<String>,
     cardinality_only: Option<bool>,
@@ -541,6 +542,15 @@ pub fn parse_launch_config(
         None => DEFAULT_RECV_TIMEOUT,
         Some(v) => Duration::from_millis(lenient_u64(v, "link_config.recv_timeout_ms")?.max(1)),
     };
+    let silence_timeout = match ext
+        .as_ref()
+        .and_then(|e| e.peer_silence_timeout_ms.as_ref())
+    {
+        None => DEFAULT_SILENCE_TIMEOUT,
+        Some(v) => {
+            Duration::from_millis(lenient_u64(v, "blindjoin.peer_silence_timeout_ms")?.max(100))
+        }
+    };
 
     Ok(RunSpec {
         parties: Parties {
@@ -571,6 +581,7 @@ pub fn parse_launch_config(
             .map(resolve),
         connect_timeout,
         recv_timeout,
+        silence_timeout,
         tls,
         link_shape: None,
         spill: match ext.as_ref().and_then(|e| e.spill.as_deref()) {

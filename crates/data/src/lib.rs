@@ -39,7 +39,7 @@ pub use spec::{
 pub use table::{Table, cmp_keys};
 
 pub use blindjoin_crypto::Curve;
-pub use blindjoin_link::{LinkShape, TlsConfig};
+pub use blindjoin_link::{DEFAULT_SILENCE_TIMEOUT, LinkShape, TlsConfig};
 pub use blindjoin_protocols::Reveal;
 pub use blindjoin_protocols::rr22::Rr22Mode;
 pub use blindjoin_protocols::{NoProgress, Progress, Protocol, Role};

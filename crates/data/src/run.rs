@@ -32,6 +32,7 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Report, DataError>
         peer_addr: spec.parties.peer_addr.clone(),
         connect_timeout: spec.connect_timeout,
         recv_timeout: spec.recv_timeout,
+        silence_timeout: spec.silence_timeout,
         tls: spec.tls.clone(),
         shape: spec.link_shape,
     };

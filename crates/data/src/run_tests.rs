@@ -78,6 +78,7 @@ fn spec(
         secret_key_path: None,
         connect_timeout: Duration::from_secs(10),
         recv_timeout: Duration::from_secs(60),
+        silence_timeout: blindjoin_link::DEFAULT_SILENCE_TIMEOUT,
         tls: None,
         link_shape: None,
         join: JoinSpec {

@@ -64,6 +64,9 @@ pub struct RunSpec {
     pub connect_timeout: Duration,
     /// How long to wait for any one message.
     pub recv_timeout: Duration,
+    /// How long the peer may be completely silent (no data, no heartbeat) before it counts as
+    /// dead; see [`blindjoin_link::heartbeat`].
+    pub silence_timeout: Duration,
     /// Mutual TLS on the link (`link_config.enable_ssl`); `None` for plain TCP.
     pub tls: Option<TlsConfig>,
     /// A simulated WAN on this party's receive side, for benchmarks (`--bandwidth`,

@@ -55,6 +55,17 @@ pub enum LinkError {
         /// The timeout in force.
         waited: Duration,
     },
+    /// Nothing at all — not even a heartbeat — arrived from the peer for the silence timeout:
+    /// its process or machine is gone without closing the connection, or the network is down.
+    #[error(
+        "peer {peer:?} has sent nothing, not even a heartbeat, for {silent_for:.1?}: its process or machine has probably died, or the network between the parties is down. Check the peer; with recovery on, rerunning both sides resumes. Raise blindjoin.peer_silence_timeout_ms (or --peer-silence-timeout) if the network really stalls this long"
+    )]
+    PeerSilent {
+        /// The peer's id.
+        peer: String,
+        /// How long it has been silent.
+        silent_for: Duration,
+    },
     /// The peer reported a failure of its own.
     #[error("peer {peer:?} aborted: {reason}")]
     PeerAborted {

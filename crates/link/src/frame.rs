@@ -13,6 +13,8 @@ pub(crate) enum Kind {
     Data = 0,
     Abort = 1,
     Close = 2,
+    /// "Still here": sent on a timer, consumed by the inbox (see [`crate::heartbeat`]).
+    Heartbeat = 3,
 }
 
 impl Kind {
@@ -21,6 +23,7 @@ impl Kind {
             0 => Some(Kind::Data),
             1 => Some(Kind::Abort),
             2 => Some(Kind::Close),
+            3 => Some(Kind::Heartbeat),
             _ => None,
         }
     }

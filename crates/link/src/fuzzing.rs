@@ -1,9 +1,9 @@
 //! Entry points for the fuzz targets in `fuzz/` (feature `fuzzing`; not a stable API): the
 //! decoders that otherwise sit behind a socket.
 
+use crate::LinkError;
 use crate::frame::HEADER_LEN;
 use crate::inbox::Inbox;
-use crate::{LinkError, LinkStats};
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
@@ -13,15 +13,13 @@ use std::time::Duration;
 /// the number of results.
 pub fn read_frames(stream: &[u8], max_frames: usize) -> Vec<Result<Vec<u8>, LinkError>> {
     let (tx, rx) = channel();
-    crate::tcp::read_frames(stream, "fuzz-peer", &tx, None);
-    drop(tx);
-    let mut inbox = Inbox {
-        rx,
-        timeout: Duration::from_secs(1),
-        peer: "fuzz-peer".to_string(),
-        stats: LinkStats::default(),
-        peer_closed: false,
+    let source = crate::tcp::FrameSource {
+        live: crate::heartbeat::Liveness::new(),
+        shape: None,
     };
+    crate::tcp::read_frames(stream, "fuzz-peer", &tx, source);
+    drop(tx);
+    let mut inbox = Inbox::new(rx, Duration::from_secs(1), "fuzz-peer", None);
     let mut out = Vec::new();
     while out.len() < max_frames {
         let got = inbox.recv();

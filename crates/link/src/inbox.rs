@@ -2,12 +2,23 @@
 //! thread for TCP, by the peer directly in memory) and are turned into messages or errors here.
 
 use crate::frame::{HEADER_LEN, Kind};
+use crate::heartbeat::Watch;
 use crate::{LinkError, LinkStats};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How often a waiting `recv` looks at the silence watchdog.
+const WATCH_POLL: Duration = Duration::from_millis(250);
 
 /// One frame as delivered to the inbox, or the reason the stream ended.
 pub(crate) type Incoming = Result<(Kind, Vec<u8>), LinkError>;
+
+/// A frame that matters to the caller (heartbeats are consumed by the inbox).
+enum Delivered {
+    Data(Vec<u8>),
+    Abort(Vec<u8>),
+    Close,
+}
 
 pub(crate) struct Inbox {
     pub(crate) rx: Receiver<Incoming>,
@@ -15,24 +26,78 @@ pub(crate) struct Inbox {
     pub(crate) peer: String,
     pub(crate) stats: LinkStats,
     pub(crate) peer_closed: bool,
+    /// The silence watchdog (TCP links, which get heartbeats); `None` in memory.
+    pub(crate) watch: Option<Watch>,
 }
 
 impl Inbox {
-    fn next(&mut self) -> Result<(Kind, Vec<u8>), LinkError> {
-        match self.rx.recv_timeout(self.timeout) {
-            Ok(Ok((kind, payload))) => {
-                self.stats.bytes_received += (HEADER_LEN + payload.len()) as u64;
-                Ok((kind, payload))
+    pub(crate) fn new(
+        rx: Receiver<Incoming>,
+        timeout: Duration,
+        peer: &str,
+        watch: Option<Watch>,
+    ) -> Inbox {
+        Inbox {
+            rx,
+            timeout,
+            peer: peer.to_string(),
+            stats: LinkStats::default(),
+            peer_closed: false,
+            watch,
+        }
+    }
+
+    /// The next frame that is not a heartbeat, waiting at most the receive timeout — or less, if
+    /// the peer falls completely silent (see [`crate::heartbeat`]).
+    fn next(&mut self) -> Result<Delivered, LinkError> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let wait = match &self.watch {
+                Some(_) => left.min(WATCH_POLL),
+                None => left,
+            };
+            match self.rx.recv_timeout(wait) {
+                Ok(Ok((kind, payload))) => {
+                    let len = (HEADER_LEN + payload.len()) as u64;
+                    let delivered = match kind {
+                        Kind::Heartbeat => continue,
+                        Kind::Data => Delivered::Data(payload),
+                        Kind::Abort => Delivered::Abort(payload),
+                        Kind::Close => Delivered::Close,
+                    };
+                    self.stats.bytes_received += len;
+                    return Ok(delivered);
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(RecvTimeoutError::Timeout) => self.check_silence(deadline)?,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(LinkError::PeerClosed {
+                        peer: self.peer.clone(),
+                    });
+                }
             }
-            Ok(Err(e)) => Err(e),
-            Err(RecvTimeoutError::Timeout) => Err(LinkError::RecvTimeout {
+        }
+    }
+
+    /// After a wait with nothing delivered: the receive timeout, or a dead peer.
+    fn check_silence(&self, deadline: Instant) -> Result<(), LinkError> {
+        if Instant::now() >= deadline {
+            return Err(LinkError::RecvTimeout {
                 peer: self.peer.clone(),
                 waited: self.timeout,
-            }),
-            Err(RecvTimeoutError::Disconnected) => Err(LinkError::PeerClosed {
-                peer: self.peer.clone(),
-            }),
+            });
         }
+        if let Some(w) = &self.watch {
+            let silent = w.live.silent_for();
+            if silent >= w.limit {
+                return Err(LinkError::PeerSilent {
+                    peer: self.peer.clone(),
+                    silent_for: silent,
+                });
+            }
+        }
+        Ok(())
     }
 
     fn aborted(&self, payload: &[u8]) -> LinkError {
@@ -44,12 +109,12 @@ impl Inbox {
 
     pub(crate) fn recv(&mut self) -> Result<Vec<u8>, LinkError> {
         match self.next()? {
-            (Kind::Data, payload) => {
+            Delivered::Data(payload) => {
                 self.stats.messages_received += 1;
                 Ok(payload)
             }
-            (Kind::Abort, reason) => Err(self.aborted(&reason)),
-            (Kind::Close, _) => {
+            Delivered::Abort(reason) => Err(self.aborted(&reason)),
+            Delivered::Close => {
                 self.peer_closed = true;
                 Err(LinkError::PeerClosed {
                     peer: self.peer.clone(),
@@ -64,12 +129,12 @@ impl Inbox {
             return Ok(());
         }
         match self.next()? {
-            (Kind::Close, _) => {
+            Delivered::Close => {
                 self.peer_closed = true;
                 Ok(())
             }
-            (Kind::Abort, reason) => Err(self.aborted(&reason)),
-            (Kind::Data, _) => Err(LinkError::UnexpectedData {
+            Delivered::Abort(reason) => Err(self.aborted(&reason)),
+            Delivered::Data(_) => Err(LinkError::UnexpectedData {
                 peer: self.peer.clone(),
             }),
         }

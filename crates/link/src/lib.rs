@@ -11,7 +11,9 @@
 //! protocols' business; [`Reader`] is the bounded cursor they decode with.
 //!
 //! Wire format of a frame: `len: u32 LE | kind: u8 | payload: len bytes`, where kind is
-//! 0 = data, 1 = abort (payload: UTF-8 reason), 2 = close (clean end of session).
+//! 0 = data, 1 = abort (payload: UTF-8 reason), 2 = close (clean end of session), 3 = heartbeat
+//! (empty; TCP links send one every second or two so a dead peer is noticed within the silence
+//! timeout, see [`heartbeat`]).
 //!
 //! ```
 //! use blindjoin_link::{Link, mem_pair};
@@ -27,6 +29,7 @@ mod frame;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod heartbeat;
 mod inbox;
 mod mem;
 mod shape;
@@ -39,6 +42,7 @@ pub use codec::{
 };
 pub use error::LinkError;
 pub use frame::MAX_FRAME_LEN;
+pub use heartbeat::DEFAULT_SILENCE_TIMEOUT;
 pub use mem::{MemLink, mem_pair, mem_pair_with_timeout};
 pub use shape::LinkShape;
 pub use tcp::{TcpLink, TcpOptions};

@@ -24,13 +24,7 @@ pub fn mem_pair_with_timeout(timeout: Duration) -> (MemLink, MemLink) {
     let (tx_b, rx_b) = channel();
     let end = |tx, rx, peer: &str| MemLink {
         tx,
-        inbox: Inbox {
-            rx,
-            timeout,
-            peer: peer.to_string(),
-            stats: LinkStats::default(),
-            peer_closed: false,
-        },
+        inbox: Inbox::new(rx, timeout, peer, None),
         sent: LinkStats::default(),
     };
     (end(tx_b, rx_a, "b"), end(tx_a, rx_b, "a"))

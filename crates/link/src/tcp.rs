@@ -11,19 +11,23 @@
 //! counters count frame bytes, not TLS record overhead.
 
 use crate::frame::{HEADER_LEN, Kind, MAX_FRAME_LEN, header};
+use crate::heartbeat::{Liveness, Touching, Watch, heartbeat_interval};
 use crate::inbox::{Inbox, Incoming};
 use crate::shape::{LinkShape, Shaper};
 use crate::tls::{Shared, TlsConfig, TlsContext, TlsReader, TlsWriter};
 use crate::{Link, LinkError, LinkStats, truncate_reason};
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::mpsc::{Sender, channel};
+use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-/// Magic bytes opening the greeting; version 1 of the link.
-const MAGIC: &[u8; 8] = b"BLNDJN01";
+/// Magic bytes opening the greeting; version 2 of the link (version 1 had no heartbeats).
+const MAGIC: &[u8; 8] = b"BLNDJN02";
 /// The same for a party that will start TLS after the greeting.
-const MAGIC_TLS: &[u8; 8] = b"BLNDJS01";
+const MAGIC_TLS: &[u8; 8] = b"BLNDJS02";
+/// What a release with an older link sends, and its TLS form: recognised, to say so clearly.
+const OLD_MAGICS: [&[u8; 8]; 2] = [b"BLNDJN01", b"BLNDJS01"];
 /// Longest party id accepted in a greeting.
 const MAX_ID_LEN: usize = 256;
 /// How long a freshly accepted connection may take to greet us.
@@ -44,6 +48,9 @@ pub struct TcpOptions {
     pub connect_timeout: Duration,
     /// How long `recv` waits for a message.
     pub recv_timeout: Duration,
+    /// How long the peer may send nothing at all, not even a heartbeat, before it counts as
+    /// dead ([`crate::DEFAULT_SILENCE_TIMEOUT`] unless configured; see [`crate::heartbeat`]).
+    pub silence_timeout: Duration,
     /// Mutual TLS with these files; `None` for plain TCP.
     pub tls: Option<TlsConfig>,
     /// A simulated WAN on our receive side (benchmarks); `None` for the real network only.
@@ -72,13 +79,57 @@ impl Write for Out {
     }
 }
 
+/// Frames out, from the protocol thread and the heartbeat thread.
+struct FrameWriter {
+    out: BufWriter<Out>,
+    sent: LinkStats,
+    peer: String,
+    /// The socket's send timeout: a write blocked this long means the peer stopped reading.
+    silence_timeout: Duration,
+}
+
+impl FrameWriter {
+    fn write_frame(&mut self, kind: Kind, payload: &[u8]) -> Result<(), LinkError> {
+        if payload.len() > MAX_FRAME_LEN {
+            return Err(LinkError::MessageTooLarge { len: payload.len() });
+        }
+        let (peer, silence) = (&self.peer, self.silence_timeout);
+        let failed = |source: std::io::Error| match source.kind() {
+            // SO_SNDTIMEO expired: the peer's reader, which always drains its socket, is gone.
+            ErrorKind::WouldBlock | ErrorKind::TimedOut => LinkError::PeerSilent {
+                peer: peer.clone(),
+                silent_for: silence,
+            },
+            _ => LinkError::Io {
+                peer: peer.clone(),
+                source,
+            },
+        };
+        self.out
+            .write_all(&header(kind, payload.len()))
+            .map_err(failed)?;
+        self.out.write_all(payload).map_err(failed)?;
+        self.out.flush().map_err(failed)?;
+        if kind != Kind::Heartbeat {
+            self.sent.bytes_sent += (HEADER_LEN + payload.len()) as u64;
+        }
+        Ok(())
+    }
+}
+
+fn lock(writer: &Mutex<FrameWriter>) -> MutexGuard<'_, FrameWriter> {
+    // A panicking writer leaves at worst a torn frame, which the peer reports as malformed.
+    writer.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// A link over one TCP connection.
 pub struct TcpLink {
-    writer: BufWriter<Out>,
+    writer: Arc<Mutex<FrameWriter>>,
     /// For shutting the connection down on drop.
     socket: TcpStream,
     inbox: Inbox,
-    sent: LinkStats,
+    /// Dropping it stops the heartbeat thread.
+    _stop_heartbeats: Sender<()>,
 }
 
 impl TcpLink {
@@ -92,7 +143,8 @@ impl TcpLink {
         self_id < peer_id
     }
 
-    /// Connects to the peer (or waits for it), greets, and starts the reader thread.
+    /// Connects to the peer (or waits for it), greets, and starts the reader and heartbeat
+    /// threads.
     ///
     /// # Errors
     /// Bad addresses, a port in use, no peer before the deadline, or a wrong peer; with TLS also
@@ -122,12 +174,16 @@ impl TcpLink {
         let socket = stream.try_clone().map_err(|e| io(opts, e))?;
         let (tx, rx) = channel();
         let peer = opts.peer_id.clone();
-        let shape = opts.shape;
+        let live = Liveness::new();
+        let frames = FrameSource {
+            live: live.clone(),
+            shape: opts.shape,
+        };
         let out = match tls {
             None => {
                 std::thread::Builder::new()
                     .name(format!("link-reader-{peer}"))
-                    .spawn(move || read_frames(reader, &peer, &tx, shape))
+                    .spawn(move || read_frames(reader, &peer, &tx, frames))
                     .map_err(|e| io(opts, e))?;
                 Out::Plain(stream)
             }
@@ -137,48 +193,66 @@ impl TcpLink {
                 let tls_reader = TlsReader::new(shared.clone(), reader);
                 std::thread::Builder::new()
                     .name(format!("link-reader-{peer}"))
-                    .spawn(move || read_frames(tls_reader, &peer, &tx, shape))
+                    .spawn(move || read_frames(tls_reader, &peer, &tx, frames))
                     .map_err(|e| io(opts, e))?;
                 Out::Tls(TlsWriter { shared })
             }
         };
-        Ok(TcpLink {
-            writer: BufWriter::with_capacity(1 << 16, out),
-            socket,
-            inbox: Inbox {
-                rx,
-                timeout: opts.recv_timeout,
-                peer: opts.peer_id.clone(),
-                stats: LinkStats::default(),
-                peer_closed: false,
-            },
+        // Set after the TLS handshake, which has deadlines of its own.
+        socket
+            .set_write_timeout(Some(opts.silence_timeout.max(Duration::from_millis(1))))
+            .map_err(|e| io(opts, e))?;
+        let writer = Arc::new(Mutex::new(FrameWriter {
+            out: BufWriter::with_capacity(1 << 16, out),
             sent: LinkStats::default(),
+            peer: opts.peer_id.clone(),
+            silence_timeout: opts.silence_timeout,
+        }));
+        let stop_heartbeats = start_heartbeats(&writer, opts)?;
+        let watch = Watch {
+            live,
+            limit: opts.silence_timeout,
+        };
+        Ok(TcpLink {
+            writer,
+            socket,
+            inbox: Inbox::new(rx, opts.recv_timeout, &opts.peer_id, Some(watch)),
+            _stop_heartbeats: stop_heartbeats,
         })
     }
 
     fn write_frame(&mut self, kind: Kind, payload: &[u8]) -> Result<(), LinkError> {
-        if payload.len() > MAX_FRAME_LEN {
-            return Err(LinkError::MessageTooLarge { len: payload.len() });
-        }
-        let peer = &self.inbox.peer;
-        let io = |source| LinkError::Io {
-            peer: peer.clone(),
-            source,
-        };
-        self.writer
-            .write_all(&header(kind, payload.len()))
-            .map_err(io)?;
-        self.writer.write_all(payload).map_err(io)?;
-        self.writer.flush().map_err(io)?;
-        self.sent.bytes_sent += (HEADER_LEN + payload.len()) as u64;
-        Ok(())
+        lock(&self.writer).write_frame(kind, payload)
     }
+}
+
+/// Sends a heartbeat every [`heartbeat_interval`] until the returned sender is dropped (or the
+/// connection fails, which the protocol thread will notice on its own).
+fn start_heartbeats(
+    writer: &Arc<Mutex<FrameWriter>>,
+    opts: &TcpOptions,
+) -> Result<Sender<()>, LinkError> {
+    let (stop, stopped) = channel::<()>();
+    let writer = Arc::clone(writer);
+    let every = heartbeat_interval(opts.silence_timeout);
+    std::thread::Builder::new()
+        .name(format!("link-heartbeat-{}", opts.peer_id))
+        .spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                if lock(&writer).write_frame(Kind::Heartbeat, &[]).is_err() {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| io(opts, e))?;
+    Ok(stop)
 }
 
 impl Drop for TcpLink {
     fn drop(&mut self) {
-        let _ = self.writer.flush();
-        if let Out::Tls(t) = self.writer.get_mut() {
+        let mut w = lock(&self.writer);
+        let _ = w.out.flush();
+        if let Out::Tls(t) = w.out.get_mut() {
             t.close_notify();
         }
         // Wakes the reader thread so it exits.
@@ -188,8 +262,9 @@ impl Drop for TcpLink {
 
 impl Link for TcpLink {
     fn send(&mut self, payload: &[u8]) -> Result<(), LinkError> {
-        self.write_frame(Kind::Data, payload)?;
-        self.sent.messages_sent += 1;
+        let mut w = lock(&self.writer);
+        w.write_frame(Kind::Data, payload)?;
+        w.sent.messages_sent += 1;
         Ok(())
     }
 
@@ -209,9 +284,10 @@ impl Link for TcpLink {
     }
 
     fn stats(&self) -> LinkStats {
+        let sent = lock(&self.writer).sent;
         LinkStats {
-            bytes_sent: self.sent.bytes_sent,
-            messages_sent: self.sent.messages_sent,
+            bytes_sent: sent.bytes_sent,
+            messages_sent: sent.messages_sent,
             ..self.inbox.stats
         }
     }
@@ -364,6 +440,13 @@ fn read_greeting(stream: &mut TcpStream) -> Result<Greeting, GreetError> {
     let tls = match &magic {
         m if m == MAGIC => false,
         m if m == MAGIC_TLS => true,
+        m if OLD_MAGICS.contains(&m) => {
+            return Err(GreetError::Fatal(LinkError::WrongPeer(
+                "the peer runs an older blindjoin release (link version 1, without heartbeats); \
+                 install the same release on both sides"
+                    .to_string(),
+            )));
+        }
         _ => return Err(GreetError::NotBlindjoin("wrong greeting bytes".to_string())),
     };
     Ok(Greeting {
@@ -430,15 +513,26 @@ fn greet_as_connector(stream: TcpStream, opts: &TcpOptions) -> Result<TcpStream,
     greet(stream, opts, true)
 }
 
+/// What the reader thread reports to besides the inbox: signs of life, and the simulated WAN.
+pub(crate) struct FrameSource {
+    pub(crate) live: Arc<Liveness>,
+    pub(crate) shape: Option<LinkShape>,
+}
+
 /// The reader thread: frames in, until EOF, an error, or the receiver is dropped.
 pub(crate) fn read_frames(
     stream: impl Read,
     peer: &str,
     tx: &Sender<Incoming>,
-    shape: Option<LinkShape>,
+    source: FrameSource,
 ) {
-    let mut r = BufReader::with_capacity(1 << 18, stream);
-    let mut shaper = shape.map(Shaper::new);
+    let live = source.live;
+    let touching = Touching {
+        inner: stream,
+        live: live.clone(),
+    };
+    let mut r = BufReader::with_capacity(1 << 18, touching);
+    let mut shaper = source.shape.map(Shaper::new);
     loop {
         let mut head = [0u8; HEADER_LEN];
         match r.read_exact(&mut head) {
@@ -472,7 +566,9 @@ pub(crate) fn read_frames(
             return;
         }
         if let Some(shaper) = &mut shaper {
+            live.set_holding(true);
             shaper.wait(Instant::now(), HEADER_LEN + len);
+            live.set_holding(false);
         }
         if tx.send(Ok((kind, payload))).is_err() {
             return;

@@ -18,6 +18,7 @@ pub(crate) fn opts(self_id: &str, self_port: u16, peer_id: &str, peer_port: u16)
         peer_addr: format!("127.0.0.1:{peer_port}"),
         connect_timeout: Duration::from_secs(10),
         recv_timeout: Duration::from_secs(10),
+        silence_timeout: DEFAULT_SILENCE_TIMEOUT,
         tls: None,
         shape: None,
     }
@@ -113,21 +114,102 @@ fn wrong_party_id_is_refused() {
     assert!(matches!(b.join().unwrap(), Err(LinkError::WrongPeer(_))));
 }
 
-#[test]
-fn oversized_frame_header_is_rejected_without_allocating() {
+/// A hand-driven "bob" that greets `alice` (listening with options `o`) with `magic` and then
+/// does whatever the test says: returns alice's side (or its error) and bob's raw socket.
+fn raw_bob(o: TcpOptions, magic: &[u8; 8]) -> (Result<TcpLink, LinkError>, std::net::TcpStream) {
     use std::io::Write;
-    let pa = free_port();
-    let o = opts("alice", pa, "bob", 1);
+    let port: u16 = o.self_addr.rsplit(':').next().unwrap().parse().unwrap();
     let t = std::thread::spawn(move || TcpLink::establish(&o));
     std::thread::sleep(Duration::from_millis(200));
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", pa)).unwrap();
-    let mut g = b"BLNDJN01".to_vec();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut g = magic.to_vec();
     put_bytes_u16(&mut g, b"bob");
     put_bytes_u16(&mut g, b"alice");
     s.write_all(&g).unwrap();
-    let mut a = t.join().unwrap().unwrap();
+    (t.join().unwrap(), s)
+}
+
+#[test]
+fn oversized_frame_header_is_rejected_without_allocating() {
+    use std::io::Write;
+    let (a, mut s) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN02");
+    let mut a = a.unwrap();
     s.write_all(&[0xff, 0xff, 0xff, 0xff, 0]).unwrap();
     assert!(matches!(a.recv(), Err(LinkError::BadFrame { .. })));
+}
+
+#[test]
+fn an_older_release_is_named_not_ignored() {
+    let (a, _s) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN01");
+    match a {
+        Err(LinkError::WrongPeer(why)) => assert!(why.contains("older blindjoin release"), "{why}"),
+        other => panic!("expected WrongPeer, got {:?}", other.map(|_| ())),
+    }
+}
+
+/// A peer whose process hangs or whose machine dies sends no FIN: the connection stays open and
+/// silent. Without heartbeats `recv` would wait the whole receive timeout (an hour by default).
+#[test]
+fn a_dead_peer_that_keeps_the_connection_open_is_noticed_within_the_silence_timeout() {
+    let mut o = opts("alice", free_port(), "bob", 1);
+    o.recv_timeout = Duration::from_secs(60);
+    o.silence_timeout = Duration::from_millis(800);
+    let (a, _silent_bob) = raw_bob(o, b"BLNDJN02");
+    let mut a = a.unwrap();
+    let t = std::time::Instant::now();
+    match a.recv() {
+        Err(e @ LinkError::PeerSilent { .. }) => {
+            assert!(e.to_string().contains("not even a heartbeat"), "{e}")
+        }
+        other => panic!("expected PeerSilent, got {other:?}"),
+    }
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(800), "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+/// The same peer, when we are the one sending: once the socket buffers are full a blocked write
+/// fails after the silence timeout instead of waiting for TCP to give up (many minutes).
+#[test]
+fn sending_to_a_peer_that_stopped_reading_fails_within_the_silence_timeout() {
+    let mut o = opts("alice", free_port(), "bob", 1);
+    o.silence_timeout = Duration::from_millis(800);
+    let (a, _deaf_bob) = raw_bob(o, b"BLNDJN02");
+    let mut a = a.unwrap();
+    let t = std::time::Instant::now();
+    let big = vec![1u8; 4 << 20];
+    let err = loop {
+        if let Err(e) = a.send(&big) {
+            break e;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "sends never blocked");
+    };
+    assert!(matches!(err, LinkError::PeerSilent { .. }), "{err:?}");
+    assert!(t.elapsed() < Duration::from_secs(20));
+}
+
+/// A live peer that computes for longer than the silence timeout keeps the link up: its
+/// heartbeat thread speaks for it.
+#[test]
+fn a_slow_peer_is_kept_alive_by_its_heartbeats() {
+    let (pa, pb) = (free_port(), free_port());
+    let quick = |mut o: TcpOptions| {
+        o.silence_timeout = Duration::from_millis(400);
+        o
+    };
+    let b = std::thread::spawn(move || {
+        let mut b = TcpLink::establish(&quick(opts("bob", pb, "alice", pa))).unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        b.send(b"done thinking").unwrap();
+        b.recv().unwrap()
+    });
+    let mut a = TcpLink::establish(&quick(opts("alice", pa, "bob", pb))).unwrap();
+    assert_eq!(a.recv().unwrap(), b"done thinking");
+    a.send(b"ok").unwrap();
+    assert_eq!(b.join().unwrap(), b"ok");
+    // Heartbeats are liveness, not traffic: the counters hold only the two messages.
+    assert_eq!(a.stats().bytes_received, 5 + 13);
+    assert_eq!(a.stats().bytes_sent, 5 + 2);
 }
 
 #[test]

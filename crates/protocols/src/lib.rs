@@ -237,4 +237,6 @@ pub fn run_psi(
 }
 
 #[cfg(test)]
+mod hostile_tests;
+#[cfg(test)]
 mod tests;

@@ -1,0 +1,101 @@
+//! What the process-level tests share: scratch folders, free ports, tables from `blindjoin gen`,
+//! a party started with flags, and a bounded wait for it.
+
+// Test helpers outside `#[test]` functions: failing loudly is what a test should do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_blindjoin");
+
+/// A fresh, empty scratch folder named after the test binary's process and `name`.
+pub fn tmp(prefix: &str, name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("bj-{prefix}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A TCP port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `receiver.csv` and `sender.csv` in `dir` from `blindjoin gen --rows ROWS --overlap OVERLAP`
+/// (seeded, so every run gets the same tables) and any `extra` gen flags.
+pub fn gen_tables(dir: &Path, rows: &str, overlap: &str, extra: &[&str]) {
+    let out = Command::new(BIN)
+        .args(["gen", "--rows", rows, "--overlap", overlap, "--seed", "5"])
+        .args(extra)
+        .arg("--out-dir")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::rename(dir.join("alice.csv"), dir.join("receiver.csv")).unwrap();
+    std::fs::rename(dir.join("bob.csv"), dir.join("sender.csv")).unwrap();
+}
+
+/// Starts `blindjoin run` for `role` on 127.0.0.1:`me` with its peer at `peer`, reading
+/// `dir/ROLE.csv` (key column `id`) and writing `dir/ROLE_OUT.csv`, with `--broadcast-result` and
+/// `extra` flags (the protocol, timeouts, ...).
+pub fn party(dir: &Path, role: &str, me: u16, peer: u16, out: &str, extra: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(["run", "--role", role, "--keys", "id"])
+        .args(["--self", &format!("127.0.0.1:{me}")])
+        .args(["--peer", &format!("127.0.0.1:{peer}")])
+        .args(["--broadcast-result", "--quiet"])
+        .args(extra)
+        .arg("--input")
+        .arg(dir.join(format!("{role}.csv")))
+        .arg("--output")
+        .arg(dir.join(format!("{role}_{out}.csv")))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits at most `limit` for `c`; returns whether it succeeded, its stderr, and how long it took.
+/// A process still running at the limit is killed and the test fails: no test waits unbounded.
+pub fn wait_timed(mut c: Child, limit: Duration) -> (bool, String, Duration) {
+    let t = Instant::now();
+    loop {
+        if let Some(status) = c.try_wait().unwrap() {
+            let out = c.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            return (status.success(), err, t.elapsed());
+        }
+        if t.elapsed() > limit {
+            let _ = c.kill();
+            panic!("a party did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// [`wait_timed`] without the time.
+pub fn wait(c: Child, limit: Duration) -> (bool, String) {
+    let (ok, err, _) = wait_timed(c, limit);
+    (ok, err)
+}
+
+/// Sends `signal` (e.g. `-STOP`, `-KILL`) to a child with the system's `kill`.
+pub fn signal(c: &Child, signal: &str) {
+    let st = Command::new("kill")
+        .args([signal, &c.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill {signal} failed");
+}
