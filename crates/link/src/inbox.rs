@@ -4,7 +4,7 @@
 use crate::frame::{HEADER_LEN, Kind};
 use crate::{LinkError, LinkStats};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One frame as delivered to the inbox, or the reason the stream ended.
 pub(crate) type Incoming = Result<(Kind, Vec<u8>), LinkError>;
@@ -72,6 +72,26 @@ impl Inbox {
             (Kind::Data, _) => Err(LinkError::UnexpectedData {
                 peer: self.peer.clone(),
             }),
+        }
+    }
+}
+
+/// How long a failed send waits for the reader thread to deliver an abort already in flight.
+const ABORT_LOOKUP: Duration = Duration::from_millis(200);
+
+impl Inbox {
+    /// After a failed send: the peer's abort, if it sent one before closing. Its reason (e.g.
+    /// "cancelled the run (Ctrl-C)") explains the failure, where the write error says only
+    /// "broken pipe". Frames other than an abort are dropped: the session is over either way.
+    pub(crate) fn abort_after_failure(&mut self) -> Option<LinkError> {
+        let deadline = Instant::now() + ABORT_LOOKUP;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(Ok((Kind::Abort, reason))) => return Some(self.aborted(&reason)),
+                Ok(Ok(_)) => {}
+                _ => return None,
+            }
         }
     }
 }

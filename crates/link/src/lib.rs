@@ -21,6 +21,7 @@
 //! assert_eq!(a.stats().bytes_sent, 5 + 5);
 //! ```
 
+mod cancel;
 mod codec;
 mod error;
 mod frame;
@@ -33,6 +34,7 @@ mod shape;
 mod tcp;
 mod tls;
 
+pub use cancel::Cancel;
 pub use codec::{
     BULK_CHUNK, BulkError, DecodeError, MAX_VARINT_LEN, Reader, put_bytes_u16, put_u32, put_u64,
     put_varint, recv_bulk, send_bulk, varints,
