@@ -106,6 +106,8 @@ pub(crate) fn truncate_reason(reason: &str) -> &str {
 }
 
 #[cfg(test)]
+mod cancel_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tls_tests;
