@@ -283,7 +283,10 @@ def _party_config(
         raise ConfigError(f"receiver {receiver!r} is not one of the parties {sorted(hosts)}")
     keys = _for_party(key, me)
     keys = [keys] if isinstance(keys, str) else list(keys)
-    out = _for_party(output_path, me)
+    # A party without an output_path entry writes none (SecretFlow omits the sender's at times);
+    # if it learns the result, the config check names the missing output path.
+    outs = _by_party(output_path)
+    out = outs.get(me) if outs is not None else output_path
     role = "ROLE_RECEIVER" if me == receiver else "ROLE_SENDER"
     psi: Dict[str, Any] = {
         "protocol_config": _protocol_config(
@@ -342,9 +345,11 @@ def _run_together(
     cancel: Optional[CancelToken],
 ) -> List[Dict[str, Any]]:
     """Runs several parties' configs at once, each on its own thread (the native runs release the
-    GIL, so they proceed in parallel). Ctrl-C cancels them all. If a party fails, raises its error,
-    preferring the party that failed first-hand over those that only saw it as a PeerError."""
-    token = cancel if cancel is not None else CancelToken()
+    GIL, so they proceed in parallel). Ctrl-C, or ``cancel``, cancels them all; so does a party's
+    failure (a party that fails before connecting would otherwise leave the others waiting out
+    their connect timeout). Raises the error of the party that failed first-hand, not the
+    PeerError or cancellation the others saw because of it."""
+    token = CancelToken()  # our own, so a failure here never cancels the caller's token
     reports: Dict[str, Dict[str, Any]] = {}
     errors: Dict[str, BaseException] = {}
 
@@ -352,7 +357,8 @@ def _run_together(
         try:
             reports[name] = run(config, progress=progress, cancel=token)
         except BaseException as e:  # handed to the calling thread below
-            errors[name] = e
+            errors.setdefault(name, e)
+            token.cancel(f"party {name!r} of the same process failed: {e}")
 
     threads = [
         threading.Thread(target=one, args=(name, cfg), name=f"blindjoin-{name}", daemon=True)
@@ -364,14 +370,16 @@ def _run_together(
         for t in threads:
             while t.is_alive():
                 t.join(0.1)  # short joins so Ctrl-C reaches this thread
+                if cancel is not None and cancel.cancelled and not token.cancelled:
+                    token.cancel()
     except KeyboardInterrupt:
         token.cancel()
         for t in threads:
             t.join(5.0)
         raise
     if errors:
-        first_hand = [e for e in errors.values() if not isinstance(e, PeerError)]
-        raise (first_hand or list(errors.values()))[0]
+        ranked = sorted(errors.values(), key=lambda e: isinstance(e, (PeerError, KeyboardInterrupt)))
+        raise ranked[0]
     return [reports[name] for name, _ in configs]
 
 

@@ -63,6 +63,17 @@ def test_psi_csv_one_process_seed_arguments(tables, tmp_path: Path) -> None:  # 
     assert not (tmp_path / "b_out.csv").exists()
 
 
+def test_one_process_sender_may_omit_its_output_path(tables, tmp_path: Path) -> None:  # noqa: F811
+    _, _, expected = tables
+    args = seed_args(tmp_path, "alice", "bob", output_path={"alice": str(tmp_path / "a_out.csv")})
+    reports = blindjoin.psi_csv(**args, connect_timeout_ms=CONNECT_TIMEOUT_MS)
+    assert [r["intersection_count"] for r in reports] == [len(expected), -1]
+    # broadcast_result=True: bob learns the result, so his missing output path is an error.
+    args["broadcast_result"] = True
+    with pytest.raises(blindjoin.ConfigError, match="output"):
+        blindjoin.psi_csv(**args, connect_timeout_ms=CONNECT_TIMEOUT_MS)
+
+
 @pytest.mark.parametrize("protocol", ["ECDH_PSI_2PC", "RR22_PSI_2PC"])
 def test_spu_cluster_def_with_pyu_keys(tables, tmp_path: Path, protocol: str) -> None:  # noqa: F811
     _, _, expected = tables
