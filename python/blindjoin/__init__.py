@@ -354,8 +354,13 @@ def _run_together(
     errors: Dict[str, BaseException] = {}
 
     def one(name: str, config: Dict[str, Any]) -> None:
+        prog = progress
+        if prog is None and _log.isEnabledFor(logging.INFO):
+            # Several parties log here: say whose stage it is.
+            def prog(stage: str, total: int, elapsed_ms: int) -> None:
+                _log.info("%s: %s (%d items) at %.2f s", name, stage, total, elapsed_ms / 1000)
         try:
-            reports[name] = run(config, progress=progress, cancel=token)
+            reports[name] = run(config, progress=prog, cancel=token)
         except BaseException as e:  # handed to the calling thread below
             errors.setdefault(name, e)
             token.cancel(f"party {name!r} of the same process failed: {e}")
