@@ -5,8 +5,11 @@ its own process (usually on its own machine); the two calls meet over TCP.
 
 - :func:`run` -- a SecretFlow PSI v2 launch config (dict, JSON text or file), as
   ``blindjoin run --config``.
-- :func:`psi_csv` -- SecretFlow's ``spu.psi_csv(...)`` arguments, for one party.
-- :func:`intersect` -- in-memory rows (list of dicts, or a pandas DataFrame).
+- :func:`psi_csv` -- SecretFlow's ``spu.psi_csv(...)`` arguments: one party, or every party
+  from this one process when the per-party dicts name them all.
+- :class:`SPU` -- ``blindjoin.SPU(cluster_def).psi_csv(...)``, SecretFlow's call with ``spu``
+  replaced by ``blindjoin``.
+- :func:`intersect` -- in-memory rows (list of dicts, a pandas DataFrame or a pyarrow Table).
 
 Errors: :class:`Error` and its subclasses :class:`ConfigError`, :class:`InputError`,
 :class:`LinkError`, :class:`PeerError`, :class:`ProtocolError`; a missing input file raises
@@ -17,10 +20,11 @@ starts (never per item), or enable INFO logging on the ``"blindjoin"`` logger. C
 to that logger at WARNING level.
 
 Ctrl-C: the run happens on a native thread while the calling thread waits with the GIL released
-and checks for signals every 100 ms, so Ctrl-C raises :class:`KeyboardInterrupt` promptly. The
-native run thread is *not* cancelled: it keeps going until it finishes or fails on its own (the
-peer sees the run end at its receive timeout, or when this process exits). Exit the process after
-an interrupt if you need the ports freed at once.
+and checks for signals every 100 ms. Ctrl-C cancels the run: the peer gets an abort saying "the
+peer cancelled the run (Ctrl-C)" and stops at once, no output file is written, the connection is
+closed, and then :class:`KeyboardInterrupt` is raised (within about a second; at most ~4 s if the
+native thread is stuck). A :class:`CancelToken` passed as ``cancel=`` does the same from another
+thread (the cancelled call raises :class:`KeyboardInterrupt`).
 """
 
 from __future__ import annotations
@@ -29,12 +33,16 @@ import csv
 import json
 import logging
 import os
+import socket
+import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _native
 from ._native import (
+    CancelToken,
     ConfigError,
     Error,
     InputError,
@@ -47,7 +55,10 @@ __all__ = [
     "run",
     "check_config",
     "psi_csv",
+    "SPU",
+    "PYU",
     "intersect",
+    "CancelToken",
     "Error",
     "ConfigError",
     "InputError",
@@ -90,6 +101,7 @@ def run(
     *,
     report_path: Optional[PathLike] = None,
     progress: Optional[ProgressCallback] = None,
+    cancel: Optional[CancelToken] = None,
 ) -> Dict[str, Any]:
     """Run this party of a two-party PSI from a SecretFlow PSI v2 launch config.
 
@@ -102,6 +114,8 @@ def run(
     ``intersection_count`` (-1 if this party does not receive the result), plus blindjoin's fields.
 
     Blocks until the run ends; the GIL is released meanwhile. Raises :class:`Error` subclasses.
+    Ctrl-C, or ``cancel.cancel()`` from another thread, cancels the run (the peer is told) and
+    raises :class:`KeyboardInterrupt`.
     """
     text, source, base = _config_text(config)
     if progress is None and _log.isEnabledFor(logging.INFO):
@@ -113,6 +127,7 @@ def run(
         report_path=os.fspath(report_path) if report_path is not None else None,
         progress=progress,
         on_warning=_log.warning,
+        cancel=cancel,
     )
     result: Dict[str, Any] = json.loads(report)
     return result
@@ -138,12 +153,50 @@ _SF_PROTOCOLS = {
 }
 
 
+class PYU:
+    """A party name, as SecretFlow's ``sf.PYU('alice')``: usable as a key of the per-party dicts.
+
+    Any object with a ``party`` attribute works the same (SecretFlow's own PYU included)."""
+
+    __slots__ = ("party",)
+
+    def __init__(self, party: str) -> None:
+        self.party = party
+
+    def __repr__(self) -> str:
+        return f"PYU({self.party!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PYU) and other.party == self.party
+
+    def __hash__(self) -> int:
+        return hash(("PYU", self.party))
+
+
+def _party_name(key: Any) -> str:
+    """A per-party dict's key as a party name: a string, or an object with ``.party`` (a PYU)."""
+    if isinstance(key, str):
+        return key
+    name = getattr(key, "party", None)
+    if isinstance(name, str):
+        return name
+    raise ConfigError(f"a per-party dict key must be a party name or have a .party attribute, not {key!r}")
+
+
+def _by_party(value: Any) -> Optional[Dict[str, Any]]:
+    """A SecretFlow per-party dict ({party: value}) keyed by party names; None if not a dict."""
+    if isinstance(value, Mapping):
+        return {_party_name(k): v for k, v in value.items()}
+    return None
+
+
 def _for_party(value: Any, self_party: str) -> Any:
     """SecretFlow passes per-party dicts ({party: value}); take this party's entry."""
-    if isinstance(value, Mapping):
-        if self_party not in value:
+    named = _by_party(value)
+    if named is not None:
+        if self_party not in named:
             raise ConfigError(f"no entry for self_party {self_party!r} in {dict(value)!r}")
-        return value[self_party]
+        return named[self_party]
     return value
 
 
@@ -175,49 +228,66 @@ def _protocol_config(
     return pc
 
 
-def psi_csv(
-    key: Union[str, Sequence[str], Mapping[str, Any]],
-    input_path: Union[PathLike, Mapping[str, PathLike]],
-    output_path: Union[PathLike, Mapping[str, PathLike], None],
+#: Environment variable naming this process's party when the per-party dicts name every party
+#: but each party runs on its own machine (the same script started once per party).
+SELF_PARTY_ENV = "BLINDJOIN_SELF_PARTY"
+
+
+def _free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _cluster_hosts(cluster_def: Any) -> "tuple[Dict[str, str], Dict[str, str]]":
+    """(party -> address, party -> listen_address) from a SecretFlow ``cluster_def`` (its
+    ``nodes`` list) or a plain ``{party: "host:port"}`` mapping, in the given order."""
+    if isinstance(cluster_def, Mapping) and "nodes" in cluster_def:
+        hosts: Dict[str, str] = {}
+        listen: Dict[str, str] = {}
+        for i, node in enumerate(cluster_def["nodes"]):
+            if not isinstance(node, Mapping) or "party" not in node or "address" not in node:
+                raise ConfigError(f"cluster_def.nodes[{i}]: needs 'party' and 'address', got {node!r}")
+            hosts[str(node["party"])] = str(node["address"])
+            if node.get("listen_address"):
+                listen[str(node["party"])] = str(node["listen_address"])
+        return hosts, listen
+    if isinstance(cluster_def, Mapping):
+        return {_party_name(k): str(v) for k, v in cluster_def.items()}, {}
+    raise ConfigError(f"parties: expected {{party: 'host:port'}} or a cluster_def with 'nodes', got {cluster_def!r}")
+
+
+def _party_config(
+    me: str,
+    key: Any,
+    input_path: Any,
+    output_path: Any,
     receiver: str,
+    hosts: Mapping[str, str],
     *,
-    self_party: str,
-    parties: Mapping[str, str],
-    protocol: str = "ECDH_PSI_2PC",
-    curve_type: str = "CURVE_25519",
-    broadcast_result: bool = True,
-    sort: bool = True,
-    precheck_input: Optional[bool] = None,
-    bucket_size: Optional[int] = None,
-    report_path: Optional[PathLike] = None,
-    progress: Optional[ProgressCallback] = None,
-    **ignored_legacy: Any,
+    protocol: str,
+    curve_type: str,
+    broadcast_result: bool,
+    sort: bool,
+    bucket_size: Optional[int],
+    connect_timeout_ms: Optional[int] = None,
+    recv_timeout_ms: Optional[int] = None,
 ) -> Dict[str, Any]:
-    """One party's side of SecretFlow's ``spu.psi_csv(...)``.
-
-    ``parties`` maps each party id to its ``"host:port"``; ``self_party`` is this process's id and
-    ``receiver`` the id of the party that receives the result. ``key``, ``input_path`` and
-    ``output_path`` are this party's (a SecretFlow-style ``{party: value}`` dict also works).
-    ``sort=True`` aligns both outputs row by row. ``protocol`` takes SecretFlow's names
-    (``ECDH_PSI_2PC``, ``RR22_PSI_2PC`` / ``RR22_FAST_PSI_2PC``, ``RR22_LOWCOMM_PSI_2PC``) or the
-    v2 ones; ``bucket_size`` sets RR22's keys per bucket (default 2^20). ``precheck_input`` is
-    accepted for compatibility and ignored (the input is always validated); other legacy keyword
-    arguments are ignored with a warning on the ``"blindjoin"`` logger.
-
-    Builds the PSI v2 launch config and calls :func:`run`; returns the report dict.
-    """
-    if ignored_legacy:
-        _log.warning("psi_csv: ignoring unsupported arguments: %s", ", ".join(sorted(ignored_legacy)))
-    _ = precheck_input
-    keys = _for_party(key, self_party)
+    """The PSI v2 launch config of party ``me`` for a ``psi_csv`` call. ``hosts`` holds every
+    party's address as *this* party uses it (its own may be a listen address)."""
+    if me not in hosts:
+        raise ConfigError(f"self_party {me!r} is not one of the parties {sorted(hosts)}")
+    if receiver not in hosts:
+        raise ConfigError(f"receiver {receiver!r} is not one of the parties {sorted(hosts)}")
+    keys = _for_party(key, me)
     keys = [keys] if isinstance(keys, str) else list(keys)
-    inp = os.fspath(_for_party(input_path, self_party))
-    out = _for_party(output_path, self_party)
-    if self_party not in parties:
-        raise ConfigError(f"self_party {self_party!r} is not one of the parties {sorted(parties)}")
-    if receiver not in parties:
-        raise ConfigError(f"receiver {receiver!r} is not one of the parties {sorted(parties)}")
-    role = "ROLE_RECEIVER" if self_party == receiver else "ROLE_SENDER"
+    # A party without an output_path entry writes none (SecretFlow omits the sender's at times);
+    # if it learns the result, the config check names the missing output path.
+    outs = _by_party(output_path)
+    out = outs.get(me) if outs is not None else output_path
+    role = "ROLE_RECEIVER" if me == receiver else "ROLE_SENDER"
     psi: Dict[str, Any] = {
         "protocol_config": _protocol_config(
             _SF_PROTOCOLS.get(protocol, protocol),
@@ -227,18 +297,230 @@ def psi_csv(
             low_comm=protocol == "RR22_LOWCOMM_PSI_2PC",
             bucket_size=bucket_size,
         ),
-        "input_config": {"type": "IO_TYPE_FILE_CSV", "path": inp},
+        "input_config": {"type": "IO_TYPE_FILE_CSV", "path": os.fspath(_for_party(input_path, me))},
         "keys": keys,
         "disable_alignment": not sort,
     }
-    if out is not None:
+    # A sender without broadcast_result learns nothing, as in SecretFlow: its output path is unused.
+    if out is not None and (role == "ROLE_RECEIVER" or broadcast_result):
         psi["output_config"] = {"type": "IO_TYPE_FILE_CSV", "path": os.fspath(out)}
-    config = {
-        "psi_config": psi,
-        "link_config": {"parties": [{"id": p, "host": h} for p, h in parties.items()]},
-        "self_link_party": self_party,
-    }
-    return run(config, report_path=report_path, progress=progress)
+    link: Dict[str, Any] = {"parties": [{"id": p, "host": h} for p, h in hosts.items()]}
+    if recv_timeout_ms is not None:
+        link["recv_timeout_ms"] = recv_timeout_ms
+    config: Dict[str, Any] = {"psi_config": psi, "link_config": link, "self_link_party": me}
+    if connect_timeout_ms is not None:
+        config["blindjoin"] = {"connect_timeout_ms": connect_timeout_ms}
+    return config
+
+
+def _local_parties(
+    self_party: Optional[str], input_path: Any, hosts: Optional[Mapping[str, str]]
+) -> List[str]:
+    """Which parties this process runs: ``self_party`` if given, else ``$BLINDJOIN_SELF_PARTY``,
+    else every party the ``input_path`` dict names (all of them: one-process mode; one: that
+    party, the others run elsewhere)."""
+    if self_party is None:
+        self_party = os.environ.get(SELF_PARTY_ENV) or None
+    if self_party is not None:
+        return [_party_name(self_party)]
+    named = _by_party(input_path)
+    if named is None:
+        raise ConfigError(
+            f"self_party: missing; pass self_party=, set ${SELF_PARTY_ENV}, or give input_path as "
+            "a per-party dict"
+        )
+    local = [p for p in named if named[p] is not None]
+    if hosts is not None:
+        unknown = [p for p in local if p not in hosts]
+        if unknown:
+            raise ConfigError(f"input_path names {unknown}, which are not among the parties {sorted(hosts)}")
+    if not local:
+        raise ConfigError("input_path: the per-party dict is empty")
+    return local
+
+
+def _run_together(
+    configs: List["tuple[str, Dict[str, Any]]"],
+    progress: Optional[ProgressCallback],
+    cancel: Optional[CancelToken],
+) -> List[Dict[str, Any]]:
+    """Runs several parties' configs at once, each on its own thread (the native runs release the
+    GIL, so they proceed in parallel). Ctrl-C, or ``cancel``, cancels them all; so does a party's
+    failure (a party that fails before connecting would otherwise leave the others waiting out
+    their connect timeout). Raises the error of the party that failed first-hand, not the
+    PeerError or cancellation the others saw because of it."""
+    token = CancelToken()  # our own, so a failure here never cancels the caller's token
+    reports: Dict[str, Dict[str, Any]] = {}
+    errors: Dict[str, BaseException] = {}
+
+    def one(name: str, config: Dict[str, Any]) -> None:
+        prog = progress
+        if prog is None and _log.isEnabledFor(logging.INFO):
+            # Several parties log here: say whose stage it is.
+            def prog(stage: str, total: int, elapsed_ms: int) -> None:
+                _log.info("%s: %s (%d items) at %.2f s", name, stage, total, elapsed_ms / 1000)
+        try:
+            reports[name] = run(config, progress=prog, cancel=token)
+        except BaseException as e:  # handed to the calling thread below
+            errors.setdefault(name, e)
+            token.cancel(f"party {name!r} of the same process failed: {e}")
+
+    threads = [
+        threading.Thread(target=one, args=(name, cfg), name=f"blindjoin-{name}", daemon=True)
+        for name, cfg in configs
+    ]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.1)  # short joins so Ctrl-C reaches this thread
+                if cancel is not None and cancel.cancelled and not token.cancelled:
+                    token.cancel()
+    except KeyboardInterrupt:
+        token.cancel()
+        for t in threads:
+            t.join(5.0)
+        raise
+    if errors:
+        ranked = sorted(errors.values(), key=lambda e: isinstance(e, (PeerError, KeyboardInterrupt)))
+        raise ranked[0]
+    return [reports[name] for name, _ in configs]
+
+
+def psi_csv(
+    key: Union[str, Sequence[str], Mapping[Any, Any]],
+    input_path: Union[PathLike, Mapping[Any, PathLike]],
+    output_path: Union[PathLike, Mapping[Any, Optional[PathLike]], None],
+    receiver: Any,
+    *,
+    self_party: Optional[str] = None,
+    parties: Optional[Mapping[Any, Any]] = None,
+    protocol: str = "ECDH_PSI_2PC",
+    curve_type: str = "CURVE_25519",
+    broadcast_result: bool = True,
+    sort: bool = True,
+    precheck_input: Optional[bool] = None,
+    bucket_size: Optional[int] = None,
+    report_path: Optional[PathLike] = None,
+    progress: Optional[ProgressCallback] = None,
+    connect_timeout_ms: Optional[int] = None,
+    recv_timeout_ms: Optional[int] = None,
+    cancel: Optional[CancelToken] = None,
+    **ignored_legacy: Any,
+) -> Union[Dict[str, Any], List[Dict[str, Any]]]:
+    """SecretFlow's ``spu.psi_csv(...)``: one party, or every party from this process.
+
+    ``key``, ``input_path`` and ``output_path`` are SecretFlow-style per-party dicts
+    (``{party: value}``; a key may be a party name or an object with ``.party`` such as
+    :class:`PYU`), or plain values for a single party. ``receiver`` is the party that receives the
+    result. ``parties`` maps each party to its ``"host:port"``, or is a SecretFlow ``cluster_def``
+    (``{"nodes": [{"party", "address", "listen_address"}]}``; a party binds its
+    ``listen_address`` when it listens).
+
+    Which parties run here:
+
+    - ``self_party="alice"`` (or ``$BLINDJOIN_SELF_PARTY``): that party only, the peer runs
+      elsewhere. With ``self_party=`` the report dict is returned (the original signature);
+      otherwise a one-element list.
+    - Otherwise every party named in the ``input_path`` dict. If it names all parties they run in
+      this process, each on its own thread, on free 127.0.0.1 ports when ``parties`` is not
+      given; the result is the list of per-party reports in the dict's order (SecretFlow's
+      ``reports``). If it names one party, that party runs here.
+
+    ``sort=True`` aligns both outputs row by row. ``protocol`` takes SecretFlow's names
+    (``ECDH_PSI_2PC``, ``KKRT_PSI_2PC``, ``RR22_PSI_2PC`` / ``RR22_FAST_PSI_2PC``,
+    ``RR22_LOWCOMM_PSI_2PC``) or the v2 ones; ``curve_type`` the ECDH curve; ``bucket_size`` the
+    RR22/KKRT keys per bucket. A sender with ``broadcast_result=False`` writes no output.
+    ``precheck_input`` is accepted and ignored (the input is always validated); other legacy
+    keyword arguments are ignored with a warning on the ``"blindjoin"`` logger. ``report_path``
+    applies to a single-party call only.
+    """
+    if ignored_legacy:
+        _log.warning("psi_csv: ignoring unsupported arguments: %s", ", ".join(sorted(ignored_legacy)))
+    _ = precheck_input
+    receiver = _party_name(receiver)
+    hosts, listen = _cluster_hosts(parties) if parties is not None else (None, {})
+    local = _local_parties(self_party, input_path, hosts)
+    if hosts is None:
+        if len(local) < 2:
+            raise ConfigError("parties: missing; give every party's 'host:port' (or a cluster_def)")
+        hosts = {p: f"127.0.0.1:{_free_port()}" for p in local}
+    common = dict(
+        protocol=protocol, curve_type=curve_type, broadcast_result=broadcast_result, sort=sort,
+        bucket_size=bucket_size, connect_timeout_ms=connect_timeout_ms, recv_timeout_ms=recv_timeout_ms,
+    )
+
+    def config_of(me: str) -> Dict[str, Any]:
+        own = {p: (listen.get(p, h) if p == me else h) for p, h in hosts.items()}
+        return _party_config(me, key, input_path, output_path, receiver, own, **common)  # type: ignore[arg-type]
+
+    if len(local) == 1:
+        report = run(config_of(local[0]), report_path=report_path, progress=progress, cancel=cancel)
+        return report if self_party is not None else [report]
+    return _run_together([(me, config_of(me)) for me in local], progress, cancel)
+
+
+class SPU:
+    """SecretFlow's ``sf.SPU(cluster_def)`` for PSI: ``blindjoin.SPU(cluster_def).psi_csv(...)``.
+
+    ``cluster_def["nodes"]`` lists ``{"party", "address", "listen_address"}`` (``listen_address``
+    optional: where a party binds when it listens; SecretFlow's ``runtime_config`` and other keys
+    are ignored). ``self_party`` (or ``$BLINDJOIN_SELF_PARTY``) makes every call run only that
+    party, for one process per machine; without it, the parties the per-party dicts name run here.
+    """
+
+    def __init__(
+        self,
+        cluster_def: Mapping[str, Any],
+        *,
+        self_party: Optional[str] = None,
+        connect_timeout_ms: Optional[int] = None,
+        recv_timeout_ms: Optional[int] = None,
+        **ignored: Any,
+    ) -> None:
+        if ignored:
+            _log.warning("SPU: ignoring unsupported arguments: %s", ", ".join(sorted(ignored)))
+        _cluster_hosts(cluster_def)  # validate now, not at the first call
+        self.cluster_def = cluster_def
+        self.self_party = self_party
+        self.connect_timeout_ms = connect_timeout_ms
+        self.recv_timeout_ms = recv_timeout_ms
+
+    @property
+    def parties(self) -> List[str]:
+        """The party names, in cluster_def order."""
+        return list(_cluster_hosts(self.cluster_def)[0])
+
+    def psi_csv(
+        self,
+        key: Union[str, Sequence[str], Mapping[Any, Any]],
+        input_path: Union[PathLike, Mapping[Any, PathLike]],
+        output_path: Union[PathLike, Mapping[Any, Optional[PathLike]], None],
+        receiver: Any,
+        protocol: str = "KKRT_PSI_2PC",
+        precheck_input: bool = True,
+        sort: bool = True,
+        broadcast_result: bool = True,
+        bucket_size: int = 1 << 20,
+        curve_type: str = "CURVE_25519",
+        *,
+        progress: Optional[ProgressCallback] = None,
+        cancel: Optional[CancelToken] = None,
+        **ignored_legacy: Any,
+    ) -> List[Dict[str, Any]]:
+        """SecretFlow's ``SPU.psi_csv`` (same arguments and defaults); returns the list of the
+        reports of the parties run here (every party in one-process mode). See :func:`psi_csv`."""
+        kwargs: Dict[str, Any] = dict(
+            parties=self.cluster_def, protocol=protocol, curve_type=curve_type,
+            broadcast_result=broadcast_result, sort=sort, precheck_input=precheck_input,
+            bucket_size=bucket_size, progress=progress, connect_timeout_ms=self.connect_timeout_ms,
+            recv_timeout_ms=self.recv_timeout_ms, cancel=cancel, **ignored_legacy,
+        )
+        if self.self_party is not None:
+            return [psi_csv(key, input_path, output_path, receiver, self_party=self.self_party, **kwargs)]  # type: ignore[list-item]
+        result = psi_csv(key, input_path, output_path, receiver, **kwargs)
+        return result if isinstance(result, list) else [result]
 
 
 _ROW_COLUMN = "__blindjoin_row__"
@@ -250,6 +532,12 @@ def _is_dataframe(obj: Any) -> bool:
     except ImportError:
         return False
     return isinstance(obj, pd.DataFrame)
+
+
+def _is_arrow_table(obj: Any) -> bool:
+    """Whether ``obj`` is a pyarrow Table (pyarrow is optional and imported only if loaded)."""
+    pa = sys.modules.get("pyarrow")
+    return pa is not None and isinstance(obj, pa.Table)
 
 
 def _key_text(value: Any) -> str:
@@ -273,10 +561,12 @@ def intersect(
     recv_timeout_ms: Optional[int] = None,
     progress: Optional[ProgressCallback] = None,
     return_report: bool = False,
+    cancel: Optional[CancelToken] = None,
 ) -> Any:
     """Private intersection of in-memory rows with the peer's.
 
-    ``rows_or_table`` is a list of dicts, or a pandas DataFrame (pandas is optional). ``role`` is
+    ``rows_or_table`` is a list of dicts, a pandas DataFrame or a pyarrow Table (pandas and
+    pyarrow are optional). ``role`` is
     ``"receiver"`` or ``"sender"``; ``self_addr``/``peer_addr`` are ``"host:port"``. ``protocol``
     is ``"PROTOCOL_ECDH"`` (with ``curve``), ``"PROTOCOL_RR22"`` (with ``rr22_mode`` ``"fast"``,
     ``"low_comm"`` or ``"malicious"``) or ``"PROTOCOL_KKRT"``; both parties must pass the same. Party ids
@@ -285,7 +575,8 @@ def intersect(
     Only the key columns leave Python: they are written as text (``str(value)``, ``None`` -> empty,
     which is an error) to a temporary CSV together with a row number, the run is the same as
     :func:`run`, and the rows of the intersection are picked from the input by row number. So the
-    result is the same type as the input with the original values and dtypes: the input's rows whose
+    result is the same type as the input with the original values and dtypes (a Table keeps its
+    schema and column types): the input's rows whose
     keys are in the intersection, sorted by key. With ``broadcast_result`` (the default) the two
     results are the SQL inner join row by row: a row whose key the peer holds ``b`` times appears
     ``b`` times, so ``zip(mine, theirs)`` gives every matching pair. Without it the receiver gets
@@ -293,7 +584,7 @@ def intersect(
     (``1`` and ``1.0`` differ).
 
     Returns ``None`` for a sender with ``broadcast_result=False`` (it learns nothing). With
-    ``return_report=True`` returns ``(result, report)``.
+    ``return_report=True`` returns ``(result, report)``. ``cancel``: see :func:`run`.
     """
     key_list = [keys] if isinstance(keys, str) else list(keys)
     if not key_list:
@@ -307,11 +598,18 @@ def intersect(
     other = "sender" if role == "receiver" else "receiver"
     me, peer = self_id or role, peer_id or other
     is_df = _is_dataframe(rows_or_table)
+    is_arrow = _is_arrow_table(rows_or_table)
     if is_df:
         df = rows_or_table
         missing = [k for k in key_list if k not in df.columns]
         key_columns = [[_key_text(v) for v in df[k].tolist()] for k in key_list] if not missing else []
         n = len(df)
+    elif is_arrow:
+        table = rows_or_table
+        missing = [k for k in key_list if k not in table.column_names]
+        # to_pylist() gives Python values, so keys format exactly as a list of dicts would.
+        key_columns = [[_key_text(v) for v in table.column(k).to_pylist()] for k in key_list] if not missing else []
+        n = table.num_rows
     else:
         rows = list(rows_or_table)
         n = len(rows)
@@ -349,13 +647,17 @@ def intersect(
         config: Dict[str, Any] = {"psi_config": psi, "link_config": link, "self_link_party": me}
         if connect_timeout_ms is not None:
             config["blindjoin"] = {"connect_timeout_ms": connect_timeout_ms}
-        report = run(config, report_path=os.path.join(tmp, "report.json"), progress=progress)
+        report = run(config, report_path=os.path.join(tmp, "report.json"), progress=progress, cancel=cancel)
         result: Any = None
         if learns:
             with open(out, newline="", encoding="utf-8") as f:
                 picked = [int(r[_ROW_COLUMN]) for r in csv.DictReader(f)]
             if is_df:
                 result = rows_or_table.iloc[picked]  # keeps the original index
+            elif is_arrow:
+                import pyarrow as pa  # type: ignore[import-not-found]
+
+                result = rows_or_table.take(pa.array(picked, type=pa.int64()))  # same schema
             else:
                 result = [rows[i] for i in picked]
     report["output_path"] = None  # the temporary file is gone

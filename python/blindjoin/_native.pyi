@@ -22,6 +22,21 @@ class PeerError(Error):
 class ProtocolError(Error):
     """The protocol failed locally (curve error, unsupported option, internal error)."""
 
+class CancelToken:
+    """Cancels the runs it is passed to (``cancel=``) from another thread.
+
+    A cancelled run stops connecting or wakes from its blocked receive, sends the peer an abort
+    carrying the reason, writes no output, and its call raises KeyboardInterrupt. Local
+    computation between two messages is not interrupted: the run stops at its next receive.
+    """
+
+    def __init__(self) -> None: ...
+    def cancel(self, reason: Optional[str] = None) -> None:
+        """Cancel; ``reason`` (default "the peer cancelled the run (Ctrl-C)") goes to the peer."""
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+
 def check_config(config_json: str, source: str, base_dir: str) -> List[str]:
     """Validate a SecretFlow PSI v2 launch config; return its warnings or raise ConfigError."""
 
@@ -32,11 +47,13 @@ def run_config(
     report_path: Optional[str] = None,
     progress: Optional[Callable[[str, int, int], None]] = None,
     on_warning: Optional[Callable[[str], None]] = None,
+    cancel: Optional[CancelToken] = None,
 ) -> str:
     """Run one party from a launch config (JSON text); return the report as JSON text.
 
     Relative paths in the config resolve against ``base_dir``. ``progress(stage, total,
     elapsed_ms)`` is called when a stage starts; ``on_warning(message)`` once per config warning.
-    Releases the GIL; Ctrl-C raises KeyboardInterrupt within 100 ms (the native run thread is left
-    to finish or fail on its own).
+    Releases the GIL. Ctrl-C cancels the run (the peer gets an abort naming the cancel, no output
+    is written) and raises KeyboardInterrupt once the run thread has closed its link (at most
+    about 4 s). ``cancel.cancel()`` from another thread does the same.
     """

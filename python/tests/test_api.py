@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -36,12 +36,28 @@ if req.get("as_dataframe"):
     df = pd.DataFrame(args[0])
     df.index = range(10, 10 + len(df))
     args[0] = df
+if req.get("as_arrow"):
+    import pyarrow as pa
+    args[0] = pa.table(args[0], schema=pa.schema([(n, getattr(pa, t)()) for n, t in req["as_arrow"]]))
 if req.get("record_progress"):
     kwargs["progress"] = lambda stage, total, ms: stages.append([stage, total])
+if req.get("stall_at"):
+    # Hold the run thread at a stage until the test creates the release file (bounded), to
+    # catch the run in a known state; the link's reader thread keeps reading meanwhile.
+    import os, time
+    def stall(stage, total, ms):
+        if stage.startswith(req["stall_at"]):
+            open(req["stalled_file"], "w").close()
+            t = time.monotonic()
+            while not os.path.exists(req["release_file"]) and time.monotonic() - t < 30:
+                time.sleep(0.05)
+    kwargs["progress"] = stall
 try:
     res = getattr(blindjoin, req["fn"])(*args, **kwargs)
     if type(res).__name__ == "DataFrame":
         res = {"type": "DataFrame", "index": [int(i) for i in res.index], "records": res.to_dict("records")}
+    if type(res).__name__ == "Table":
+        res = {"type": "Table", "schema": [[f.name, str(f.type)] for f in res.schema], "records": res.to_pylist()}
     out = {"ok": res, "stages": stages}
 except BaseException as e:
     out = {"error": type(e).__name__, "message": str(e)}
@@ -66,18 +82,23 @@ def free_ports(n: int) -> List[int]:
     return ports
 
 
-def run_pair(reqs: Sequence[Dict[str, Any]], cwd: Path) -> List[Dict[str, Any]]:
+def start_party(req: Dict[str, Any], cwd: Path, env: Optional[Dict[str, str]] = None) -> "subprocess.Popen[str]":
+    """Starts one party process running `req` (see PARTY); `env` adds environment variables."""
+    return subprocess.Popen(
+        [sys.executable, "-c", PARTY, json.dumps(req)],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def run_pair(
+    reqs: Sequence[Dict[str, Any]], cwd: Path, envs: Optional[Sequence[Dict[str, str]]] = None
+) -> List[Dict[str, Any]]:
     """Runs each request in its own process at the same time; returns their JSON outcomes."""
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", PARTY, json.dumps(r)],
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for r in reqs
-    ]
+    procs = [start_party(r, cwd, envs[i] if envs else None) for i, r in enumerate(reqs)]
     outs = []
     try:
         for p in procs:
@@ -323,8 +344,9 @@ def test_intersect_pandas_if_available(tmp_path: Path) -> None:
     assert "ok" in a and "ok" in b, (a, b)
     assert a["ok"] == {"type": "DataFrame", "index": [10, 13, 12],
                        "records": [{"k": "x", "v": 1.5}, {"k": "x", "v": 4.5}, {"k": "z", "v": 3.5}]}
-    assert b["ok"] == {"type": "DataFrame", "index": [11, 10],
-                       "records": [{"k": "x", "n": 2}, {"k": "z", "n": 1}]}
+    # SQL join pairs (broadcast_result): bob's "x" row once per alice "x" row, so the two zip up.
+    assert b["ok"] == {"type": "DataFrame", "index": [11, 11, 10],
+                       "records": [{"k": "x", "n": 2}, {"k": "x", "n": 2}, {"k": "z", "n": 1}]}
 
 
 def test_unknown_config_field_is_config_error(tmp_path: Path) -> None:

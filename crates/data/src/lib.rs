@@ -32,14 +32,14 @@ pub use config::{DEFAULT_BUCKET_SIZE, parse_curve, parse_launch_config};
 pub use error::{ConfigError, DataError};
 pub use output::{AtomicFile, write_atomic};
 pub use report::{Report, Stages, peak_rss_bytes};
-pub use run::{AUTO_SPILL_BYTES, Prepared, prepare, run, run_on_link};
+pub use run::{AUTO_SPILL_BYTES, Prepared, prepare, run, run_on_link, run_with_cancel};
 pub use spec::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, RunSpec, SpillMode, TableFormat,
 };
 pub use table::{Table, cmp_keys};
 
 pub use blindjoin_crypto::Curve;
-pub use blindjoin_link::{DEFAULT_SILENCE_TIMEOUT, LinkShape, TlsConfig};
+pub use blindjoin_link::{Cancel, DEFAULT_SILENCE_TIMEOUT, LinkShape, TlsConfig};
 pub use blindjoin_protocols::Reveal;
 pub use blindjoin_protocols::rr22::Rr22Mode;
 pub use blindjoin_protocols::{NoProgress, Progress, Protocol, Role};

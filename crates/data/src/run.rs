@@ -10,7 +10,7 @@ use crate::recovery::{Checkpoint, Recovery};
 use crate::report::{PeakTracker, Report, Stages};
 use crate::spec::{RunSpec, SpillMode, TableFormat};
 use crate::spill::{SpillDir, SpillTo, SpilledTable, spill};
-use blindjoin_link::{Link, LinkError, TcpLink, TcpOptions};
+use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
 use blindjoin_protocols::{Hello, Progress, PsiOptions, Reveal, handshake};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -24,6 +24,36 @@ const ABORT_GRACE: Duration = Duration::from_secs(5);
 /// # Errors
 /// Any [`DataError`]; the peer is told about our failure when the link is up.
 pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Report, DataError> {
+    run_with_cancel(spec, progress, &Cancel::new())
+}
+
+/// [`run`] that another thread can stop with `cancel` (Ctrl-C in the Python API). Cancelling
+/// stops the connect loop or wakes a blocked receive; the peer gets an abort frame carrying
+/// [`Cancel::reason`] (so it stops at once, naming the cause) and no output is written.
+/// Local computation between two messages is not interrupted: the run stops at its next receive.
+///
+/// # Errors
+/// As [`run`]; a cancelled run returns `DataError::Link(LinkError::Cancelled)`.
+pub fn run_with_cancel(
+    spec: &RunSpec,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+) -> Result<Report, DataError> {
+    let result = run_inner(spec, progress, cancel);
+    match result {
+        Err(_) if cancel.is_cancelled() => Err(DataError::Link(LinkError::Cancelled {
+            reason: cancel.reason(),
+        })),
+        other => other,
+    }
+}
+
+/// The body of [`run_with_cancel`]; errors are reported as they happened.
+fn run_inner(
+    spec: &RunSpec,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+) -> Result<Report, DataError> {
     let start = Instant::now();
     let opts = TcpOptions {
         self_id: spec.parties.self_id.clone(),
@@ -38,10 +68,11 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Report, DataError>
     };
     // Connect while reading the input: both take time, and neither needs the other.
     let (tx, rx) = std::sync::mpsc::channel();
+    let connect_cancel = cancel.clone();
     std::thread::Builder::new()
         .name("connect".into())
         .spawn(move || {
-            let _ = tx.send(TcpLink::establish(&opts));
+            let _ = tx.send(TcpLink::establish_with_cancel(&opts, &connect_cancel));
         })
         .map_err(|source| DataError::Io {
             path: spec.input.clone(),
@@ -73,10 +104,21 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<Report, DataError>
         (Err(e), Err(_)) => return Err(e),
         (Ok(_), Err(e)) => return Err(e.into()),
     };
+    if cancel.is_cancelled() {
+        // Cancelled while reading the input: tell the peer before any protocol message.
+        link.abort(&cancel.reason());
+        return Err(LinkError::Cancelled {
+            reason: cancel.reason(),
+        }
+        .into());
+    }
     match run_on_link(spec, prepared, &mut link, progress, start) {
         Ok(report) => Ok(report),
         Err(e) => {
-            if !matches!(
+            if cancel.is_cancelled() {
+                // Our own reads were shut down: the error is ours, the reason is the cancel's.
+                link.abort(&cancel.reason());
+            } else if !matches!(
                 e,
                 DataError::Link(_)
                     | DataError::Protocol(blindjoin_protocols::ProtocolError::Link(_))

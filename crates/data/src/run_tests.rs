@@ -669,3 +669,46 @@ fn shared_keys(left: &Side, right: &Side) -> u64 {
         .collect::<std::collections::HashSet<_>>()
         .len() as u64
 }
+
+/// `run_with_cancel` while waiting for a peer that never comes: the cancel ends the run at once
+/// with the cancel's error, and nothing is written.
+#[test]
+fn cancel_stops_a_run_waiting_for_its_peer() {
+    let d = dir("cancel");
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let mut s = spec(
+        &d,
+        Role::Receiver,
+        JoinType::Inner,
+        true,
+        SpillMode::Never,
+        Protocol::Ecdh,
+    );
+    s.parties = Parties {
+        self_id: "alice".into(),
+        self_addr: format!("127.0.0.1:{}", free()),
+        peer_id: "bob".into(),
+        peer_addr: format!("127.0.0.1:{}", free()),
+    };
+    std::fs::write(&s.input, "id\n1\n2\n").unwrap();
+    let cancel = blindjoin_link::Cancel::new();
+    let c = cancel.clone();
+    let run_spec = s.clone();
+    let t = std::thread::spawn(move || crate::run_with_cancel(&run_spec, &NoProgress, &c));
+    std::thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
+    cancel.cancel("the peer cancelled the run (test)");
+    let err = t.join().unwrap().unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(3));
+    assert!(
+        matches!(&err, crate::DataError::Link(blindjoin_link::LinkError::Cancelled { reason }) if reason.contains("(test)")),
+        "{err}"
+    );
+    assert!(!s.output.as_ref().unwrap().exists());
+}

@@ -90,6 +90,12 @@ pub enum LinkError {
         /// What was wrong.
         reason: String,
     },
+    /// This party's run was cancelled through a [`crate::Cancel`] (Ctrl-C); the peer was told.
+    #[error("the run was cancelled: {reason}")]
+    Cancelled {
+        /// The reason given to [`crate::Cancel::cancel`].
+        reason: String,
+    },
     /// The peer sent a data message when the session should have ended.
     #[error(
         "peer {peer:?} sent data after this party finished; both sides disagree on the protocol state"

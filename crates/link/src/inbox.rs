@@ -140,3 +140,23 @@ impl Inbox {
         }
     }
 }
+
+/// How long a failed send waits for the reader thread to deliver an abort already in flight.
+const ABORT_LOOKUP: Duration = Duration::from_millis(200);
+
+impl Inbox {
+    /// After a failed send: the peer's abort, if it sent one before closing. Its reason (e.g.
+    /// "cancelled the run (Ctrl-C)") explains the failure, where the write error says only
+    /// "broken pipe". Frames other than an abort are dropped: the session is over either way.
+    pub(crate) fn abort_after_failure(&mut self) -> Option<LinkError> {
+        let deadline = Instant::now() + ABORT_LOOKUP;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(Ok((Kind::Abort, reason))) => return Some(self.aborted(&reason)),
+                Ok(Ok(_)) => {}
+                _ => return None,
+            }
+        }
+    }
+}

@@ -23,6 +23,7 @@
 //! assert_eq!(a.stats().bytes_sent, 5 + 5);
 //! ```
 
+mod cancel;
 mod codec;
 mod error;
 mod frame;
@@ -36,6 +37,7 @@ mod shape;
 mod tcp;
 mod tls;
 
+pub use cancel::Cancel;
 pub use codec::{
     BULK_CHUNK, BulkError, DecodeError, MAX_VARINT_LEN, Reader, put_bytes_u16, put_u32, put_u64,
     put_varint, recv_bulk, send_bulk, varints,
@@ -107,6 +109,8 @@ pub(crate) fn truncate_reason(reason: &str) -> &str {
     &reason[..end]
 }
 
+#[cfg(test)]
+mod cancel_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

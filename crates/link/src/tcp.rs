@@ -10,6 +10,7 @@
 //! (see [`crate::tls`]); frames, timeouts, counters and aborts are the same on top of it. Byte
 //! counters count frame bytes, not TLS record overhead.
 
+use crate::cancel::Cancel;
 use crate::frame::{HEADER_LEN, Kind, MAX_FRAME_LEN, header};
 use crate::heartbeat::{Liveness, Touching, Watch, heartbeat_interval};
 use crate::inbox::{Inbox, Incoming};
@@ -150,6 +151,15 @@ impl TcpLink {
     /// Bad addresses, a port in use, no peer before the deadline, or a wrong peer; with TLS also
     /// unusable certificate files and a refused handshake (on either side).
     pub fn establish(opts: &TcpOptions) -> Result<TcpLink, LinkError> {
+        Self::establish_with_cancel(opts, &Cancel::new())
+    }
+
+    /// [`TcpLink::establish`] that gives up with [`LinkError::Cancelled`] once `cancel` is
+    /// cancelled, and registers the connection with it so a cancel wakes a blocked `recv`.
+    ///
+    /// # Errors
+    /// As [`TcpLink::establish`], plus [`LinkError::Cancelled`].
+    pub fn establish_with_cancel(opts: &TcpOptions, cancel: &Cancel) -> Result<TcpLink, LinkError> {
         if opts.self_id == opts.peer_id {
             return Err(LinkError::WrongPeer(format!(
                 "both parties have the id {:?}; give each party its own id in link_config.parties",
@@ -165,13 +175,14 @@ impl TcpLink {
         };
         let mut stream = if listener {
             let listener = bind(opts)?;
-            accept_peer(&listener, opts, deadline)?
+            accept_peer(&listener, opts, deadline, cancel)?
         } else {
-            connect_peer(opts, deadline)?
+            connect_peer(opts, deadline, cancel)?
         };
         stream.set_nodelay(true).map_err(|e| io(opts, e))?;
         let reader = stream.try_clone().map_err(|e| io(opts, e))?;
         let socket = stream.try_clone().map_err(|e| io(opts, e))?;
+        cancel.watch(socket.try_clone().map_err(|e| io(opts, e))?);
         let (tx, rx) = channel();
         let peer = opts.peer_id.clone();
         let live = Liveness::new();
@@ -263,7 +274,14 @@ impl Drop for TcpLink {
 impl Link for TcpLink {
     fn send(&mut self, payload: &[u8]) -> Result<(), LinkError> {
         let mut w = lock(&self.writer);
-        w.write_frame(Kind::Data, payload)?;
+        if let Err(e) = w.write_frame(Kind::Data, payload) {
+            drop(w);
+            // A peer that aborted and hung up makes our write fail: report its reason instead.
+            return Err(match e {
+                LinkError::Io { .. } => self.inbox.abort_after_failure().unwrap_or(e),
+                e => e,
+            });
+        }
         w.sent.messages_sent += 1;
         Ok(())
     }
@@ -304,6 +322,16 @@ fn io(opts: &TcpOptions, source: std::io::Error) -> LinkError {
     }
 }
 
+/// `Err(Cancelled)` once `cancel` is cancelled: the connect loops poll it between attempts.
+fn cancelled(cancel: &Cancel) -> Result<(), LinkError> {
+    if cancel.is_cancelled() {
+        return Err(LinkError::Cancelled {
+            reason: cancel.reason(),
+        });
+    }
+    Ok(())
+}
+
 fn resolve(party: &str, addr: &str) -> Result<Vec<SocketAddr>, LinkError> {
     let bad = |reason: String| LinkError::BadAddress {
         party: party.to_string(),
@@ -334,9 +362,11 @@ fn accept_peer(
     listener: &TcpListener,
     opts: &TcpOptions,
     deadline: Instant,
+    cancel: &Cancel,
 ) -> Result<TcpStream, LinkError> {
     let mut last = String::from("nobody connected");
     loop {
+        cancelled(cancel)?;
         match listener.accept() {
             Ok((stream, from)) => {
                 stream.set_nonblocking(false).map_err(|e| io(opts, e))?;
@@ -364,10 +394,15 @@ fn accept_peer(
     }
 }
 
-fn connect_peer(opts: &TcpOptions, deadline: Instant) -> Result<TcpStream, LinkError> {
+fn connect_peer(
+    opts: &TcpOptions,
+    deadline: Instant,
+    cancel: &Cancel,
+) -> Result<TcpStream, LinkError> {
     let addrs = resolve(&opts.peer_id, &opts.peer_addr)?;
     let mut last = String::from("no attempt finished");
     loop {
+        cancelled(cancel)?;
         for addr in &addrs {
             let left = deadline
                 .saturating_duration_since(Instant::now())

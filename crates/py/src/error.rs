@@ -6,7 +6,7 @@
 use blindjoin_data::{ConfigError as RsConfigError, DataError};
 use blindjoin_link::LinkError as RsLinkError;
 use blindjoin_protocols::ProtocolError as RsProtocolError;
-use pyo3::exceptions::{PyException, PyFileNotFoundError};
+use pyo3::exceptions::{PyException, PyFileNotFoundError, PyKeyboardInterrupt};
 use pyo3::prelude::*;
 
 pyo3::create_exception!(
@@ -54,6 +54,8 @@ pub(crate) fn config_err(e: &RsConfigError) -> PyErr {
 fn link_err(e: &RsLinkError, msg: String) -> PyErr {
     match e {
         RsLinkError::PeerAborted { .. } => PeerError::new_err(msg),
+        // Only a cancel through a CancelToken gets here (Ctrl-C re-raises its own interrupt).
+        RsLinkError::Cancelled { .. } => PyKeyboardInterrupt::new_err(msg),
         _ => LinkError::new_err(msg),
     }
 }

@@ -6,8 +6,9 @@
 //! `python/blindjoin/__init__.py`.
 //!
 //! The run happens on its own thread; the calling thread releases the GIL and wakes every
-//! 100 ms to check for signals, so Ctrl-C raises `KeyboardInterrupt` promptly. The run thread is
-//! then left to finish or fail on its own (its peer sees the connection close or time out).
+//! 100 ms to check for signals. On Ctrl-C it cancels the run ([`blindjoin_data::Cancel`]): the
+//! run thread sends the peer an abort naming the cancel and drops its link, the calling thread
+//! waits for that (bounded by [`CANCEL_GRACE`]) and then raises `KeyboardInterrupt`.
 
 mod error;
 
@@ -23,6 +24,44 @@ static ALLOC: blindjoin_alloc::HugePageAlloc = blindjoin_alloc::HugePageAlloc;
 
 /// How often the waiting thread checks for Ctrl-C.
 const SIGNAL_POLL: Duration = Duration::from_millis(100);
+
+/// How long a cancelled run gets to tell its peer and close, before its sockets are severed.
+const CANCEL_GRACE: Duration = Duration::from_secs(3);
+
+/// How long to wait after severing; a run thread stuck in local computation is then left behind.
+const SEVER_GRACE: Duration = Duration::from_secs(1);
+
+/// The abort reason the peer sees when this party is interrupted.
+const CTRL_C_REASON: &str = "the peer cancelled the run (Ctrl-C)";
+
+/// A handle that cancels a run from another Python thread (`blindjoin._native.CancelToken`).
+/// `blindjoin.psi_csv` uses it to stop every party of a one-process run on Ctrl-C.
+#[pyclass(frozen)]
+struct CancelToken {
+    cancel: blindjoin_data::Cancel,
+}
+
+#[pymethods]
+impl CancelToken {
+    #[new]
+    fn new() -> Self {
+        CancelToken {
+            cancel: blindjoin_data::Cancel::new(),
+        }
+    }
+
+    /// Cancels the run(s) using this token; `reason` is sent to the peer in the abort.
+    #[pyo3(signature = (reason=None))]
+    fn cancel(&self, reason: Option<&str>) {
+        self.cancel.cancel(reason.unwrap_or(CTRL_C_REASON));
+    }
+
+    /// Whether `cancel` was called.
+    #[getter]
+    fn cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+}
 
 /// Forwards stage starts to a Python callable `(stage, total, elapsed_ms)`. The GIL is taken only
 /// when a stage starts, never per item.
@@ -71,9 +110,11 @@ fn check_config(config_json: &str, source: &str, base_dir: PathBuf) -> PyResult<
 
 /// Runs one party from a SecretFlow PSI v2 launch config (JSON text).
 ///
-/// Returns `(report_json, warnings)`. Relative paths in the config resolve against `base_dir`.
+/// Returns the report as JSON text. Relative paths in the config resolve against `base_dir`.
+/// `cancel` lets another thread stop the run (it then raises `KeyboardInterrupt`).
 #[pyfunction]
-#[pyo3(signature = (config_json, source, base_dir, report_path=None, progress=None, on_warning=None))]
+#[pyo3(signature = (config_json, source, base_dir, report_path=None, progress=None, on_warning=None, cancel=None))]
+#[allow(clippy::too_many_arguments)] // the Python signature: keyword arguments with defaults
 fn run_config(
     py: Python<'_>,
     config_json: &str,
@@ -82,6 +123,7 @@ fn run_config(
     report_path: Option<PathBuf>,
     progress: Option<Py<PyAny>>,
     on_warning: Option<Py<PyAny>>,
+    cancel: Option<Py<CancelToken>>,
 ) -> PyResult<String> {
     let spec = parse(config_json, source, base_dir, report_path)?;
     if let Some(cb) = &on_warning {
@@ -93,26 +135,47 @@ fn run_config(
         callback: progress,
         start: Instant::now(),
     };
-    let (tx, mut rx) = mpsc::channel();
+    let cancel = match &cancel {
+        Some(token) => token.get().cancel.clone(),
+        None => blindjoin_data::Cancel::new(),
+    };
+    let (tx, rx) = mpsc::channel();
+    let run_cancel = cancel.clone();
     std::thread::Builder::new()
         .name("blindjoin-run".into())
         .spawn(move || {
-            let result = blindjoin_data::run(&spec, &progress);
+            let result = blindjoin_data::run_with_cancel(&spec, &progress, &run_cancel);
             let _ = tx.send(result);
         })
         .map_err(|e| error::Error::new_err(format!("cannot start the run thread: {e}")))?;
+    wait_for_run(py, rx, &cancel)
+}
+
+/// What the run thread sends back.
+type RunResult = Result<blindjoin_data::Report, blindjoin_data::DataError>;
+
+/// Waits for the run thread without the GIL, checking for signals every [`SIGNAL_POLL`]. On
+/// Ctrl-C (or any exception a signal handler raises) cancels the run, lets it tell the peer, and
+/// re-raises the exception.
+fn wait_for_run(
+    py: Python<'_>,
+    mut rx: mpsc::Receiver<RunResult>,
+    cancel: &blindjoin_data::Cancel,
+) -> PyResult<String> {
     loop {
         // `Receiver` is not `Sync`, so it moves into the detached closure and back out.
         let (received, back) = py.detach(move || (rx.recv_timeout(SIGNAL_POLL), rx));
         rx = back;
         match received {
-            Ok(Ok(report)) => {
-                return serde_json::to_string(&report).map_err(|e| {
-                    error::Error::new_err(format!("internal error: cannot encode the report: {e}"))
-                });
+            Ok(result) => return finish(result),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(interrupt) = py.check_signals() {
+                    cancel.cancel(CTRL_C_REASON);
+                    let cancel = cancel.clone();
+                    py.detach(move || drain_cancelled(&rx, &cancel));
+                    return Err(interrupt);
+                }
             }
-            Ok(Err(e)) => return Err(error::data_err(&e)),
-            Err(mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(error::Error::new_err(
                     "internal error: the run thread ended without a result; please report this bug",
@@ -122,11 +185,31 @@ fn run_config(
     }
 }
 
+/// After a cancel: gives the run thread [`CANCEL_GRACE`] to send its abort and close the link,
+/// then severs the connection and waits [`SEVER_GRACE`] more. Bounded, so Ctrl-C always returns.
+fn drain_cancelled(rx: &mpsc::Receiver<RunResult>, cancel: &blindjoin_data::Cancel) {
+    if rx.recv_timeout(CANCEL_GRACE).is_err() {
+        cancel.sever();
+        let _ = rx.recv_timeout(SEVER_GRACE);
+    }
+}
+
+/// The report as JSON text, or the run's error as a Python exception.
+fn finish(result: RunResult) -> PyResult<String> {
+    match result {
+        Ok(report) => serde_json::to_string(&report).map_err(|e| {
+            error::Error::new_err(format!("internal error: cannot encode the report: {e}"))
+        }),
+        Err(e) => Err(error::data_err(&e)),
+    }
+}
+
 /// The extension module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_config, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
+    m.add_class::<CancelToken>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     error::register(m)
 }
