@@ -31,6 +31,7 @@ pub mod cuckoo;
 mod digest;
 mod error;
 pub mod exacc;
+pub mod fourq;
 pub mod gf128;
 pub mod okvs;
 pub mod ristretto;
