@@ -253,7 +253,10 @@ impl Fp2 {
     pub(crate) fn sqr(self) -> Fp2 {
         let re = self.a.add(self.b).mul(self.a.sub(self.b));
         let ab = self.a.mul(self.b);
-        Fp2 { a: re, b: ab.add(ab) }
+        Fp2 {
+            a: re,
+            b: ab.add(ab),
+        }
     }
 
     /// x · s for s in GF(p).

@@ -7,7 +7,7 @@
 //! Encoding (FourQlib `encode`): the 32 bytes of y = y0 ‖ y1 with bit 255 set to the sign of x
 //! (bit 126 of x0, or of x1 when x0 = 0).
 
-use super::field::{Fp, Fp2};
+use super::field::Fp2;
 use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 
 /// The curve constant d.
@@ -16,6 +16,7 @@ pub(crate) const D: Fp2 = Fp2::new(0xe40000000000000142, 0x5e472f846657e0fcb3821
 const D2: Fp2 = Fp2::new(0x1c80000000000000284, 0x3c8e5f08ccafc1f967042911e3f8191b);
 
 /// The generator G of the order-N subgroup (affine).
+#[cfg(test)]
 pub(crate) const GENERATOR: Affine = Affine {
     x: Fp2::new(
         0x1a3472237c2fb305286592ad7b3833aa,
@@ -154,7 +155,7 @@ impl Point {
 
     /// The cached form of P (2 multiplications).
     #[inline(always)]
-    pub(crate) fn to_cached(&self) -> Cached {
+    pub(crate) fn cached(&self) -> Cached {
         let t = self.ta.mul(self.tb);
         Cached {
             n: self.x.add(self.y),
@@ -165,6 +166,7 @@ impl Point {
     }
 
     /// −P.
+    #[cfg(test)]
     pub(crate) fn neg(&self) -> Point {
         Point {
             x: self.x.neg(),
@@ -174,6 +176,7 @@ impl Point {
     }
 
     /// Projective equality: X1·Z2 = X2·Z1 and Y1·Z2 = Y2·Z1.
+    #[cfg(test)]
     pub(crate) fn ct_eq(&self, o: &Point) -> Choice {
         self.x.mul(o.z).ct_eq(&o.x.mul(self.z)) & self.y.mul(o.z).ct_eq(&o.y.mul(self.z))
     }
@@ -185,7 +188,7 @@ impl Point {
 
     /// 392·P = ((2P + P)·16 + P)·8, the cofactor clearing of FourQlib (not secret).
     pub(crate) fn mul_by_cofactor(&self) -> Point {
-        let pc = self.to_cached();
+        let pc = self.cached();
         let mut q = self.double().add(&pc); // 3P
         for _ in 0..4 {
             q = q.double();
@@ -198,7 +201,7 @@ impl Point {
     }
 
     /// Affine form given 1/Z.
-    pub(crate) fn to_affine_with(&self, zinv: Fp2) -> Affine {
+    pub(crate) fn affine_with(&self, zinv: Fp2) -> Affine {
         Affine {
             x: self.x.mul(zinv).canonical(),
             y: self.y.mul(zinv).canonical(),
@@ -206,8 +209,9 @@ impl Point {
     }
 
     /// Affine form (one inversion).
-    pub(crate) fn to_affine(&self) -> Affine {
-        self.to_affine_with(self.z.invert())
+    #[cfg(test)]
+    pub(crate) fn affine(&self) -> Affine {
+        self.affine_with(self.z.invert())
     }
 }
 
@@ -266,7 +270,7 @@ pub(crate) fn batch_to_affine(points: &[Point]) -> Vec<Affine> {
     for (i, p) in points.iter().enumerate().rev() {
         let zinv = inv.mul(prefix[i]);
         inv = inv.mul(p.z);
-        out[i] = p.to_affine_with(zinv);
+        out[i] = p.affine_with(zinv);
     }
     out
 }

@@ -4,10 +4,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::field::{Fp, Fp2};
+use super::hash::{fourqlib_map, hash_to_subgroup};
 use super::mul::mul_simple;
 use super::point::{Affine, GENERATOR, Point};
 use super::scalar::Scalar;
+use super::{FourQCipher, POINT_LEN, decode_peer, mul_encoded};
 use crate::test_rng::Rng;
+use crate::{CryptoError, EcdhCipher, item_digest};
 use serde_json::Value;
 use subtle::ConstantTimeEq;
 
@@ -66,7 +69,10 @@ fn fourq_field_laws() {
     for _ in 0..2000 {
         let (a, b, c) = (rng.fp(), rng.fp(), rng.fp());
         assert_eq!(a.mul(b).mul(c).to_bytes(), a.mul(b.mul(c)).to_bytes());
-        assert_eq!(a.mul(b.add(c)).to_bytes(), a.mul(b).add(a.mul(c)).to_bytes());
+        assert_eq!(
+            a.mul(b.add(c)).to_bytes(),
+            a.mul(b).add(a.mul(c)).to_bytes()
+        );
         assert_eq!(a.sqr().to_bytes(), a.mul(a).to_bytes());
         assert_eq!(a.sub(b).add(b).to_bytes(), a.to_bytes());
         assert_eq!(a.half().add(a.half()).to_bytes(), a.to_bytes());
@@ -124,12 +130,21 @@ fn fourq_generator_and_params() {
     let dec = Affine::decode(&g).unwrap();
     assert!(eq2(dec.x, GENERATOR.x));
     let n_le = {
-        let mut b = hex(v["parameters"]["N"].as_str().unwrap().trim_start_matches("0x"));
+        let mut b = hex(v["parameters"]["N"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("0x"));
         b.reverse();
         b.resize(32, 0);
         b
     };
-    assert_eq!(n_le, super::scalar::N.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<_>>());
+    assert_eq!(
+        n_le,
+        super::scalar::N
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect::<Vec<_>>()
+    );
     // N·G = identity, (N − 1)·G = −G.
     let nm1 = Scalar::ZERO.add(&Scalar::ONE.invert()).mul(&Scalar::ONE);
     assert_eq!(nm1, Scalar::ONE);
@@ -139,7 +154,7 @@ fn fourq_generator_and_params() {
 fn fourq_vectors_fixed_base() {
     for c in cases("fixed_base") {
         let k = Scalar::from_bytes_reduced(&hex32(&c["k"]));
-        let q = mul_simple(&GENERATOR.to_point(), &k).to_affine();
+        let q = mul_simple(&GENERATOR.to_point(), &k).affine();
         assert_eq!(q.encode(), hex32(&c["Q_encoded"]), "{c}");
         assert_eq!(q.x.to_bytes(), hex32(&c["Q_x"]), "{c}");
     }
@@ -151,13 +166,13 @@ fn fourq_vectors_variable_base() {
         let p = Affine::decode(&hex32(&c["P_encoded"])).unwrap();
         assert_eq!(p.x.to_bytes(), hex32(&c["P_x"]), "{c}");
         let k = Scalar::from_bytes_reduced(&hex32(&c["k"]));
-        let q = mul_simple(&p.to_point().mul_by_cofactor(), &k).to_affine();
+        let q = mul_simple(&p.to_point().mul_by_cofactor(), &k).affine();
         assert_eq!(q.encode(), hex32(&c["Q_encoded"]), "{c}");
     }
     for c in cases("variable_base_no_cofactor_clearing") {
         let p = Affine::decode(&hex32(&c["P_encoded"])).unwrap();
         let k = Scalar::from_bytes_reduced(&hex32(&c["k"]));
-        let q = mul_simple(&p.to_point(), &k).to_affine();
+        let q = mul_simple(&p.to_point(), &k).affine();
         assert_eq!(q.encode(), hex32(&c["Q_encoded"]), "{c}");
     }
 }
@@ -190,9 +205,207 @@ fn fourq_vectors_decode() {
 fn fourq_encode_decode_roundtrip() {
     let mut rng = Rng(3);
     for _ in 0..50 {
-        let p = rng.point().to_affine();
+        let p = rng.point().affine();
         let e = p.encode();
         let q = Affine::decode(&e).unwrap();
         assert!(eq2(p.x, q.x) && eq2(p.y, q.y));
     }
+}
+
+/// (N − 1)·P = −P holds for P in the subgroup only (the simple method adds N to even scalars).
+fn in_subgroup(p: &Point) -> bool {
+    let mut nm1 = super::scalar::N;
+    nm1[0] -= 1;
+    let q = mul_simple(p, &Scalar(nm1));
+    q.ct_eq(&p.neg()).into()
+}
+
+#[test]
+fn fourq_vectors_hash_to_curve() {
+    for c in cases("hash_to_curve") {
+        let r = Fp2::from_canonical_bytes(&hex32(&c["r"])).unwrap();
+        let p = fourqlib_map(r);
+        assert!(in_subgroup(&p));
+        let a = p.affine();
+        assert_eq!(a.encode(), hex32(&c["P_encoded"]), "{c}");
+        assert_eq!(a.x.to_bytes(), hex32(&c["P_x"]), "{c}");
+        // H(−r) = H(r).
+        assert_eq!(fourqlib_map(r.neg()).affine().encode(), a.encode());
+    }
+}
+
+#[test]
+fn fourq_item_hash_lands_in_subgroup() {
+    let mut seen = std::collections::HashSet::new();
+    for i in 0u32..20 {
+        let p = hash_to_subgroup(&item_digest(&i.to_le_bytes())).unwrap();
+        assert!(in_subgroup(&p));
+        assert!(!bool::from(p.is_identity()));
+        assert!(seen.insert(p.affine().encode()));
+    }
+}
+
+#[test]
+fn fourq_vectors_ecdh() {
+    for c in cases("ecdh") {
+        let a = Scalar::from_bytes_reduced(&hex32(&c["alice_secret"]));
+        let b = Scalar::from_bytes_reduced(&hex32(&c["bob_secret"]));
+        let g = GENERATOR.to_point();
+        assert_eq!(
+            mul_simple(&g, &a).affine().encode(),
+            hex32(&c["alice_public"])
+        );
+        assert_eq!(
+            mul_simple(&g, &b).affine().encode(),
+            hex32(&c["bob_public"])
+        );
+        for (k, public) in [(a, &c["bob_public"]), (b, &c["alice_public"])] {
+            let p = decode_peer(&hex32(public), 0).unwrap();
+            let s = super::mul::mul(&p, &k).affine();
+            assert_eq!(s.y.to_bytes(), hex32(&c["shared_secret"]), "{c}");
+        }
+    }
+}
+
+#[test]
+fn fourq_vectors_ecdh_rejected() {
+    for c in cases("ecdh_rejected") {
+        let secret = hex32(&c["secret"]);
+        let public = hex32(&c["public"]);
+        let key_ok = FourQCipher::new(Some(&secret)).is_ok();
+        let point_ok = decode_peer(&public, 0).is_ok();
+        assert!(!(key_ok && point_ok), "{c}");
+        if key_ok {
+            let cipher = FourQCipher::new(Some(&secret)).unwrap();
+            let mut out = [0u8; 32];
+            assert!(matches!(
+                cipher.remask(&public, &mut out),
+                Err(CryptoError::InvalidPoint { index: 0, .. })
+            ));
+        }
+    }
+}
+
+#[test]
+fn fourq_cipher_commutes_and_unblinds() {
+    let a = FourQCipher::new(None).unwrap();
+    let b = FourQCipher::new(None).unwrap();
+    let items: Vec<_> = (0u32..150).map(|i| item_digest(&i.to_le_bytes())).collect();
+    let n = items.len() * POINT_LEN;
+    let (mut xa, mut xb, mut xab, mut xba) = (vec![0; n], vec![0; n], vec![0; n], vec![0; n]);
+    a.hash_and_mask(&items, &mut xa).unwrap();
+    b.hash_and_mask(&items, &mut xb).unwrap();
+    b.remask(&xa, &mut xab).unwrap();
+    a.remask(&xb, &mut xba).unwrap();
+    assert_eq!(xab, xba);
+    // Unblinding: (P^a)^(1/a) = P, checked against H(x) computed directly.
+    let mut back = vec![0; n];
+    a.remask_inverse(&xa, &mut back).unwrap();
+    for (i, item) in items.iter().enumerate() {
+        let h = hash_to_subgroup(item).unwrap().affine().encode();
+        assert_eq!(&back[i * 32..i * 32 + 32], &h);
+    }
+    // A random scalar and its inverse through the free function.
+    let r = Scalar::random().unwrap();
+    let mut blinded = vec![0; n];
+    mul_encoded(&r, &xa, &mut blinded).unwrap();
+    let mut unblinded = vec![0; n];
+    mul_encoded(&r.invert(), &blinded, &mut unblinded).unwrap();
+    assert_eq!(unblinded, xa);
+    // A known key: hash_and_mask with k = 1 is the hash itself.
+    let one = FourQCipher::new(Some(&Scalar::ONE.to_bytes())).unwrap();
+    let mut h = [0; 32];
+    one.hash_and_mask(&items[..1], &mut h).unwrap();
+    assert_eq!(h, hash_to_subgroup(&items[0]).unwrap().affine().encode());
+}
+
+#[test]
+fn fourq_cipher_keys() {
+    assert!(matches!(
+        FourQCipher::new(Some(&[0u8; 32])),
+        Err(CryptoError::InvalidSecretKey(_))
+    ));
+    assert!(matches!(
+        FourQCipher::new(Some(&[0xffu8; 32])),
+        Err(CryptoError::InvalidSecretKey(_))
+    ));
+    assert!(matches!(
+        FourQCipher::new(Some(&[1u8; 31])),
+        Err(CryptoError::InvalidSecretKey(_))
+    ));
+    assert!(
+        FourQCipher::new(Some(
+            &[1u8; 31].iter().chain(&[0]).copied().collect::<Vec<_>>()
+        ))
+        .is_ok()
+    );
+    assert_eq!(
+        format!("{:?}", FourQCipher::new(None).unwrap()),
+        "FourQCipher { .. }"
+    );
+}
+
+#[test]
+fn fourq_remask_hostile_inputs() {
+    let c = FourQCipher::new(None).unwrap();
+    let mut good = vec![0u8; 3 * 32];
+    let items: Vec<_> = (0u8..3).map(|i| item_digest(&[i])).collect();
+    c.hash_and_mask(&items, &mut good).unwrap();
+    let mut out = [0u8; 3 * 32];
+    let check = |bad: &[u8; 32], c: &FourQCipher| {
+        let mut pts = good.clone();
+        pts[64..].copy_from_slice(bad);
+        let mut out = vec![0u8; 3 * 32];
+        match c.remask(&pts, &mut out) {
+            Err(CryptoError::InvalidPoint { index: 2, .. }) => {}
+            other => panic!("{other:?} for {bad:02x?}"),
+        }
+    };
+    // Identity, (0, −1), (±i, 0), the identity with the sign bit, non-canonical y.
+    let mut identity = [0u8; 32];
+    identity[0] = 1;
+    check(&identity, &c);
+    let mut minus_one = [0u8; 32];
+    minus_one[..16].copy_from_slice(&((1u128 << 127) - 2).to_le_bytes());
+    check(&minus_one, &c);
+    check(&[0u8; 32], &c);
+    let mut ident_signed = identity;
+    ident_signed[31] |= 0x80;
+    check(&ident_signed, &c);
+    let mut noncanon = [0xffu8; 32];
+    noncanon[15] = 0x7f;
+    noncanon[31] = 0x7f;
+    check(&noncanon, &c);
+    let mut top = good[..32].to_vec();
+    top[15] |= 0x80;
+    check(&top.try_into().unwrap(), &c);
+    // Random bytes: never a panic; either a typed error or a valid output.
+    let mut rng = Rng(9);
+    let mut rejected = 0;
+    for _ in 0..200 {
+        let mut b = [0u8; 32];
+        for ch in b.chunks_exact_mut(8) {
+            ch.copy_from_slice(&rng.next_u64().to_le_bytes());
+        }
+        match c.remask(&b, &mut out[..32]) {
+            Ok(()) => {}
+            Err(CryptoError::InvalidPoint { index: 0, .. }) => rejected += 1,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    assert!(rejected > 50, "{rejected}");
+    // A random point outside the subgroup is accepted, cleared into the subgroup.
+    // Wrong lengths.
+    assert!(matches!(
+        c.remask(&good[..40], &mut out[..40]),
+        Err(CryptoError::BufferLength { .. })
+    ));
+    assert!(matches!(
+        c.remask(&good, &mut out[..32]),
+        Err(CryptoError::BufferLength { .. })
+    ));
+    assert!(matches!(
+        c.hash_and_mask(&items, &mut out[..32]),
+        Err(CryptoError::BufferLength { .. })
+    ));
 }
