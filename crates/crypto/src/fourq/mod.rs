@@ -7,6 +7,7 @@
 //! - [`scalar`]: arithmetic modulo the 246-bit prime N, with inversion.
 //! - [`mul`]: constant-time scalar multiplication (fixed-window reference; the four-dimensional
 //!   decomposition with the endomorphisms φ and ψ of paper §3–§5).
+//! - [`endo`]: the endomorphisms φ, ψ (paper §3, §4).
 //! - [`hash`]: FourQlib's `HashToCurve` map, fed by RFC 9380 `expand_message_xmd`.
 //!
 //! Wire format: every point this module writes is in the order-N subgroup. A peer's point is
@@ -16,6 +17,7 @@
 //! multiplies the cleared point by `k/392 mod N`: `(k/392)·(392·P) = k·P`. Hence
 //! `(H(x)^a)^b = (H(x)^b)^a` and unblinding by `1/r` is exact.
 
+mod endo;
 mod field;
 mod hash;
 mod mul;
