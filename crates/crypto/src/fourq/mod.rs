@@ -61,6 +61,16 @@ impl Scalar {
     }
 }
 
+/// `encode(H(item))`: the hash of one item to the order-N subgroup (see [`hash`]), e.g. for an
+/// OPRF client that blinds it next with [`mul_encoded`].
+///
+/// # Errors
+/// Only if `expand_message_xmd` rejects its fixed parameters, which cannot happen.
+pub fn hash_to_subgroup_encoded(item: &ItemDigest) -> Result<[u8; POINT_LEN], CryptoError> {
+    let p = hash::hash_to_subgroup(item)?;
+    Ok(p.affine_with(p.z.invert()).encode())
+}
+
 /// Decodes one peer point strictly and clears its cofactor; rejects the identity afterwards.
 fn decode_peer(bytes: &[u8], index: usize) -> Result<Point, CryptoError> {
     let invalid = |reason| CryptoError::InvalidPoint { index, reason };

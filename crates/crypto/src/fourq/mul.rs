@@ -1,22 +1,26 @@
 //! Scalar multiplication on the order-N subgroup, constant time in the scalar.
 //!
-//! [`mul_simple`] is the fixed-window method (paper §5 describes the signed odd-digit recoding;
+//! `mul_simple` (compiled for tests only) is the fixed-window method (paper §5 describes the signed odd-digit recoding;
 //! the "no endomorphism" variant of FourQlib): make k odd by adding N, recode it into 62 odd
 //! digits in ±{1, 3, …, 15}, then 4 doublings and one table addition per digit, with the table
 //! entry fetched by a full constant-time scan. It is the reference the fast path is tested
-//! against.
+//! against. [`mul_endo`], the method in force, uses the four-dimensional decomposition.
 //!
 //! Both methods are only valid for points of order dividing N (adding N to k, and the
 //! endomorphisms' eigenvalues, assume it): callers clear the cofactor first.
 
 use super::endo;
 use super::point::{Cached, Point};
-use super::scalar::{N, Scalar, add_limbs};
+use super::scalar::Scalar;
+#[cfg(test)]
+use super::scalar::{N, add_limbs};
 use subtle::{Choice, ConditionallySelectable};
 
+#[cfg(test)]
 /// Number of base-16 digits of the simple method: 61 recoded digits plus the remainder.
 const SIMPLE_DIGITS: usize = 62;
 
+#[cfg(test)]
 /// The table [P, 3P, 5P, …, 15P] in cached form.
 fn odd_multiples(p: &Point) -> [Cached; 8] {
     let p2 = p.double().cached();
@@ -30,6 +34,7 @@ fn odd_multiples(p: &Point) -> [Cached; 8] {
     t
 }
 
+#[cfg(test)]
 /// k or k + N, whichever is odd (N is odd), selected without branching.
 pub(crate) fn make_odd(k: &Scalar) -> [u64; 4] {
     let plus_n = add_limbs(&k.0, &N);
@@ -41,6 +46,7 @@ pub(crate) fn make_odd(k: &Scalar) -> [u64; 4] {
     r
 }
 
+#[cfg(test)]
 /// Signed odd base-16 digits of an odd m < 2^247: d_i = (m mod 32) − 16 and m ← (m − d_i)/16,
 /// which keeps m odd; the last digit is what remains (odd, at most 15).
 fn recode_simple(mut m: [u64; 4]) -> [i8; SIMPLE_DIGITS] {
@@ -67,6 +73,7 @@ pub(crate) fn ct_lookup(table: &[Cached], index: u8) -> Cached {
     r
 }
 
+#[cfg(test)]
 /// `sign(d)·table[(|d| − 1)/2]` for an odd digit d, in constant time.
 fn signed_lookup(table: &[Cached; 8], d: i8) -> Cached {
     let neg = (d >> 7) as u8 & 1; // 1 iff d < 0
@@ -76,6 +83,7 @@ fn signed_lookup(table: &[Cached; 8], d: i8) -> Cached {
     r
 }
 
+#[cfg(test)]
 /// k·P for P of order dividing N, by the fixed-window method (see the module doc).
 pub(crate) fn mul_simple(p: &Point, k: &Scalar) -> Point {
     let table = odd_multiples(p);
@@ -211,11 +219,11 @@ pub(crate) fn recode_endo(v: [u64; 4]) -> ([u8; 65], [u8; 65]) {
         let b = ((v[0] as u128 >> (i + 1)) & 1) as u64;
         negative[i] = (b ^ 1) as u8;
         let mut d = 0u64;
-        for j in 1..4 {
-            let bj = v[j] & 1;
+        for (j, vj) in v.iter_mut().enumerate().skip(1) {
+            let bj = *vj & 1;
             d |= bj << (j - 1);
             let carry = (b | bj) ^ b;
-            v[j] = (v[j] >> 1) + carry;
+            *vj = (*vj >> 1) + carry;
         }
         digits[i] = d as u8;
     }

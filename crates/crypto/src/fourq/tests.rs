@@ -545,3 +545,44 @@ fn fourq_timing() {
          hash-to-subgroup {h2c:.2}, cofactor 392·P {cof:.2}, decode {dec:.2}"
     );
 }
+
+#[test]
+#[ignore = "timing; run with --release -- --ignored --nocapture"]
+fn fourq_timing_field() {
+    let mut rng = Rng(15);
+    let (mut a, b) = (rng.fp2(), rng.fp2());
+    let n = 1_000_000;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        a = a.mul(b);
+    }
+    let mul = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        a = a.sqr();
+    }
+    let sqr = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+    let (mut x, y) = (rng.fp(), rng.fp());
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        x = x.mul(y);
+    }
+    let fmul = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+    let p = rng.point();
+    let c = p.cached();
+    let mut q = p;
+    let t = std::time::Instant::now();
+    for _ in 0..n / 10 {
+        q = q.double();
+    }
+    let dbl = t.elapsed().as_secs_f64() * 1e9 / (n / 10) as f64;
+    let t = std::time::Instant::now();
+    for _ in 0..n / 10 {
+        q = q.add(&c);
+    }
+    let add = t.elapsed().as_secs_f64() * 1e9 / (n / 10) as f64;
+    std::hint::black_box((a, x, q));
+    println!(
+        "fourq ns (latency-bound chains): fp2 mul {mul:.1}, fp2 sqr {sqr:.1}, fp mul {fmul:.1}, dbl {dbl:.0}, add {add:.0}"
+    );
+}
