@@ -64,13 +64,21 @@ fn recode_simple(mut m: [u64; 4]) -> [i8; SIMPLE_DIGITS] {
     d
 }
 
-/// `table[index]`, scanning every entry so the memory trace does not depend on the index.
+/// `table[index]`, scanning every entry so the memory trace does not depend on the index: each
+/// entry is AND-ed with an all-ones or all-zero mask and OR-ed in. The index passes through
+/// `black_box` so the optimizer cannot turn the mask back into a branch.
 pub(crate) fn ct_lookup(table: &[Cached], index: u8) -> Cached {
-    let mut r = Cached::default();
+    let index = std::hint::black_box(index as u64);
+    let mut r = [0u128; 8];
     for (i, entry) in table.iter().enumerate() {
-        r.conditional_assign(entry, Choice::from((i as u8 == index) as u8));
+        // (i ^ index) − 1 borrows into bit 63 exactly when i = index (both are small).
+        let eq = ((i as u64 ^ index).wrapping_sub(1) >> 63) as u128;
+        let mask = 0u128.wrapping_sub(eq);
+        for (acc, v) in r.iter_mut().zip(entry.limbs()) {
+            *acc |= v & mask;
+        }
     }
-    r
+    Cached::from_limbs(r)
 }
 
 #[cfg(test)]

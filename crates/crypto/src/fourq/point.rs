@@ -7,7 +7,7 @@
 //! Encoding (FourQlib `encode`): the 32 bytes of y = y0 ‖ y1 with bit 255 set to the sign of x
 //! (bit 126 of x0, or of x1 when x0 = 0).
 
-use super::field::Fp2;
+use super::field::{Fp, Fp2};
 use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 
 /// The curve constant d.
@@ -236,6 +236,27 @@ pub(crate) fn add_core(n1: Fp2, d1: Fp2, z1: Fp2, t1: Fp2, q: &Cached) -> Point 
 }
 
 impl Cached {
+    /// The eight GF(p) words, for masked table scans.
+    #[inline(always)]
+    pub(crate) fn limbs(&self) -> [u128; 8] {
+        [
+            self.n.a.0, self.n.b.0, self.d.a.0, self.d.b.0, self.e.a.0, self.e.b.0, self.f.a.0,
+            self.f.b.0,
+        ]
+    }
+
+    /// Inverse of [`Cached::limbs`].
+    #[inline(always)]
+    pub(crate) fn from_limbs(w: [u128; 8]) -> Cached {
+        let f = |a, b| Fp2 { a: Fp(a), b: Fp(b) };
+        Cached {
+            n: f(w[0], w[1]),
+            d: f(w[2], w[3]),
+            e: f(w[4], w[5]),
+            f: f(w[6], w[7]),
+        }
+    }
+
     /// −Q: swap X + Y and Y − X, negate 2d·T.
     pub(crate) fn conditional_negate(&mut self, neg: Choice) {
         let (n, d) = (self.n, self.d);
