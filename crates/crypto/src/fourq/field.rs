@@ -312,11 +312,63 @@ impl Fp2 {
         })
     }
 
-    /// A square root of x, or `None` if x is not a square in GF(p²).
+    /// 1/√x for a non-zero square x, or `None` (x = 0 or not a square) — with two
+    /// exponentiations and no inversion (the inverse-square-root method of draft-ladd-cfrg-4q,
+    /// after Hamburg). For x = a + b·i with b ≠ 0: the norm n = a² + b² has c = √n = n·s with
+    /// s = n^((p−3)/4) = 1/√n; δ = (a + c)/2 is then a square (√x = δg + (b/2)g·i, g = δ^((p−3)/4))
+    /// or −δ is ((√x = (b/2)g − δg·i)); finally 1/√x = conj(√x)/N(√x) with N(√x) = ±c and 1/c = s.
+    /// Branches only on public facts (used by the decoder on peer data).
+    pub(crate) fn inv_sqrt(self) -> Option<Fp2> {
+        if bool::from(self.is_zero()) {
+            return None;
+        }
+        let (a, b) = (self.a, self.b);
+        if bool::from(b.is_zero()) {
+            // a is a square in GF(p) (t = 1/√a) or −a is (then 1/√a = t·i up to sign).
+            let t = a.pow_p_minus_3_over_4();
+            let square = bool::from(a.mul(t.sqr()).ct_eq(&Fp::ONE));
+            return Some(if square {
+                Fp2 { a: t, b: Fp::ZERO }
+            } else {
+                Fp2 { a: Fp::ZERO, b: t }
+            });
+        }
+        let n = a.sqr().add(b.sqr());
+        let s = n.pow_p_minus_3_over_4();
+        if !bool::from(n.mul(s.sqr()).ct_eq(&Fp::ONE)) {
+            return None;
+        }
+        let c = n.mul(s);
+        let delta = a.add(c).half();
+        let g = delta.pow_p_minus_3_over_4();
+        let half_b_g = b.half().mul(g);
+        let (root, norm_inv) = if bool::from(delta.mul(g.sqr()).ct_eq(&Fp::ONE)) {
+            (
+                Fp2 {
+                    a: delta.mul(g),
+                    b: half_b_g,
+                },
+                s,
+            )
+        } else {
+            (
+                Fp2 {
+                    a: half_b_g,
+                    b: delta.mul(g).neg(),
+                },
+                s.neg(),
+            )
+        };
+        Some(root.conj().mul_fp(norm_inv))
+    }
+
+    /// A square root of x, or `None` if x is not a square in GF(p²) (test reference for
+    /// [`Fp2::inv_sqrt`]).
     ///
     /// Method: the norm n = a² + b² must be a square s² in GF(p); then x = (x0 + x1·i)² with
     /// x0² = (a ± s)/2 (one of the two signs gives a square) and x1 = b/(2·x0). Branches only on
     /// whether values are squares; used on public data (peer points), never on secrets.
+    #[cfg(test)]
     pub(crate) fn sqrt(self) -> Option<Fp2> {
         let n = self.a.sqr().add(self.b.sqr());
         let s = n.sqrt_candidate();

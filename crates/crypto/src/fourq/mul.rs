@@ -240,7 +240,7 @@ pub(crate) fn recode_endo(v: [u64; 4]) -> ([u8; 65], [u8; 65]) {
 }
 
 /// The table T[u] = P + u0·φ(P) + u1·ψ(P) + u2·ψ(φ(P)), u ∈ [0, 8), cached.
-fn endo_table(p: &Point) -> [Cached; 8] {
+pub(crate) fn endo_table(p: &Point) -> [Cached; 8] {
     let q = endo::phi(p);
     let r = endo::psi(p);
     let s = endo::psi(&q);

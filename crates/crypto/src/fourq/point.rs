@@ -92,9 +92,16 @@ impl Affine {
         let y2 = y.sqr();
         let u = y2.sub(Fp2::ONE);
         let v = D.mul(y2).add(Fp2::ONE);
-        // v ≠ 0 for every y, since −1/d would have to be a square.
-        let x2 = u.mul(v.invert());
-        let mut x = x2.sqrt()?.canonical();
+        // x = √(u/v) = u/√(u·v): one inverse square root, no inversion. u = 0 (y = ±1) gives
+        // x = 0. v ≠ 0 for every y, since −1/d would have to be a square.
+        let mut x = if bool::from(u.is_zero()) {
+            Fp2::ZERO
+        } else {
+            u.mul(u.mul(v).inv_sqrt()?).canonical()
+        };
+        if !bool::from(v.mul(x.sqr()).ct_eq(&u)) {
+            return None;
+        }
         if bool::from(x.is_zero()) {
             return (sign == 0).then_some(Affine { x: Fp2::ZERO, y });
         }

@@ -87,6 +87,18 @@ fn fourq_field_laws() {
         assert!(eq2(x.mul(x.invert()), Fp2::ONE));
         let r = x.sqr().sqrt().unwrap();
         assert!(eq2(r.sqr(), x.sqr()));
+        let ir = x.sqr().inv_sqrt().unwrap();
+        assert!(eq2(ir.sqr().mul(x.sqr()), Fp2::ONE));
+        // Random elements are squares half the time: both methods must agree on which.
+        let w = rng.fp2();
+        assert_eq!(w.sqrt().is_some(), w.inv_sqrt().is_some());
+        // Real and imaginary inputs take the b = 0 branch.
+        let real = Fp2 {
+            a: x.a,
+            b: Fp::ZERO,
+        };
+        let ir = real.inv_sqrt().unwrap();
+        assert!(eq2(ir.sqr().mul(real), Fp2::ONE));
     }
     // Edge values: p − 1, the unreduced zero p, 2^127 − 2.
     let pm1 = Fp::new((1u128 << 127) - 2);
@@ -529,6 +541,21 @@ fn fourq_timing() {
     let mut acc = p;
     let endo = min_time_us(50, || acc = super::mul::mul_endo(&acc, &k));
     let simple = min_time_us(20, || acc = mul_simple(&acc, &k));
+    let table = min_time_us(200, || {
+        std::hint::black_box(super::mul::endo_table(std::hint::black_box(&acc)));
+    });
+    let recode = min_time_us(200, || {
+        std::hint::black_box(super::mul::recode_endo(super::mul::decompose(
+            std::hint::black_box(&k),
+        )));
+    });
+    let phi = min_time_us(200, || {
+        std::hint::black_box(super::endo::phi(std::hint::black_box(&acc)));
+    });
+    let psi = min_time_us(200, || {
+        std::hint::black_box(super::endo::psi(std::hint::black_box(&acc)));
+    });
+    println!("table {table:.2} (phi {phi:.2}, psi {psi:.2}), decompose+recode {recode:.2}");
     let mut i = 0u32;
     let h2c = min_time_us(50, || {
         i += 1;
@@ -543,7 +570,10 @@ fn fourq_timing() {
     let items: Vec<_> = (0u32..256).map(|i| item_digest(&i.to_le_bytes())).collect();
     let mut pts = vec![0u8; 256 * 32];
     let mut out = vec![0u8; 256 * 32];
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
     let (mask, remask) = pool.install(|| {
         let mask = min_time_us(1, || c.hash_and_mask(&items, &mut pts).unwrap()) / 256.0;
         let remask = min_time_us(1, || c.remask(&pts, &mut out).unwrap()) / 256.0;
