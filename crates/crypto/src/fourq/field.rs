@@ -119,6 +119,7 @@ impl Fp {
     }
 
     /// a^((p + 1)/4): a square root of a when a is a square (p ≡ 3 mod 4).
+    #[cfg(test)]
     pub(crate) fn sqrt_candidate(self) -> Fp {
         self.pow_p_minus_3_over_4().mul(self)
     }
