@@ -9,13 +9,19 @@
 //! con1, con2, b0, b1) are FourQlib's and the vectors in `vectors.json` pin its output.
 //!
 //! [`hash_to_subgroup`] is our item hash: RFC 9380 §5.3.1 `expand_message_xmd` with SHA-512 and
-//! the DST [`DST`] to 64 bytes; each 32-byte half, read little-endian and reduced modulo p (bias
-//! below 2^-127), gives r0 and r1; the result is `fourqlib_map(r0 + r1·i)`. The map is not
-//! surjective, and hashing through one map call is an "encode" rather than a random-oracle
-//! construction in RFC 9380's sense; it is what FourQlib offers. The output distribution is
-//! far from uniform only in a way that does not help an attacker find a discrete logarithm
-//! relation between two items' points (each point is determined by an independent hash), which
-//! is what ECDH-PSI's security rests on; see the module doc of `mod.rs` for the trade-off.
+//! the DST [`DST`] to 64 bytes; each 32-byte half, read little-endian and reduced modulo p (statistical
+//! distance about 2^-129), gives r0 and r1; the result is `fourqlib_map(r0 + r1·i)`, cofactor cleared.
+//!
+//! Caveat: one map call is an *encoding* in RFC 9380's terms (like `encode_to_curve`, the "NU"
+//! suites), not the two-map sum that RFC 9380 proves indifferentiable from a random oracle: its
+//! image is a fraction of the group and each point has few preimages (at least r and −r). The
+//! DST keeps the `_RO_` suffix the project chose. If a protocol needs the full random-oracle
+//! property, hash to two field elements pairs and add two map outputs before clearing the
+//! cofactor; that would change every FourQ output, so it is not done silently here.
+//!
+//! Constant time: the map is straight-line GF(p) arithmetic with masked selections; the cofactor
+//! multiplication is a fixed double-and-add chain. Items are secret, so nothing here branches on
+//! them.
 
 use super::field::{Fp, Fp2};
 use super::point::{Affine, Point};
@@ -49,7 +55,8 @@ fn cmul(a: Fp, c: Fp, b: Fp, d: Fp) -> (Fp, Fp) {
 pub(crate) fn fourqlib_map_raw(r: Fp2) -> Affine {
     let (r0, r1) = (r.a, r.b);
     let one = Fp::ONE;
-    // r² = t0 + t2·i... in FourQlib's scaling: t0 = r0² − r1², t1 = 2·r0·r1, t2 = 4·r0·r1 + t0... see below.
+    // FourQlib's straight-line program, step for step (names follow its temporaries). The
+    // first lines only use r0² − r1² and r0·r1, i.e. r², which is why H(−r) = H(r).
     let t0 = r0.add(r1).mul(r0.sub(r1)); // r0² − r1²
     let t1 = r0.mul(r1).add(r0.mul(r1)); // 2·r0·r1
     let t2 = t0.add(t1.add(t1)); // (r0² − r1²) + 4·r0·r1
@@ -112,7 +119,6 @@ pub(crate) fn fourqlib_map_raw(r: Fp2) -> Affine {
     let y0 = t3.sub(t0);
     let y1 = t10.sub(t2);
     let (t15, t16) = cmul(y0, y1, t6, t12);
-    // (t15, t16) = (y0·t6 − y1·t12, y0·t12 + y1·t6)
     let y0 = t15.mul(t4).add(t1.mul(t16)).mul(t13);
     let y1 = t4.mul(t16).sub(t1.mul(t15)).mul(t13);
     let (t15, t16) = cmul(B0, B1, t3, t10);

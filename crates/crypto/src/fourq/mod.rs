@@ -1,14 +1,15 @@
 //! FourQ (Costello–Longa, "FourQ: four-dimensional decompositions on a Q-curve over the Mersenne
 //! prime", ASIACRYPT 2015, eprint 2015/565) for ECDH-PSI.
 //!
-//! - [`field`]: GF(p) and GF(p²), p = 2^127 − 1 (paper §2).
-//! - [`point`]: the twisted Edwards curve −x² + y² = 1 + d·x²·y², #E = 392·N (paper §2),
+//! - `field`: GF(p) and GF(p²), p = 2^127 − 1 (paper §2).
+//! - `point`: the twisted Edwards curve −x² + y² = 1 + d·x²·y², #E = 392·N (paper §2),
 //!   extended coordinates, FourQlib's 32-byte encoding and a strict decoder.
-//! - [`scalar`]: arithmetic modulo the 246-bit prime N, with inversion.
-//! - [`mul`]: constant-time scalar multiplication (fixed-window reference; the four-dimensional
-//!   decomposition with the endomorphisms φ and ψ of paper §3–§5).
-//! - [`endo`]: the endomorphisms φ, ψ (paper §3, §4).
-//! - [`hash`]: FourQlib's `HashToCurve` map, fed by RFC 9380 `expand_message_xmd`.
+//! - `scalar`: arithmetic modulo the 246-bit prime N, with inversion.
+//! - `mul`: constant-time scalar multiplication (fixed-window reference; the four-dimensional
+//!   decomposition with the endomorphisms φ and ψ of paper §3–§5; the fixed-window method is
+//!   kept as the test reference).
+//! - `endo`: the endomorphisms φ, ψ (paper §3, §4).
+//! - `hash`: FourQlib's `HashToCurve` map, fed by RFC 9380 `expand_message_xmd`.
 //!
 //! Wire format: every point this module writes is in the order-N subgroup. A peer's point is
 //! decoded strictly, multiplied by the cofactor 392 (so a point outside the subgroup is forced
@@ -16,6 +17,11 @@
 //! points). To keep `remask` equal to plain `k·P` on honest (subgroup) points, the cipher
 //! multiplies the cleared point by `k/392 mod N`: `(k/392)·(392·P) = k·P`. Hence
 //! `(H(x)^a)^b = (H(x)^b)^a` and unblinding by `1/r` is exact.
+//!
+//! Side channels: scalar multiplication, hashing, encoding and inversion are constant time in
+//! their secret inputs (fixed operation sequences, masked table scans and selections). Decoding
+//! branches, but only on public peer bytes. This is our own implementation from the paper, the
+//! FourQlib vectors and the public constants of draft-ladd-cfrg-4q; it has not been audited.
 
 mod endo;
 mod field;
@@ -61,7 +67,7 @@ impl Scalar {
     }
 }
 
-/// `encode(H(item))`: the hash of one item to the order-N subgroup (see [`hash`]), e.g. for an
+/// `encode(H(item))`: the hash of one item to the order-N subgroup (see the module doc), e.g. for an
 /// OPRF client that blinds it next with [`mul_encoded`].
 ///
 /// # Errors
