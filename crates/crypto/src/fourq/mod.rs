@@ -46,8 +46,13 @@ pub const POINT_LEN: usize = 32;
 /// Points per parallel work unit: one shared inversion per chunk (Montgomery's trick).
 const CHUNK: usize = 64;
 
-/// 392 mod N.
-const COFACTOR: Scalar = Scalar([392, 0, 0, 0]);
+/// 1/392 mod N (checked by a test), so that `(k/392)·(392·P) = k·P`.
+const COFACTOR_INV: Scalar = Scalar([
+    0x19fbeb877b2691f3,
+    0x5b1f37c5a96f4350,
+    0xa61e1145d66ad5e2,
+    0x0023ee839264702a,
+]);
 
 impl Scalar {
     /// A uniformly random non-zero scalar from the OS RNG (64 bytes reduced modulo N).
@@ -106,9 +111,16 @@ fn encode_batch(points: &[Point], out: &mut [u8]) {
 /// [`CryptoError::InvalidPoint`] with the index of the first bad point;
 /// [`CryptoError::BufferLength`] on mismatched buffers.
 pub fn mul_encoded(s: &Scalar, points: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
+    let mut eff = s.mul(&COFACTOR_INV);
+    let result = mul_cleared(&eff, points, out);
+    eff.zeroize();
+    result
+}
+
+/// [`mul_encoded`] with the factor 1/392 already folded into `eff`.
+fn mul_cleared(eff: &Scalar, points: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
     check_remask_buffers(points, out, POINT_LEN)?;
-    let mut eff = s.mul(&COFACTOR.invert());
-    let result = points
+    points
         .par_chunks(POINT_LEN * CHUNK)
         .zip(out.par_chunks_mut(POINT_LEN * CHUNK))
         .enumerate()
@@ -116,18 +128,19 @@ pub fn mul_encoded(s: &Scalar, points: &[u8], out: &mut [u8]) -> Result<(), Cryp
             let mut batch = Vec::with_capacity(CHUNK);
             for (j, enc) in inp.chunks_exact(POINT_LEN).enumerate() {
                 let q = decode_peer(enc, c * CHUNK + j)?;
-                batch.push(mul::mul(&q, &eff));
+                batch.push(mul::mul(&q, eff));
             }
             encode_batch(&batch, outp);
             Ok(())
-        });
-    eff.zeroize();
-    result
+        })
 }
 
-/// An ECDH key on FourQ: a non-zero scalar k modulo N. Zeroized on drop.
+/// An ECDH key on FourQ: a non-zero scalar k modulo N, with k/392 and (1/k)/392 precomputed for
+/// `remask` and [`FourQCipher::remask_inverse`]. Zeroized on drop.
 pub struct FourQCipher {
     key: Scalar,
+    remask_key: Scalar,
+    unmask_key: Scalar,
 }
 
 impl FourQCipher {
@@ -154,7 +167,11 @@ impl FourQCipher {
             }
             None => Scalar::random()?,
         };
-        Ok(Self { key })
+        Ok(Self {
+            key,
+            remask_key: key.mul(&COFACTOR_INV),
+            unmask_key: key.invert().mul(&COFACTOR_INV),
+        })
     }
 
     /// Like [`EcdhCipher::remask`] but multiplies by 1/k: undoes this cipher's mask on subgroup
@@ -163,16 +180,15 @@ impl FourQCipher {
     /// # Errors
     /// As [`EcdhCipher::remask`].
     pub fn remask_inverse(&self, points: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
-        let mut inv = self.key.invert();
-        let r = mul_encoded(&inv, points, out);
-        inv.zeroize();
-        r
+        mul_cleared(&self.unmask_key, points, out)
     }
 }
 
 impl Drop for FourQCipher {
     fn drop(&mut self) {
         self.key.zeroize();
+        self.remask_key.zeroize();
+        self.unmask_key.zeroize();
     }
 }
 
@@ -207,7 +223,7 @@ impl EcdhCipher for FourQCipher {
     }
 
     fn remask(&self, points: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
-        mul_encoded(&self.key, points, out)
+        mul_cleared(&self.remask_key, points, out)
     }
 }
 
