@@ -578,7 +578,26 @@ fn fourq_timing() {
     let psi = min_time_us(200, || {
         std::hint::black_box(super::endo::psi(std::hint::black_box(&acc)));
     });
-    println!("table {table:.2} (phi {phi:.2}, psi {psi:.2}), decompose+recode {recode:.2}");
+    let tab = super::mul::endo_table(&acc);
+    let mut idx = 0u8;
+    let lookups = min_time_us(200, || {
+        for _ in 0..65 {
+            idx = (idx + 3) & 7;
+            std::hint::black_box(super::mul::ct_lookup(&tab, idx));
+        }
+    });
+    let c0 = tab[1];
+    let loop_ops = min_time_us(200, || {
+        let mut q = acc;
+        for _ in 0..64 {
+            q = q.double().add(&c0);
+        }
+        std::hint::black_box(q);
+    });
+    println!(
+        "table {table:.2} (phi {phi:.2}, psi {psi:.2}), decompose+recode {recode:.2}, \
+         65 lookups {lookups:.2}, 64 × (double + add) {loop_ops:.2}"
+    );
     let mut i = 0u32;
     let h2c = min_time_us(50, || {
         i += 1;
