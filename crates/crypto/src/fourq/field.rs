@@ -38,10 +38,12 @@ impl Fp {
         Fp::fold(self.0 + b.0)
     }
 
-    /// a − b, computed as a + (p − b) so nothing underflows.
+    /// a − b: a wrapping subtraction, then + p under an all-ones mask when it borrowed
+    /// (2^128 + a − b + p ≡ a − b + p mod 2^128, which lies in [0, p) since a, b < 2^127).
     #[inline(always)]
     pub(crate) fn sub(self, b: Fp) -> Fp {
-        Fp::fold(self.0 + (P - b.0))
+        let (d, borrow) = self.0.overflowing_sub(b.0);
+        Fp(d.wrapping_add(P & 0u128.wrapping_sub(borrow as u128)))
     }
 
     /// −a.

@@ -75,6 +75,7 @@ fn fourq_field_laws() {
         );
         assert_eq!(a.sqr().to_bytes(), a.mul(a).to_bytes());
         assert_eq!(a.sub(b).add(b).to_bytes(), a.to_bytes());
+        assert!(a.sub(b).0 < 1 << 127);
         assert_eq!(a.half().add(a.half()).to_bytes(), a.to_bytes());
         if !bool::from(a.is_zero()) {
             assert_eq!(a.mul(a.invert()).to_bytes(), Fp::ONE.to_bytes());
@@ -105,6 +106,15 @@ fn fourq_field_laws() {
     assert_eq!(pm1.add(Fp::ONE).to_bytes(), [0u8; 16]);
     assert_eq!(pm1.mul(pm1).to_bytes(), Fp::ONE.to_bytes());
     assert!(bool::from(Fp((1u128 << 127) - 1).is_zero()));
+    // Subtraction with the unreduced zero on either side, and of equal values.
+    let pz = Fp((1u128 << 127) - 1);
+    for x in [pz, Fp::ZERO, Fp::ONE, pm1] {
+        for y in [pz, Fp::ZERO, Fp::ONE, pm1] {
+            let d = x.sub(y);
+            assert!(d.0 < 1 << 127);
+            assert_eq!(d.add(y).to_bytes(), x.to_bytes());
+        }
+    }
     let mut wide = [0xffu8; 32];
     // (2^256 − 1) mod p = 2^256 − 1 − p·(2^129 + 4) ... check against the double fold:
     // 2^256 ≡ 4, so 2^256 − 1 ≡ 3.
