@@ -31,6 +31,7 @@ pub mod cuckoo;
 mod digest;
 mod error;
 pub mod exacc;
+pub mod fourq;
 pub mod gf128;
 pub mod okvs;
 pub mod ristretto;
@@ -61,7 +62,10 @@ pub enum Curve {
     P256,
     /// SM2 (GB/T 32918) with Simplified SWU over SHA-256 (RFC 9380 §6.6.2; no official suite).
     Sm2,
-    /// FourQ — accepted by name so configs parse, but not implemented yet.
+    /// FourQ (Costello–Longa 2015) with FourQlib's 32-byte encoding, hashed to with FourQlib's
+    /// `HashToCurve` map fed by `expand_message_xmd` (SHA-512), see [`fourq`]. Our own
+    /// implementation (no vetted crate exists); every point on the wire is in the order-N
+    /// subgroup.
     FourQ,
 }
 
@@ -88,9 +92,10 @@ impl Curve {
         }
     }
 
-    /// Whether this build can run ECDH-PSI on the curve.
+    /// Whether this build can run ECDH-PSI on the curve (all of them since FourQ landed; kept so
+    /// callers need not change when a curve is added by name first).
     pub fn is_supported(self) -> bool {
-        !matches!(self, Curve::FourQ)
+        true
     }
 }
 
@@ -149,10 +154,11 @@ pub trait EcdhCipher: Send + Sync {
 
 /// Builds a cipher for `curve` with a fresh random scalar, or with `secret` (the raw 32 bytes of a
 /// user-supplied key file: big-endian for the Weierstrass curves, little-endian for Ristretto255,
-/// any 32 bytes for Curve25519, which clamps them as RFC 7748 does).
+/// little-endian and below N for FourQ, any 32 bytes for Curve25519, which clamps them as RFC 7748
+/// does).
 ///
 /// # Errors
-/// [`CryptoError::Unsupported`] for FourQ; [`CryptoError::InvalidSecretKey`] for a key that is not a
+/// [`CryptoError::InvalidSecretKey`] for a key that is not a
 /// canonical non-zero scalar; [`CryptoError::Rng`] if the OS RNG fails.
 pub fn new_cipher(curve: Curve, secret: Option<&[u8]>) -> Result<Box<dyn EcdhCipher>, CryptoError> {
     Ok(match curve {
@@ -161,12 +167,7 @@ pub fn new_cipher(curve: Curve, secret: Option<&[u8]>) -> Result<Box<dyn EcdhCip
         Curve::Secp256k1 => Box::new(weierstrass::Secp256k1Cipher::new(secret)?),
         Curve::P256 => Box::new(weierstrass::P256Cipher::new(secret)?),
         Curve::Sm2 => Box::new(weierstrass::Sm2Cipher::new(secret)?),
-        Curve::FourQ => {
-            return Err(CryptoError::Unsupported {
-                what: "CURVE_FOURQ",
-                hint: "FourQ is planned but not implemented yet; use CURVE_25519 (the fastest curve here)",
-            });
-        }
+        Curve::FourQ => Box::new(fourq::FourQCipher::new(secret)?),
     })
 }
 
