@@ -288,6 +288,11 @@ fn secretflow_configs_secp256k1() {
 }
 
 #[test]
+fn secretflow_configs_fourq() {
+    check_pair(&tmp("fourq"), "CURVE_FOURQ", 0.1);
+}
+
+#[test]
 fn secretflow_configs_sm2() {
     check_pair(&tmp("sm2"), "CURVE_SM2", 0.0);
 }
@@ -502,10 +507,12 @@ fn bad_configs_name_the_field() {
         "{}",
         stderr(&o)
     );
-    let o = run_config_alone("fourq", |t| t.replace("CURVE_25519", "CURVE_FOURQ"));
+    let o = run_config_alone("ub", |t| {
+        t.replacen("\"psi_config\": {", "\"ub_psi_config\": {}, \"psi_config\": {", 1)
+    });
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("CURVE_FOURQ") && stderr(&o).contains("not supported yet"),
+        stderr(&o).contains("ub_psi_config") && stderr(&o).contains("not supported yet"),
         "{}",
         stderr(&o)
     );

@@ -710,7 +710,7 @@ fn name_is_elligator(ecdh: Option<&EcdhConfig>) -> bool {
         .is_some_and(|c| c.eq_ignore_ascii_case("CURVE_25519_ELLIGATOR2"))
 }
 
-/// Parses a curve name for the config; FourQ is refused with a clear message.
+/// Parses a curve name for the config; a curve this build cannot run is refused by name.
 ///
 /// # Errors
 /// Unknown or not-yet-supported curve.
@@ -723,7 +723,7 @@ pub fn parse_curve(name: &str) -> Result<Curve, ConfigError> {
         return Err(not_yet(
             field,
             name,
-            "use CURVE_25519 (fastest here), CURVE_SECP256K1, CURVE_SM2 or CURVE_P256; FourQ is planned",
+            "use CURVE_25519 (fastest here), CURVE_FOURQ, CURVE_SECP256K1, CURVE_SM2 or CURVE_P256",
         ));
     }
     Ok(curve)

@@ -8,16 +8,14 @@
 //! H(−r) = H(r), and H(0) = −2·G. The map is not a standardized suite; its constants (A0, A1,
 //! con1, con2, b0, b1) are FourQlib's and the vectors in `vectors.json` pin its output.
 //!
-//! [`hash_to_subgroup`] is our item hash: RFC 9380 §5.3.1 `expand_message_xmd` with SHA-512 and
-//! the DST [`DST`] to 64 bytes; each 32-byte half, read little-endian and reduced modulo p (statistical
-//! distance about 2^-129), gives r0 and r1; the result is `fourqlib_map(r0 + r1·i)`, cofactor cleared.
-//!
-//! Caveat: one map call is an *encoding* in RFC 9380's terms (like `encode_to_curve`, the "NU"
-//! suites), not the two-map sum that RFC 9380 proves indifferentiable from a random oracle: its
-//! image is a fraction of the group and each point has few preimages (at least r and −r). The
-//! DST keeps the `_RO_` suffix the project chose. If a protocol needs the full random-oracle
-//! property, hash to two field elements pairs and add two map outputs before clearing the
-//! cofactor; that would change every FourQ output, so it is not done silently here.
+//! [`hash_to_subgroup`] is our item hash, RFC 9380's random-oracle construction (§3,
+//! `hash_to_curve`) with FourQlib's map as `map_to_curve`: `expand_message_xmd` (§5.3.1) with
+//! SHA-512 and the DST [`DST`] to 128 bytes; each 32-byte quarter, read little-endian and reduced
+//! modulo p (statistical distance about 2^-129), gives one GF(p) coordinate of two field elements
+//! u0, u1 ∈ GF(p²); the result is `392·(map(u0) + map(u1))`. One map call alone would be an
+//! *encoding* (its image is a fraction of the group, each point has few preimages); the sum of
+//! two is indifferentiable from a random oracle (Brier et al., Farashahi et al.; RFC 9380 §10),
+//! which DDH-based PSI assumes of its hash. It costs one extra map and one point addition.
 //!
 //! Constant time: the map is straight-line GF(p) arithmetic with masked selections; the cofactor
 //! multiplication is a fixed double-and-add chain. Items are secret, so nothing here branches on
@@ -154,9 +152,9 @@ pub(crate) fn fourqlib_map(r: Fp2) -> Point {
 }
 
 /// The two field elements our item hash feeds to the map (see the module doc).
-pub(crate) fn item_to_field(item: &[u8]) -> Result<Fp2, CryptoError> {
-    const LEN: NonZero<u16> = NonZero::<u16>::MIN.saturating_add(63);
-    let mut uniform = [0u8; 64];
+pub(crate) fn item_to_fields(item: &[u8]) -> Result<[Fp2; 2], CryptoError> {
+    const LEN: NonZero<u16> = NonZero::<u16>::MIN.saturating_add(127);
+    let mut uniform = [0u8; 128];
     let mut expander =
         <ExpandMsgXmd<Sha512> as ExpandMsg<elliptic_curve::consts::U16>>::expand_message(
             &[item],
@@ -167,17 +165,18 @@ pub(crate) fn item_to_field(item: &[u8]) -> Result<Fp2, CryptoError> {
     expander
         .fill_bytes(&mut uniform)
         .map_err(|_| CryptoError::HashToCurve("expand_message_xmd ran short"))?;
-    let mut h0 = [0u8; 32];
-    let mut h1 = [0u8; 32];
-    h0.copy_from_slice(&uniform[..32]);
-    h1.copy_from_slice(&uniform[32..]);
-    Ok(Fp2 {
-        a: Fp::from_bytes_wide(&h0),
-        b: Fp::from_bytes_wide(&h1),
-    })
+    let fp = |i: usize| {
+        let mut h = [0u8; 32];
+        h.copy_from_slice(&uniform[32 * i..32 * i + 32]);
+        Fp::from_bytes_wide(&h)
+    };
+    Ok([Fp2 { a: fp(0), b: fp(1) }, Fp2 { a: fp(2), b: fp(3) }])
 }
 
 /// H(item): an element of the order-N subgroup (projective).
 pub(crate) fn hash_to_subgroup(item: &ItemDigest) -> Result<Point, CryptoError> {
-    Ok(fourqlib_map(item_to_field(item)?))
+    let [u0, u1] = item_to_fields(item)?;
+    let q0 = fourqlib_map_raw(u0).to_point();
+    let q1 = fourqlib_map_raw(u1).to_point();
+    Ok(q0.add(&q1.cached()).mul_by_cofactor())
 }

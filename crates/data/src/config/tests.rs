@@ -72,7 +72,11 @@ fn unknown_fields_name_their_path_and_line() {
 
 #[test]
 fn features_not_built_are_refused_by_name() {
-    let cases = [("CURVE_25519", "CURVE_FOURQ", "ecdh_config.curve")];
+    let cases = [(
+        "\"psi_config\": {",
+        "\"ub_psi_config\": {}, \"psi_config\": {",
+        "ub_psi_config",
+    )];
     for (from, to, field) in cases {
         let text = seed_config("ROLE_RECEIVER", "receiver").replacen(from, to, 1);
         let e = parse(&text).unwrap_err();
