@@ -5,9 +5,9 @@ use crate::progress::Bars;
 use anyhow::{Context, Result};
 use blindjoin_data::Rr22Mode;
 use blindjoin_data::{
-    DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, DEFAULT_SILENCE_TIMEOUT,
-    LinkShape, Parties, Protocol, Report, Reveal, Role, RunSpec, SpillMode, TableFormat, TlsConfig,
-    parse_curve, parse_launch_config,
+    Cancel, DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT,
+    DEFAULT_SILENCE_TIMEOUT, LinkShape, Parties, Protocol, Report, Reveal, Role, RunSpec,
+    SpillMode, TableFormat, TlsConfig, parse_curve, parse_launch_config,
 };
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -160,7 +160,8 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         eprintln!("blindjoin: warning: {w}");
     }
     let bars = Bars::new(args.quiet);
-    let result = blindjoin_data::run(&spec, &bars);
+    let cancel = cancel_on_signal();
+    let result = blindjoin_data::run_with_cancel(&spec, &bars, &cancel);
     bars.finish();
     if result.is_err()
         && let Some(dir) = &spec.recovery
@@ -186,6 +187,37 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
     }
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
+}
+
+/// What the peer is told when this party is interrupted.
+const INTERRUPTED: &str = "the peer cancelled the run (Ctrl-C or SIGTERM)";
+/// How long the run gets to tell the peer and stop before its connection is cut.
+const CANCEL_GRACE: Duration = Duration::from_secs(3);
+
+/// A cancel handle that Ctrl-C (SIGINT) and SIGTERM trigger: the run stops at its next wait,
+/// tells the peer why, and writes no output. If it has not stopped within [`CANCEL_GRACE`] (busy
+/// writing to a peer that stopped reading) the connection is cut; a second signal exits at once.
+/// Without a handler (one could not be installed) the signal kills the process, as before: the
+/// peer then sees the connection close.
+fn cancel_on_signal() -> Cancel {
+    let cancel = Cancel::new();
+    let handle = cancel.clone();
+    let installed = ctrlc::set_handler(move || {
+        if handle.is_cancelled() {
+            std::process::exit(130);
+        }
+        eprintln!("blindjoin: interrupted; stopping the run and telling the peer");
+        handle.cancel(INTERRUPTED);
+        let last_resort = handle.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(CANCEL_GRACE);
+            last_resort.sever();
+        });
+    });
+    if let Err(e) = installed {
+        eprintln!("blindjoin: warning: cannot catch Ctrl-C ({e}); an interrupt will kill the run");
+    }
+    cancel
 }
 
 fn summary(spec: &RunSpec, r: &Report) -> String {

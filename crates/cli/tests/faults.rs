@@ -148,3 +148,23 @@ fn garbage_from_the_peer_is_a_clear_error() {
     let err = fake_sender_sends(&junk);
     assert!(err.contains("\"sender\"") || err.contains("peer"), "{err}");
 }
+
+#[test]
+fn ctrl_c_stops_the_run_and_tells_the_peer_why() {
+    let dir = tmp("faults", "sigint");
+    let (r, mut s) = start_long_run(&dir, &[], Duration::from_millis(1500));
+    assert!(s.try_wait().unwrap().is_none(), "the run ended too soon");
+    signal(&s, "-INT");
+    let interrupted_at = Instant::now();
+    let (ok_s, err_s, _) = wait_timed(s, Duration::from_secs(30));
+    let (ok_r, err_r, _) = wait_timed(r, Duration::from_secs(30));
+    assert!(!ok_s && !ok_r);
+    assert!(err_s.contains("cancelled"), "{err_s}");
+    assert!(
+        err_r.contains("cancelled the run (Ctrl-C or SIGTERM)"),
+        "{err_r}"
+    );
+    assert!(interrupted_at.elapsed() < Duration::from_secs(8));
+    assert!(!dir.join("receiver_out.csv").exists());
+    assert!(!dir.join("sender_out.csv").exists());
+}

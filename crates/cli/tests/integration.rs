@@ -508,7 +508,11 @@ fn bad_configs_name_the_field() {
         stderr(&o)
     );
     let o = run_config_alone("ub", |t| {
-        t.replacen("\"psi_config\": {", "\"ub_psi_config\": {}, \"psi_config\": {", 1)
+        t.replacen(
+            "\"psi_config\": {",
+            "\"ub_psi_config\": {}, \"psi_config\": {",
+            1,
+        )
     });
     assert_eq!(o.status.code(), Some(2));
     assert!(

@@ -179,6 +179,28 @@ pub fn random_bytes(buf: &mut [u8]) -> Result<(), CryptoError> {
     getrandom::fill(buf).map_err(|e| CryptoError::Rng(e.to_string()))
 }
 
+/// RFC 9380 §5.3.1 `expand_message_xmd` with SHA-512 (k = 128): fills `out` (at most 255·64
+/// bytes) with uniform bytes for `msg` under `dst`. The hashes to Ristretto255 and FourQ start here.
+pub(crate) fn expand_xmd_sha512(msg: &[u8], dst: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
+    use hash2curve::{ExpandMsg, ExpandMsgXmd, Expander};
+    let len = u16::try_from(out.len())
+        .ok()
+        .and_then(std::num::NonZero::new)
+        .ok_or(CryptoError::HashToCurve(
+            "expand_message_xmd output length out of range",
+        ))?;
+    let (msgs, dsts) = ([msg], [dst]);
+    let mut expander =
+        <ExpandMsgXmd<sha2::Sha512> as ExpandMsg<elliptic_curve::consts::U16>>::expand_message(
+            &msgs, &dsts, len,
+        )
+        .map_err(|_| CryptoError::HashToCurve("expand_message_xmd rejected its parameters"))?;
+    expander
+        .fill_bytes(out)
+        .map_err(|_| CryptoError::HashToCurve("expand_message_xmd ran short"))?;
+    Ok(())
+}
+
 pub(crate) fn check_len(what: &'static str, got: usize, want: usize) -> Result<(), CryptoError> {
     if got == want {
         Ok(())

@@ -15,9 +15,6 @@ use crate::{
 use curve25519_dalek::ristretto::{CompressedRistretto, RistrettoPoint};
 use curve25519_dalek::scalar::Scalar;
 use curve25519_dalek::traits::Identity;
-use hash2curve::{ExpandMsg, ExpandMsgXmd, Expander};
-use sha2::Sha512;
-use std::num::NonZero;
 use zeroize::Zeroize;
 
 /// Encoded point length.
@@ -31,18 +28,8 @@ pub const DST: &[u8] = b"BLINDJOIN-V01-CS01-with-ristretto255_XMD:SHA-512_R255MA
 /// # Errors
 /// Only if XMD rejects its parameters, which cannot happen for our fixed 64-byte output and DST.
 pub fn hash_to_group(msg: &[u8]) -> Result<RistrettoPoint, CryptoError> {
-    const LEN: NonZero<u16> = NonZero::<u16>::MIN.saturating_add(63);
     let mut uniform = [0u8; 64];
-    let mut expander =
-        <ExpandMsgXmd<Sha512> as ExpandMsg<elliptic_curve::consts::U16>>::expand_message(
-            &[msg],
-            &[DST],
-            LEN,
-        )
-        .map_err(|_| CryptoError::HashToCurve("expand_message_xmd rejected its parameters"))?;
-    expander
-        .fill_bytes(&mut uniform)
-        .map_err(|_| CryptoError::HashToCurve("expand_message_xmd ran short"))?;
+    crate::expand_xmd_sha512(msg, DST, &mut uniform)?;
     Ok(RistrettoPoint::from_uniform_bytes(&uniform))
 }
 

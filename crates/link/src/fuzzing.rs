@@ -34,3 +34,15 @@ pub fn read_frames(stream: &[u8], max_frames: usize) -> Vec<Result<Vec<u8>, Link
     debug_assert!(out.len() <= stream.len() / HEADER_LEN + 1);
     out
 }
+
+/// Decodes bytes as the other side's TCP greeting (magic, its id, the id it expects), as
+/// [`crate::TcpLink::establish`] does before anything else: `Ok((their_id, they_expect, tls))`,
+/// or why the bytes were refused.
+pub fn read_greeting(bytes: &[u8]) -> Result<(String, String, bool), String> {
+    let mut r = bytes;
+    match crate::tcp::read_greeting(&mut r) {
+        Ok(g) => Ok((g.their_id, g.they_expect, g.tls)),
+        Err(crate::tcp::GreetError::NotBlindjoin(why)) => Err(why),
+        Err(crate::tcp::GreetError::Fatal(e)) => Err(e.to_string()),
+    }
+}

@@ -428,7 +428,7 @@ fn connect_peer(
     }
 }
 
-enum GreetError {
+pub(crate) enum GreetError {
     /// The other end does not speak our greeting: not fatal while the deadline lasts.
     NotBlindjoin(String),
     /// A blindjoin peer with the wrong identity: a configuration error.
@@ -444,7 +444,7 @@ fn greeting(opts: &TcpOptions) -> Vec<u8> {
     g
 }
 
-fn read_id(stream: &mut TcpStream) -> Result<String, GreetError> {
+fn read_id(stream: &mut impl Read) -> Result<String, GreetError> {
     let not_ours = |e: std::io::Error| GreetError::NotBlindjoin(e.to_string());
     let mut len = [0u8; 2];
     stream.read_exact(&mut len).map_err(not_ours)?;
@@ -460,14 +460,14 @@ fn read_id(stream: &mut TcpStream) -> Result<String, GreetError> {
 }
 
 /// The other side's greeting.
-struct Greeting {
-    their_id: String,
-    they_expect: String,
-    tls: bool,
+pub(crate) struct Greeting {
+    pub(crate) their_id: String,
+    pub(crate) they_expect: String,
+    pub(crate) tls: bool,
 }
 
 /// Reads the other side's greeting.
-fn read_greeting(stream: &mut TcpStream) -> Result<Greeting, GreetError> {
+pub(crate) fn read_greeting(stream: &mut impl Read) -> Result<Greeting, GreetError> {
     let mut magic = [0u8; 8];
     stream
         .read_exact(&mut magic)

@@ -189,6 +189,16 @@ fn main() -> std::io::Result<()> {
     s.extend(frame(2, b""));
     write(&dir, "link_frames", "close", &s)?;
 
+    // Greetings: plain and TLS, and a release with the old link version.
+    for (name, magic) in [("plain", b"BLNDJN02"), ("tls", b"BLNDJS02"), ("old", b"BLNDJN01")] {
+        let mut g = magic.to_vec();
+        for id in [&b"bob"[..], b"alice"] {
+            g.extend((id.len() as u16).to_le_bytes());
+            g.extend_from_slice(id);
+        }
+        write(&dir, "link_greeting", name, &g)?;
+    }
+
     // Reader: a program (u8, u32, str, records) then a message.
     let prog = [0u8, 0, 1, 0, 4, 2, 5, 2, 6, 0];
     let mut msg = vec![9u8, 1, 0, 0, 0, 3, 0, b'a', b'b', b'c', 2, 0, 0, 0];

@@ -24,9 +24,6 @@
 use super::field::{Fp, Fp2};
 use super::point::{Affine, Point};
 use crate::{CryptoError, ItemDigest};
-use hash2curve::{ExpandMsg, ExpandMsgXmd, Expander};
-use sha2::Sha512;
-use std::num::NonZero;
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
 /// Domain separation tag of our hash-to-FourQ construction (RFC 9380 §3.1 style).
@@ -147,24 +144,16 @@ fn mul16(a: Fp) -> Fp {
 }
 
 /// FourQlib's `HashToCurve(r)`: the map, then the cofactor (the result is in the subgroup).
+/// Kept for the known-answer vectors, which pin the map.
+#[cfg(test)]
 pub(crate) fn fourqlib_map(r: Fp2) -> Point {
     fourqlib_map_raw(r).to_point().mul_by_cofactor()
 }
 
 /// The two field elements our item hash feeds to the map (see the module doc).
 pub(crate) fn item_to_fields(item: &[u8]) -> Result<[Fp2; 2], CryptoError> {
-    const LEN: NonZero<u16> = NonZero::<u16>::MIN.saturating_add(127);
     let mut uniform = [0u8; 128];
-    let mut expander =
-        <ExpandMsgXmd<Sha512> as ExpandMsg<elliptic_curve::consts::U16>>::expand_message(
-            &[item],
-            &[DST],
-            LEN,
-        )
-        .map_err(|_| CryptoError::HashToCurve("expand_message_xmd rejected its parameters"))?;
-    expander
-        .fill_bytes(&mut uniform)
-        .map_err(|_| CryptoError::HashToCurve("expand_message_xmd ran short"))?;
+    crate::expand_xmd_sha512(item, DST, &mut uniform)?;
     let fp = |i: usize| {
         let mut h = [0u8; 32];
         h.copy_from_slice(&uniform[32 * i..32 * i + 32]);
