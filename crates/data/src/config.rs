@@ -547,9 +547,8 @@ pub fn parse_launch_config(
         .and_then(|e| e.peer_silence_timeout_ms.as_ref())
     {
         None => DEFAULT_SILENCE_TIMEOUT,
-        Some(v) => {
-            Duration::from_millis(lenient_u64(v, "blindjoin.peer_silence_timeout_ms")?.max(100))
-        }
+        // The link enforces its minimum (100 ms) for config and flags alike.
+        Some(v) => Duration::from_millis(lenient_u64(v, "blindjoin.peer_silence_timeout_ms")?),
     };
 
     Ok(RunSpec {

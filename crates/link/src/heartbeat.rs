@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 /// Default for how long a peer may be completely silent before it counts as dead.
 pub const DEFAULT_SILENCE_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The shortest silence timeout a link accepts: below it, scheduling hiccups would look like death.
+pub const MIN_SILENCE_TIMEOUT: Duration = Duration::from_millis(100);
+
 /// How often to send a heartbeat for a given silence timeout: often enough that several are
 /// missed before the peer gives up on us, rarely enough to cost nothing.
 pub fn heartbeat_interval(silence_timeout: Duration) -> Duration {

@@ -12,7 +12,7 @@
 
 use crate::cancel::Cancel;
 use crate::frame::{HEADER_LEN, Kind, MAX_FRAME_LEN, header};
-use crate::heartbeat::{Liveness, Touching, Watch, heartbeat_interval};
+use crate::heartbeat::{Liveness, MIN_SILENCE_TIMEOUT, Touching, Watch, heartbeat_interval};
 use crate::inbox::{Inbox, Incoming};
 use crate::shape::{LinkShape, Shaper};
 use crate::tls::{Shared, TlsConfig, TlsContext, TlsReader, TlsWriter};
@@ -50,7 +50,8 @@ pub struct TcpOptions {
     /// How long `recv` waits for a message.
     pub recv_timeout: Duration,
     /// How long the peer may send nothing at all, not even a heartbeat, before it counts as
-    /// dead ([`crate::DEFAULT_SILENCE_TIMEOUT`] unless configured; see [`crate::heartbeat`]).
+    /// dead ([`crate::DEFAULT_SILENCE_TIMEOUT`] unless configured, at least
+    /// [`crate::heartbeat::MIN_SILENCE_TIMEOUT`]; see [`crate::heartbeat`]).
     pub silence_timeout: Duration,
     /// Mutual TLS with these files; `None` for plain TCP.
     pub tls: Option<TlsConfig>,
@@ -209,20 +210,22 @@ impl TcpLink {
                 Out::Tls(TlsWriter { shared })
             }
         };
+        let silence = opts.silence_timeout.max(MIN_SILENCE_TIMEOUT);
         // Set after the TLS handshake, which has deadlines of its own.
         socket
-            .set_write_timeout(Some(opts.silence_timeout.max(Duration::from_millis(1))))
+            .set_write_timeout(Some(silence))
             .map_err(|e| io(opts, e))?;
         let writer = Arc::new(Mutex::new(FrameWriter {
             out: BufWriter::with_capacity(1 << 16, out),
             sent: LinkStats::default(),
             peer: opts.peer_id.clone(),
-            silence_timeout: opts.silence_timeout,
+            silence_timeout: silence,
         }));
-        let stop_heartbeats = start_heartbeats(&writer, opts)?;
+        let stop_heartbeats = start_heartbeats(&writer, &opts.peer_id, heartbeat_interval(silence))
+            .map_err(|e| io(opts, e))?;
         let watch = Watch {
             live,
-            limit: opts.silence_timeout,
+            limit: silence,
         };
         Ok(TcpLink {
             writer,
@@ -241,21 +244,20 @@ impl TcpLink {
 /// connection fails, which the protocol thread will notice on its own).
 fn start_heartbeats(
     writer: &Arc<Mutex<FrameWriter>>,
-    opts: &TcpOptions,
-) -> Result<Sender<()>, LinkError> {
+    peer: &str,
+    every: Duration,
+) -> std::io::Result<Sender<()>> {
     let (stop, stopped) = channel::<()>();
     let writer = Arc::clone(writer);
-    let every = heartbeat_interval(opts.silence_timeout);
     std::thread::Builder::new()
-        .name(format!("link-heartbeat-{}", opts.peer_id))
+        .name(format!("link-heartbeat-{peer}"))
         .spawn(move || {
             while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
                 if lock(&writer).write_frame(Kind::Heartbeat, &[]).is_err() {
                     return;
                 }
             }
-        })
-        .map_err(|e| io(opts, e))?;
+        })?;
     Ok(stop)
 }
 
