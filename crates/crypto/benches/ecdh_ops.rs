@@ -75,4 +75,43 @@ fn run() {
             h2c
         );
     }
+    if filter
+        .as_deref()
+        .is_none_or(|f| "curve_25519 x25519".contains(&f.to_lowercase()))
+    {
+        x25519_backends();
+    }
+}
+
+/// One X25519 scalar multiplication (the ladder, no hashing) per backend this CPU runs.
+fn x25519_backends() {
+    use blindjoin_crypto::x25519::{Backend, backend_name};
+    let n = 4096u64;
+    let us: Vec<[u8; 32]> = (0..n)
+        .map(|i| {
+            let mut u = [0u8; 32];
+            u[..8].copy_from_slice(&i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
+            u[8] = 9;
+            u
+        })
+        .collect();
+    let k = [0x6bu8; 32];
+    println!(
+        "\nX25519 per scalar multiplication, one core (in use: {}):",
+        backend_name()
+    );
+    for backend in [Backend::Ifma8, Backend::Avx2x4, Backend::Serial] {
+        if !backend.is_available() {
+            println!("{:<16} {:>16}", backend.name(), "not on this CPU");
+            continue;
+        }
+        let mut out = vec![[0u8; 32]; us.len()];
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t = Instant::now();
+            backend.x25519(&k, &us, &mut out);
+            best = best.min(t.elapsed().as_secs_f64() * 1e6 / n as f64);
+        }
+        println!("{:<16} {:>13.2} µs", backend.name(), best);
+    }
 }

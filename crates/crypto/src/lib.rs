@@ -38,6 +38,7 @@ pub mod ristretto;
 mod sm2_h2c;
 mod weierstrass;
 pub mod x25519;
+mod x25519_avx2;
 mod x25519_ifma;
 
 pub use digest::{ItemDigest, item_digest, tag_of};

@@ -229,16 +229,60 @@ fn ciphers_report_their_curve() {
 }
 
 #[test]
-fn x25519_backend_matches_the_serial_reference() {
+fn every_x25519_backend_this_cpu_runs_matches_the_serial_reference() {
+    use x25519::Backend;
     let xs = items(1000, 9);
-    let mut fast = vec![[0u8; 32]; xs.len()];
     let mut slow = vec![[0u8; 32]; xs.len()];
-    crate::x25519_ifma::hash_to_montgomery_batch(x25519::DST, &xs, &mut fast);
     x25519::hash_to_montgomery_serial(x25519::DST, &xs, &mut slow);
+    let mut fast = vec![[0u8; 32]; xs.len()];
+    crate::x25519_ifma::hash_to_montgomery_batch(x25519::DST, &xs, &mut fast);
     assert_eq!(fast, slow);
     let k = [0x5au8; 32];
-    let (mut a, mut b) = (vec![[0u8; 32]; xs.len()], vec![[0u8; 32]; xs.len()]);
-    crate::x25519_ifma::x25519_batch(&k, &fast, &mut a);
-    x25519::x25519_serial(&k, &slow, &mut b);
-    assert_eq!(a, b, "backend {}", x25519::backend_name());
+    let mut want = vec![[0u8; 32]; xs.len()];
+    x25519::x25519_serial(&k, &slow, &mut want);
+    let mut ran = Vec::new();
+    for backend in [Backend::Ifma8, Backend::Avx2x4, Backend::Serial] {
+        if !backend.is_available() {
+            continue;
+        }
+        let mut got = vec![[0u8; 32]; xs.len()];
+        backend.x25519(&k, &slow, &mut got);
+        assert_eq!(got, want, "backend {}", backend.name());
+        ran.push(backend.name());
+    }
+    eprintln!(
+        "X25519 backends checked: {ran:?}; in use: {}",
+        x25519::backend_name()
+    );
+}
+
+/// Per-multiplication time of each X25519 backend, one thread:
+/// `cargo test --release -p blindjoin-crypto --lib x25519_backend_timing -- --ignored --nocapture`.
+#[test]
+#[ignore = "timing, not a test: run by hand in release mode"]
+fn x25519_backend_timing() {
+    use x25519::Backend;
+    let n = 4096;
+    let us: Vec<[u8; 32]> = (0..n as u64)
+        .map(|i| {
+            let mut u = [0u8; 32];
+            u[..8].copy_from_slice(&i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
+            u[8] = 1;
+            u
+        })
+        .collect();
+    let k = [0x6bu8; 32];
+    for backend in [Backend::Ifma8, Backend::Avx2x4, Backend::Serial] {
+        if !backend.is_available() {
+            continue;
+        }
+        let mut out = vec![[0u8; 32]; n];
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            backend.x25519(&k, &us, &mut out);
+            best = best.min(t.elapsed().as_secs_f64() * 1e6 / n as f64);
+        }
+        println!("{:<16} {best:6.2} µs per X25519", backend.name());
+    }
 }

@@ -9,15 +9,14 @@
 //! about half of all items land on the twist and the twist bit of each hash leaks), every hashed
 //! item here is a uniformly distributed point of the prime-order subgroup.
 //!
-//! Backends: an 8-lane AVX-512 IFMA kernel (module `x25519_ifma`) when the CPU has it (detected
-//! at run time), else curve25519-dalek's serial ladder. Both give identical bytes; tests check it.
+//! Backends ([`Backend`], chosen at run time by CPU detection): an 8-lane AVX-512 IFMA kernel
+//! (module `x25519_ifma`, ladder and hash), else a 4-lane AVX2 ladder (module `x25519_avx2`), else
+//! curve25519-dalek's serial code. All give identical bytes; tests check each one the CPU runs.
 
 use crate::{
     CryptoError, Curve, EcdhCipher, ItemDigest, check_len, check_remask_buffers, random_bytes,
 };
-#[cfg(test)]
 use curve25519_dalek::{edwards::EdwardsPoint, montgomery::MontgomeryPoint};
-#[cfg(test)]
 use sha2::Sha512;
 use zeroize::Zeroize;
 
@@ -45,46 +44,106 @@ fn is_canonical(u: &[u8; 32]) -> bool {
     false
 }
 
-/// Serial reference: the u-coordinate of the RFC 9380 hash of each message.
-#[cfg(test)]
+/// Serial reference: the u-coordinate of the RFC 9380 hash of each message (curve25519-dalek).
 pub(crate) fn hash_to_montgomery_serial(dst: &[u8], msgs: &[ItemDigest], out: &mut [[u8; 32]]) {
-    let points: Vec<EdwardsPoint> = msgs
-        .iter()
-        .map(|m| EdwardsPoint::hash_to_curve::<Sha512>(&[m.as_slice()], &[dst]))
-        .collect();
-    for (o, m) in out
-        .iter_mut()
-        .zip(EdwardsPoint::to_montgomery_batch(&points))
-    {
-        *o = m.0;
+    for (mc, oc) in msgs.chunks(256).zip(out.chunks_mut(256)) {
+        let points: Vec<EdwardsPoint> = mc
+            .iter()
+            .map(|m| EdwardsPoint::hash_to_curve::<Sha512>(&[m.as_slice()], &[dst]))
+            .collect();
+        for (o, m) in oc
+            .iter_mut()
+            .zip(EdwardsPoint::to_montgomery_batch(&points))
+        {
+            *o = m.0;
+        }
     }
 }
 
-/// Serial reference: X25519(k, u) for each u.
-#[cfg(test)]
+/// Serial reference: X25519(k, u) for each u (curve25519-dalek's ladder).
 pub(crate) fn x25519_serial(k: &[u8; 32], us: &[[u8; 32]], out: &mut [[u8; 32]]) {
     for (o, u) in out.iter_mut().zip(us) {
         *o = MontgomeryPoint(*u).mul_clamped(*k).0;
     }
 }
 
-/// The backend in force: IFMA when the CPU has it (the kernel falls back to the serial code
-/// itself otherwise).
+/// The X25519 implementations this build carries; [`backend`] picks one per process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// 8 lanes, AVX-512 IFMA (`vpmadd52luq`), radix 2^51: ladder and hash to curve.
+    Ifma8,
+    /// 4 lanes, AVX2 (`vpmuludq`), radix 2^25.5: ladder; the hash to curve is serial.
+    Avx2x4,
+    /// curve25519-dalek's serial code: any CPU.
+    Serial,
+}
+
+impl Backend {
+    /// Name used in reports, benchmarks and `BLINDJOIN_X25519_BACKEND`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Ifma8 => "avx512ifma-8way",
+            Backend::Avx2x4 => "avx2-4way",
+            Backend::Serial => "serial",
+        }
+    }
+
+    /// Whether this CPU can run the backend.
+    pub fn is_available(self) -> bool {
+        match self {
+            Backend::Ifma8 => crate::x25519_ifma::available(),
+            Backend::Avx2x4 => crate::x25519_avx2::available(),
+            Backend::Serial => true,
+        }
+    }
+
+    /// `out[i] = X25519(k, us[i])` with this backend (the serial one if the CPU lacks it).
+    pub fn x25519(self, k: &[u8; 32], us: &[[u8; 32]], out: &mut [[u8; 32]]) {
+        match self {
+            Backend::Ifma8 => crate::x25519_ifma::x25519_batch(k, us, out),
+            Backend::Avx2x4 => crate::x25519_avx2::x25519_batch(k, us, out),
+            Backend::Serial => x25519_serial(k, us, out),
+        }
+    }
+
+    /// The u-coordinates of the RFC 9380 hashes of `msgs` with this backend.
+    fn hash_to_montgomery(self, dst: &[u8], msgs: &[ItemDigest], out: &mut [[u8; 32]]) {
+        match self {
+            Backend::Ifma8 => crate::x25519_ifma::hash_to_montgomery_batch(dst, msgs, out),
+            Backend::Avx2x4 | Backend::Serial => hash_to_montgomery_serial(dst, msgs, out),
+        }
+    }
+}
+
+/// The fastest backend this CPU runs (detected once per process). `BLINDJOIN_X25519_BACKEND` =
+/// `avx512ifma-8way` / `avx2-4way` / `serial` asks for a slower one (benchmarks, and checking the
+/// fallbacks on a fast machine); a backend the CPU lacks is never chosen. All give identical bytes.
+pub fn backend() -> Backend {
+    static CHOSEN: std::sync::OnceLock<Backend> = std::sync::OnceLock::new();
+    *CHOSEN.get_or_init(|| {
+        let best = [Backend::Ifma8, Backend::Avx2x4, Backend::Serial]
+            .into_iter()
+            .find(|b| b.is_available())
+            .unwrap_or(Backend::Serial);
+        let wanted = std::env::var("BLINDJOIN_X25519_BACKEND").ok();
+        [Backend::Ifma8, Backend::Avx2x4, Backend::Serial]
+            .into_iter()
+            .find(|b| wanted.as_deref() == Some(b.name()) && b.is_available())
+            .unwrap_or(best)
+    })
+}
+
 fn hash_to_montgomery(dst: &[u8], msgs: &[ItemDigest], out: &mut [[u8; 32]]) {
-    crate::x25519_ifma::hash_to_montgomery_batch(dst, msgs, out);
+    backend().hash_to_montgomery(dst, msgs, out);
 }
 
 fn x25519(k: &[u8; 32], us: &[[u8; 32]], out: &mut [[u8; 32]]) {
-    crate::x25519_ifma::x25519_batch(k, us, out);
+    backend().x25519(k, us, out);
 }
 
 /// Which X25519 backend this process uses (for reports and benchmarks).
 pub fn backend_name() -> &'static str {
-    if crate::x25519_ifma::available() {
-        "avx512ifma-8way"
-    } else {
-        "serial"
-    }
+    backend().name()
 }
 
 /// An X25519 key: 32 secret bytes, clamped at use; zeroized on drop.
