@@ -10,7 +10,7 @@
 //! The constants are those of the paper and of draft-ladd-cfrg-4q's appendix; tests check the
 //! fast multiplication against the fixed-window reference.
 
-use super::field::Fp2;
+use super::field::{Fp2, Fq2};
 use super::point::Point;
 
 pub(crate) const CTAU1: Fp2 = Fp2::new(
@@ -80,35 +80,37 @@ const CPSI4: Fp2 = Fp2::new(
 
 /// Projective (X : Y : Z) on the intermediate curve of τ.
 #[derive(Clone, Copy, Debug)]
-struct Proj {
-    x: Fp2,
-    y: Fp2,
-    z: Fp2,
+struct Proj<F> {
+    x: F,
+    y: F,
+    z: F,
 }
 
 /// τ: the isogeny from E to the intermediate curve.
-fn tau(p: &Point) -> Proj {
+#[inline(always)]
+fn tau<F: Fq2>(p: &Point<F>) -> Proj<F> {
     let a = p.x.sqr();
     let b = p.y.sqr();
     let c = a.add(b);
     let d = a.sub(b);
     let zz = p.z.sqr();
     Proj {
-        x: CTAU1.mul(p.x).mul(p.y).mul(d),
+        x: F::konst(CTAU1).mul(p.x).mul(p.y).mul(d),
         y: zz.add(zz).add(d).mul(c).neg(),
         z: c.mul(d),
     }
 }
 
 /// τ̂: the dual isogeny back to E, output in R1 (T = Ta·Tb).
-fn tau_dual(p: &Proj) -> Point {
+#[inline(always)]
+fn tau_dual<F: Fq2>(p: &Proj<F>) -> Point<F> {
     let a = p.x.sqr();
     let b = p.y.sqr();
     let c = a.add(b);
     let ta = b.sub(a);
     let zz = p.z.sqr();
     let d = zz.add(zz).sub(ta);
-    let tb = CTAUDUAL1.mul(p.x).mul(p.y);
+    let tb = F::konst(CTAUDUAL1).mul(p.x).mul(p.y);
     Point {
         x: tb.mul(c),
         y: d.mul(ta),
@@ -119,51 +121,55 @@ fn tau_dual(p: &Proj) -> Point {
 }
 
 /// υ: the CM endomorphism on the intermediate curve (gives φ).
-fn upsilon(p: &Proj) -> Proj {
-    let a = CPHI0.mul(p.x).mul(p.y);
+#[inline(always)]
+fn upsilon<F: Fq2>(p: &Proj<F>) -> Proj<F> {
+    let a = F::konst(CPHI0).mul(p.x).mul(p.y);
     let b = p.y.mul(p.z);
     let c = p.y.sqr();
     let d = p.z.sqr();
     let f = d.sqr();
     let g = b.sqr();
     let h = c.sqr();
-    let i = CPHI1.mul(b);
-    let j = c.add(CPHI2.mul(d));
-    let k = CPHI8.mul(g).add(h).add(CPHI9.mul(f));
+    let i = F::konst(CPHI1).mul(b);
+    let j = c.add(F::konst(CPHI2).mul(d));
+    let k = F::konst(CPHI8).mul(g).add(h).add(F::konst(CPHI9).mul(f));
     let x = a.mul(k).mul(i.add(j)).mul(i.sub(j)).conj();
-    let l = c.add(CPHI4.mul(d));
-    let m = CPHI3.mul(b);
+    let l = c.add(F::konst(CPHI4).mul(d));
+    let m = F::konst(CPHI3).mul(b);
     let n = l.add(m).mul(l.sub(m));
-    let y = CPHI5
+    let y = F::konst(CPHI5)
         .mul(d)
         .mul(n)
-        .mul(h.add(CPHI6.mul(g)).add(CPHI7.mul(f)))
+        .mul(h.add(F::konst(CPHI6).mul(g)).add(F::konst(CPHI7).mul(f)))
         .conj();
     let z = b.mul(k).mul(n).conj();
     Proj { x, y, z }
 }
 
 /// χ: the Frobenius-based endomorphism on the intermediate curve (gives ψ).
-fn chi(p: &Proj) -> Proj {
+#[inline(always)]
+fn chi<F: Fq2>(p: &Proj<F>) -> Proj<F> {
     let a = p.x.conj();
     let b = p.y.conj();
     let c = p.z.conj().sqr();
     let d = a.sqr();
-    let g = b.mul(d.add(CPSI2.mul(c)));
-    let h = d.add(CPSI4.mul(c)).neg();
+    let g = b.mul(d.add(F::konst(CPSI2).mul(c)));
+    let h = d.add(F::konst(CPSI4).mul(c)).neg();
     Proj {
-        x: CPSI1.mul(a).mul(c).mul(h),
-        y: g.mul(d.add(CPSI3.mul(c))),
+        x: F::konst(CPSI1).mul(a).mul(c).mul(h),
+        y: g.mul(d.add(F::konst(CPSI3).mul(c))),
         z: g.mul(h),
     }
 }
 
 /// φ(P) = τ̂(υ(τ(P))).
-pub(crate) fn phi(p: &Point) -> Point {
+#[inline(always)]
+pub(crate) fn phi<F: Fq2>(p: &Point<F>) -> Point<F> {
     tau_dual(&upsilon(&tau(p)))
 }
 
 /// ψ(P) = τ̂(χ(τ(P))).
-pub(crate) fn psi(p: &Point) -> Point {
+#[inline(always)]
+pub(crate) fn psi<F: Fq2>(p: &Point<F>) -> Point<F> {
     tau_dual(&chi(&tau(p)))
 }

@@ -28,7 +28,7 @@ impl Fp {
 
     /// Folds a value below 2^128 to below 2^127: 2^127 ≡ 1.
     #[inline(always)]
-    fn fold(s: u128) -> Fp {
+    pub(crate) fn fold(s: u128) -> Fp {
         Fp((s & P) + (s >> 127))
     }
 
@@ -412,5 +412,56 @@ impl ConditionallySelectable for Fp2 {
             a: Fp::conditional_select(&x.a, &y.a, choice),
             b: Fp::conditional_select(&x.b, &y.b, choice),
         }
+    }
+}
+
+/// The GF(p²) operations the point formulas use, so that doubling, addition, φ and ψ are written
+/// once: [`Fp2`] implements it for one element, and `lanes::Fp2x8` (AVX-512 IFMA) for eight
+/// independent elements at a time.
+pub(crate) trait Fq2: Copy {
+    /// x + y.
+    fn add(self, o: Self) -> Self;
+    /// x − y.
+    fn sub(self, o: Self) -> Self;
+    /// −x.
+    fn neg(self) -> Self;
+    /// a − b·i.
+    fn conj(self) -> Self;
+    /// x · y.
+    fn mul(self, o: Self) -> Self;
+    /// x².
+    fn sqr(self) -> Self;
+    /// A constant (in every lane).
+    fn konst(c: Fp2) -> Self;
+}
+
+impl Fq2 for Fp2 {
+    #[inline(always)]
+    fn add(self, o: Fp2) -> Fp2 {
+        Fp2::add(self, o)
+    }
+    #[inline(always)]
+    fn sub(self, o: Fp2) -> Fp2 {
+        Fp2::sub(self, o)
+    }
+    #[inline(always)]
+    fn neg(self) -> Fp2 {
+        Fp2::neg(self)
+    }
+    #[inline(always)]
+    fn conj(self) -> Fp2 {
+        Fp2::conj(self)
+    }
+    #[inline(always)]
+    fn mul(self, o: Fp2) -> Fp2 {
+        Fp2::mul(self, o)
+    }
+    #[inline(always)]
+    fn sqr(self) -> Fp2 {
+        Fp2::sqr(self)
+    }
+    #[inline(always)]
+    fn konst(c: Fp2) -> Fp2 {
+        c
     }
 }

@@ -26,11 +26,13 @@
 mod endo;
 mod field;
 mod hash;
+mod lanes;
 mod mul;
 mod point;
 mod scalar;
 
 pub use hash::DST;
+pub use lanes::backend_name;
 pub use scalar::Scalar;
 
 use crate::{
@@ -127,10 +129,9 @@ fn mul_cleared(eff: &Scalar, points: &[u8], out: &mut [u8]) -> Result<(), Crypto
         .try_for_each(|(c, (inp, outp))| {
             let mut batch = Vec::with_capacity(CHUNK);
             for (j, enc) in inp.chunks_exact(POINT_LEN).enumerate() {
-                let q = decode_peer(enc, c * CHUNK + j)?;
-                batch.push(mul::mul(&q, eff));
+                batch.push(decode_peer(enc, c * CHUNK + j)?);
             }
-            encode_batch(&batch, outp);
+            encode_batch(&lanes::mul_many(&batch, eff), outp);
             Ok(())
         })
 }
@@ -213,11 +214,11 @@ impl EcdhCipher for FourQCipher {
             .par_chunks(CHUNK)
             .zip(out.par_chunks_mut(POINT_LEN * CHUNK))
             .try_for_each(|(its, outp)| {
-                let batch = its
+                let hashed = its
                     .iter()
-                    .map(|it| Ok(mul::mul(&hash::hash_to_subgroup(it)?, &self.key)))
+                    .map(hash::hash_to_subgroup)
                     .collect::<Result<Vec<_>, CryptoError>>()?;
-                encode_batch(&batch, outp);
+                encode_batch(&lanes::mul_many(&hashed, &self.key), outp);
                 Ok(())
             })
     }

@@ -10,6 +10,7 @@
 //! endomorphisms' eigenvalues, assume it): callers clear the cofactor first.
 
 use super::endo;
+use super::field::Fq2;
 use super::point::{Cached, Point};
 use super::scalar::Scalar;
 #[cfg(test)]
@@ -240,7 +241,8 @@ pub(crate) fn recode_endo(v: [u64; 4]) -> ([u8; 65], [u8; 65]) {
 }
 
 /// The table T[u] = P + u0·φ(P) + u1·ψ(P) + u2·ψ(φ(P)), u ∈ [0, 8), cached.
-pub(crate) fn endo_table(p: &Point) -> [Cached; 8] {
+#[inline(always)]
+pub(crate) fn endo_table<F: Fq2>(p: &Point<F>) -> [Cached<F>; 8] {
     let q = endo::phi(p);
     let r = endo::psi(p);
     let s = endo::psi(&q);
@@ -252,7 +254,13 @@ pub(crate) fn endo_table(p: &Point) -> [Cached; 8] {
     for u in 4..8 {
         t[u] = t[u - 4].add(&sc);
     }
-    t.map(|x| x.cached())
+    // A loop rather than `map(closure)`: closures are not inlined by force, and the IFMA kernel
+    // needs everything flattened into its target-feature function.
+    let mut cached = [qc; 8];
+    for (c, x) in cached.iter_mut().zip(&t) {
+        *c = x.cached();
+    }
+    cached
 }
 
 /// k·P for P of order dividing N with the four-dimensional decomposition: 64 doublings and 65

@@ -7,7 +7,7 @@
 //! Encoding (FourQlib `encode`): the 32 bytes of y = y0 ‖ y1 with bit 255 set to the sign of x
 //! (bit 126 of x0, or of x1 when x0 = 0).
 
-use super::field::{Fp, Fp2};
+use super::field::{Fp, Fp2, Fq2};
 use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 
 /// The curve constant d.
@@ -37,23 +37,24 @@ pub(crate) struct Affine {
     pub(crate) y: Fp2,
 }
 
-/// A point in extended coordinates R1 = (X, Y, Z, Ta, Tb), T = Ta·Tb.
+/// A point in extended coordinates R1 = (X, Y, Z, Ta, Tb), T = Ta·Tb (eight points at once when
+/// `F` is the IFMA lane vector).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Point {
-    pub(crate) x: Fp2,
-    pub(crate) y: Fp2,
-    pub(crate) z: Fp2,
-    pub(crate) ta: Fp2,
-    pub(crate) tb: Fp2,
+pub(crate) struct Point<F = Fp2> {
+    pub(crate) x: F,
+    pub(crate) y: F,
+    pub(crate) z: F,
+    pub(crate) ta: F,
+    pub(crate) tb: F,
 }
 
 /// A point in the cached form R2 = (X + Y, Y − X, 2Z, 2d·T): an addition operand.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Cached {
-    pub(crate) n: Fp2,
-    pub(crate) d: Fp2,
-    pub(crate) e: Fp2,
-    pub(crate) f: Fp2,
+pub(crate) struct Cached<F = Fp2> {
+    pub(crate) n: F,
+    pub(crate) d: F,
+    pub(crate) e: F,
+    pub(crate) f: F,
 }
 
 impl Affine {
@@ -124,16 +125,11 @@ impl Affine {
     }
 }
 
-impl Point {
-    /// The neutral element.
-    pub(crate) fn identity() -> Point {
-        Affine::IDENTITY.to_point()
-    }
-
+impl<F: Fq2> Point<F> {
     /// 2·P from (X, Y, Z) only (FourQlib's DBL: 4 squarings, 3 multiplications). The formula is
     /// the a = −1 doubling of Hisil et al. with every output negated (the same projective point).
     #[inline(always)]
-    pub(crate) fn double(&self) -> Point {
+    pub(crate) fn double(&self) -> Point<F> {
         let a = self.x.sqr();
         let b = self.y.sqr();
         let zz = self.z.sqr();
@@ -153,7 +149,7 @@ impl Point {
 
     /// P + Q for Q cached (1 + 8 multiplications): the unified a = −1 addition of Hisil et al.
     #[inline(always)]
-    pub(crate) fn add(&self, q: &Cached) -> Point {
+    pub(crate) fn add(&self, q: &Cached<F>) -> Point<F> {
         let t = self.ta.mul(self.tb);
         let n = self.x.add(self.y);
         let d = self.y.sub(self.x);
@@ -162,14 +158,21 @@ impl Point {
 
     /// The cached form of P (2 multiplications).
     #[inline(always)]
-    pub(crate) fn cached(&self) -> Cached {
+    pub(crate) fn cached(&self) -> Cached<F> {
         let t = self.ta.mul(self.tb);
         Cached {
             n: self.x.add(self.y),
             d: self.y.sub(self.x),
             e: self.z.add(self.z),
-            f: D2.mul(t),
+            f: F::konst(D2).mul(t),
         }
+    }
+}
+
+impl Point {
+    /// The neutral element.
+    pub(crate) fn identity() -> Point {
+        Affine::IDENTITY.to_point()
     }
 
     /// −P.
@@ -224,7 +227,7 @@ impl Point {
 
 /// The core addition: P in the form (X + Y, Y − X, Z, T), Q cached; output in R1.
 #[inline(always)]
-pub(crate) fn add_core(n1: Fp2, d1: Fp2, z1: Fp2, t1: Fp2, q: &Cached) -> Point {
+pub(crate) fn add_core<F: Fq2>(n1: F, d1: F, z1: F, t1: F, q: &Cached<F>) -> Point<F> {
     let a = d1.mul(q.d);
     let b = n1.mul(q.n);
     let c = t1.mul(q.f);
