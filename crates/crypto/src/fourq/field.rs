@@ -88,36 +88,15 @@ impl Fp {
         Fp((a + (a & 1) * P) >> 1)
     }
 
-    /// a^(2^k) by k squarings.
-    #[inline(always)]
-    fn sqr_n(self, k: u32) -> Fp {
-        let mut r = self;
-        for _ in 0..k {
-            r = r.sqr();
-        }
-        r
-    }
-
-    /// a^(2^125 − 1) = a^((p − 3)/4), by an addition chain on exponents 2^k − 1 (124 squarings,
-    /// 11 multiplications). It yields the inverse, the square root and the inverse square root.
+    /// a^(2^125 − 1) = a^((p − 3)/4) (see [`pow_p_minus_3_over_4`]): it yields the inverse, the
+    /// square root and the inverse square root.
     pub(crate) fn pow_p_minus_3_over_4(self) -> Fp {
-        let e1 = self;
-        let e2 = e1.sqr().mul(e1);
-        let e4 = e2.sqr_n(2).mul(e2);
-        let e8 = e4.sqr_n(4).mul(e4);
-        let e16 = e8.sqr_n(8).mul(e8);
-        let e32 = e16.sqr_n(16).mul(e16);
-        let e64 = e32.sqr_n(32).mul(e32);
-        let e96 = e64.sqr_n(32).mul(e32);
-        let e112 = e96.sqr_n(16).mul(e16);
-        let e120 = e112.sqr_n(8).mul(e8);
-        let e124 = e120.sqr_n(4).mul(e4);
-        e124.sqr().mul(e1)
+        pow_p_minus_3_over_4(self)
     }
 
     /// 1/a = a^(p − 2) = (a^(2^125 − 1))^4 · a (and 0 for 0).
     pub(crate) fn invert(self) -> Fp {
-        self.pow_p_minus_3_over_4().sqr_n(2).mul(self)
+        sqr_n(self.pow_p_minus_3_over_4(), 2).mul(self)
     }
 
     /// a^((p + 1)/4): a square root of a when a is a square (p ≡ 3 mod 4).
@@ -463,5 +442,98 @@ impl Fq2 for Fp2 {
     #[inline(always)]
     fn konst(c: Fp2) -> Fp2 {
         c
+    }
+}
+
+/// The GF(p) operations FourQlib's hash map uses, so the map is written once for [`Fp`] and for
+/// the 8-lane IFMA vector (`lanes`). `Mask` is a per-element (per-lane) truth value.
+pub(crate) trait Fq: Copy {
+    /// A per-lane condition: [`Choice`] for one element.
+    type Mask: Copy;
+    /// a + b.
+    fn add(self, o: Self) -> Self;
+    /// a − b.
+    fn sub(self, o: Self) -> Self;
+    /// −a.
+    fn neg(self) -> Self;
+    /// a · b.
+    fn mul(self, o: Self) -> Self;
+    /// a².
+    fn sqr(self) -> Self;
+    /// a / 2.
+    fn half(self) -> Self;
+    /// A constant (in every lane).
+    fn konst(c: Fp) -> Self;
+    /// a = b (as field elements).
+    fn eq_mask(self, o: Self) -> Self::Mask;
+    /// `b` where `m` holds, else `a`.
+    fn select(a: Self, b: Self, m: Self::Mask) -> Self;
+}
+
+/// a^(2^k) by k squarings.
+#[inline(always)]
+fn sqr_n<F: Fq>(a: F, k: u32) -> F {
+    let mut r = a;
+    for _ in 0..k {
+        r = r.sqr();
+    }
+    r
+}
+
+/// a^(2^125 − 1) = a^((p − 3)/4), by an addition chain on exponents 2^k − 1 (124 squarings,
+/// 11 multiplications).
+#[inline(always)]
+pub(crate) fn pow_p_minus_3_over_4<F: Fq>(a: F) -> F {
+    let e1 = a;
+    let e2 = e1.sqr().mul(e1);
+    let e4 = sqr_n(e2, 2).mul(e2);
+    let e8 = sqr_n(e4, 4).mul(e4);
+    let e16 = sqr_n(e8, 8).mul(e8);
+    let e32 = sqr_n(e16, 16).mul(e16);
+    let e64 = sqr_n(e32, 32).mul(e32);
+    let e96 = sqr_n(e64, 32).mul(e32);
+    let e112 = sqr_n(e96, 16).mul(e16);
+    let e120 = sqr_n(e112, 8).mul(e8);
+    let e124 = sqr_n(e120, 4).mul(e4);
+    e124.sqr().mul(e1)
+}
+
+impl Fq for Fp {
+    type Mask = Choice;
+    #[inline(always)]
+    fn add(self, o: Fp) -> Fp {
+        Fp::add(self, o)
+    }
+    #[inline(always)]
+    fn sub(self, o: Fp) -> Fp {
+        Fp::sub(self, o)
+    }
+    #[inline(always)]
+    fn neg(self) -> Fp {
+        Fp::neg(self)
+    }
+    #[inline(always)]
+    fn mul(self, o: Fp) -> Fp {
+        Fp::mul(self, o)
+    }
+    #[inline(always)]
+    fn sqr(self) -> Fp {
+        Fp::sqr(self)
+    }
+    #[inline(always)]
+    fn half(self) -> Fp {
+        Fp::half(self)
+    }
+    #[inline(always)]
+    fn konst(c: Fp) -> Fp {
+        c
+    }
+    #[inline(always)]
+    fn eq_mask(self, o: Fp) -> Choice {
+        self.ct_eq(&o)
+    }
+    #[inline(always)]
+    fn select(a: Fp, b: Fp, m: Choice) -> Fp {
+        Fp::conditional_select(&a, &b, m)
     }
 }

@@ -21,10 +21,9 @@
 //! multiplication is a fixed double-and-add chain. Items are secret, so nothing here branches on
 //! them.
 
-use super::field::{Fp, Fp2};
+use super::field::{Fp, Fp2, Fq, pow_p_minus_3_over_4};
 use super::point::{Affine, Point};
 use crate::{CryptoError, ItemDigest};
-use subtle::{ConditionallySelectable, ConstantTimeEq};
 
 /// Domain separation tag of our hash-to-FourQ construction (RFC 9380 §3.1 style).
 pub const DST: &[u8] = b"BLINDJOIN-V01-CS01-with-FourQ_XMD:SHA-512_FOURQLIB_RO_";
@@ -37,19 +36,34 @@ const A0: Fp = Fp::new(0x7ffffffffffffc700000000000000509);
 const A1: Fp = Fp::new(0x637a835bf687a14faadcb5733c136818);
 
 /// a^(2^125 − 1).
-fn exp1251(a: Fp) -> Fp {
-    a.pow_p_minus_3_over_4()
+#[inline(always)]
+fn exp1251<F: Fq>(a: F) -> F {
+    pow_p_minus_3_over_4(a)
 }
 
 /// (a·b − c·d, a·d + c·b): a GF(p²)-style product written on parts, as the map uses it.
-fn cmul(a: Fp, c: Fp, b: Fp, d: Fp) -> (Fp, Fp) {
+#[inline(always)]
+fn cmul<F: Fq>(a: F, c: F, b: F, d: F) -> (F, F) {
     (a.mul(b).sub(c.mul(d)), a.mul(d).add(c.mul(b)))
 }
 
 /// FourQlib's `HashToCurve(r)` before cofactor clearing: an affine curve point.
 pub(crate) fn fourqlib_map_raw(r: Fp2) -> Affine {
-    let (r0, r1) = (r.a, r.b);
-    let one = Fp::ONE;
+    let [x0, x1, y0, y1] = fourqlib_map_parts(r.a, r.b);
+    Affine {
+        x: Fp2 { a: x0, b: x1 }.canonical(),
+        y: Fp2 { a: y0, b: y1 }.canonical(),
+    }
+}
+
+/// The map on the two parts of r, over any [`Fq`] (one element, or eight lanes): the affine
+/// coordinates [x0, x1, y0, y1], not canonical.
+#[inline(always)]
+pub(crate) fn fourqlib_map_parts<F: Fq>(r0: F, r1: F) -> [F; 4] {
+    let one = F::konst(Fp::ONE);
+    let (a0, a1) = (F::konst(A0), F::konst(A1));
+    let (con1, con2) = (F::konst(CON1), F::konst(CON2));
+    let (b0, b1) = (F::konst(B0), F::konst(B1));
     // FourQlib's straight-line program, step for step (names follow its temporaries). The
     // first lines only use r0² − r1² and r0·r1, i.e. r², which is why H(−r) = H(r).
     let t0 = r0.add(r1).mul(r0.sub(r1)); // r0² − r1²
@@ -58,21 +72,21 @@ pub(crate) fn fourqlib_map_raw(r: Fp2) -> Affine {
     let t0 = t0.add(t0); // 2·(r0² − r1²)
     let t3 = t0.sub(t1);
     let t0 = t3.add(one);
-    let t4 = A1.mul(t2).sub(A0.mul(t0));
-    let t1 = A0.mul(t2).add(A1.mul(t0));
+    let t4 = a1.mul(t2).sub(a0.mul(t0));
+    let t1 = a0.mul(t2).add(a1.mul(t0));
     let t6 = t0.add(t2).mul(t0.sub(t2));
     let t5 = t2.mul(t0);
     let t5 = t5.add(t5);
-    let t8 = t6.sub(CON1.mul(t3)).add(CON2.mul(t2));
-    let t9 = t5.sub(CON1.mul(t2)).sub(CON2.mul(t3));
+    let t8 = t6.sub(con1.mul(t3)).add(con2.mul(t2));
+    let t9 = t5.sub(con1.mul(t2)).sub(con2.mul(t3));
     let t7 = t4.mul(t8).add(t1.mul(t9));
     let t10 = t4.mul(t9).sub(t1.mul(t8));
     // Quadratic-character test of t7² + t10² (a norm): t7' = n^((p−1)/2).
     let n = t7.sqr().add(t10.sqr());
     let chi = exp1251(n).sqr().mul(n);
-    let is_square = chi.ct_eq(&one);
-    let t3 = Fp::conditional_select(&A0.add(t4), &A0.neg(), is_square);
-    let t10 = Fp::conditional_select(&A1.sub(t1), &A1.neg(), is_square);
+    let is_square = chi.eq_mask(one);
+    let t3 = F::select(a0.add(t4), a0.neg(), is_square);
+    let t10 = F::select(a1.sub(t1), a1.neg(), is_square);
 
     let t8 = t0.mul(t3).sub(t2.mul(t10));
     let t9 = t2.mul(t3).add(t0.mul(t10));
@@ -106,9 +120,9 @@ pub(crate) fn fourqlib_map_raw(r: Fp2) -> Affine {
     let t9 = t5.mul(t9);
     let t7 = t9.sqr();
     let two = one.add(one);
-    let root_ok = t5.ct_eq(&t7);
-    let t7 = Fp::conditional_select(&t11, &two, root_ok);
-    let t11 = Fp::conditional_select(&two.neg(), &t11, root_ok);
+    let root_ok = t5.eq_mask(t7);
+    let t7 = F::select(t11, two, root_ok);
+    let t11 = F::select(two.neg(), t11, root_ok);
 
     let t13 = t13.add(t13);
     let y0 = t3.sub(t0);
@@ -116,7 +130,7 @@ pub(crate) fn fourqlib_map_raw(r: Fp2) -> Affine {
     let (t15, t16) = cmul(y0, y1, t6, t12);
     let y0 = t15.mul(t4).add(t1.mul(t16)).mul(t13);
     let y1 = t4.mul(t16).sub(t1.mul(t15)).mul(t13);
-    let (t15, t16) = cmul(B0, B1, t3, t10);
+    let (t15, t16) = cmul(b0, b1, t3, t10);
     let x0 = t15.mul(t4).add(t1.mul(t16));
     let x1 = t4.mul(t16).sub(t1.mul(t15));
     let (t15, t16) = cmul(x0, x1, t0, t2);
@@ -125,18 +139,12 @@ pub(crate) fn fourqlib_map_raw(r: Fp2) -> Affine {
     let t15 = x0.mul(t7).sub(x1.mul(t11));
     let t16 = x0.mul(t11).add(x1.mul(t7));
     let t13 = t13.mul(t9);
-    Affine {
-        x: Fp2 {
-            a: t15.mul(t13),
-            b: t16.mul(t13),
-        }
-        .canonical(),
-        y: Fp2 { a: y0, b: y1 }.canonical(),
-    }
+    [t15.mul(t13), t16.mul(t13), y0, y1]
 }
 
 /// 16·a.
-fn mul16(a: Fp) -> Fp {
+#[inline(always)]
+fn mul16<F: Fq>(a: F) -> F {
     let a = a.add(a);
     let a = a.add(a);
     let a = a.add(a);

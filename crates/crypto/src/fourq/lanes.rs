@@ -42,9 +42,13 @@
 #![allow(unsafe_code)] // with a `// SAFETY:` comment on every unsafe block
 #![allow(clippy::needless_range_loop)] // limb loops read clearest indexed
 
+#[cfg(test)]
+use super::field::Fp;
+use super::field::Fp2;
 use super::mul::{decompose, recode_endo};
 use super::point::Point;
 use super::scalar::Scalar;
+use crate::{CryptoError, ItemDigest};
 
 /// Whether this CPU runs the 8-lane kernel (avx512f + avx512ifma, detected at run time), unless
 /// `BLINDJOIN_FOURQ_BACKEND=serial` asks for the serial code (benchmarks, checking the fallback).
@@ -102,6 +106,39 @@ pub(crate) fn mul_many(points: &[Point], k: &Scalar) -> Vec<Point> {
     points.iter().map(|p| super::mul::mul(p, k)).collect()
 }
 
+/// `hash::hash_to_subgroup` for every item, eight at a time with AVX-512 IFMA when [`available`]
+/// (the SHA-512 expansion stays serial), else one by one. Identical results either way.
+///
+/// # Errors
+/// Only if `expand_message_xmd` rejects its fixed parameters, which cannot happen.
+pub(crate) fn hash_many(items: &[ItemDigest]) -> Result<Vec<Point>, CryptoError> {
+    #[cfg(target_arch = "x86_64")]
+    if available() {
+        let mut out = Vec::with_capacity(items.len());
+        for chunk in items.chunks(8) {
+            if chunk.len() <= 2 {
+                for it in chunk {
+                    out.push(super::hash::hash_to_subgroup(it)?);
+                }
+                continue;
+            }
+            let mut fields = [[Fp2::ZERO; 2]; 8];
+            for (f, it) in fields.iter_mut().zip(chunk) {
+                *f = super::hash::item_to_fields(it)?;
+            }
+            for j in chunk.len()..8 {
+                fields[j] = fields[0];
+            }
+            // SAFETY: `available()` confirmed avx512f and avx512ifma, the features `imp::hash8`
+            // is compiled for.
+            let r = unsafe { imp::hash8(&fields) };
+            out.extend_from_slice(&r[..chunk.len()]);
+        }
+        return Ok(out);
+    }
+    items.iter().map(super::hash::hash_to_subgroup).collect()
+}
+
 /// Serial-path reference for tests: `k·P` for each point without the kernel.
 #[cfg(test)]
 pub(crate) fn mul_many_serial(points: &[Point], k: &Scalar) -> Vec<Point> {
@@ -110,7 +147,8 @@ pub(crate) fn mul_many_serial(points: &[Point], k: &Scalar) -> Vec<Point> {
 
 #[cfg(target_arch = "x86_64")]
 mod imp {
-    use super::super::field::{Fp, Fp2, Fq2};
+    use super::super::field::{Fp, Fp2, Fq, Fq2};
+    use super::super::hash::fourqlib_map_parts;
     use super::super::mul::endo_table;
     use super::super::point::{Cached, Point};
     use core::arch::x86_64::*;
@@ -312,6 +350,117 @@ mod imp {
         }
     }
 
+    /// The canonical representative of every lane (in [0, p)): a full carry, the bits from 2^127
+    /// up folded back (2^127 ≡ 1) twice, and p itself mapped to 0.
+    #[inline(always)]
+    fn fp_canonical(x: Fpx8) -> Fpx8 {
+        // SAFETY: only reached from `mul8` / `hash8`, on a CPU with avx512f and avx512ifma.
+        unsafe {
+            let m = splat(M43);
+            let m41 = splat((1 << 41) - 1);
+            let Fpx8([mut l0, mut l1, mut l2]) = carry(x.0);
+            l2 = _mm512_add_epi64(l2, _mm512_srli_epi64::<43>(l1));
+            l1 = _mm512_and_si512(l1, m);
+            for _ in 0..2 {
+                let top = _mm512_srli_epi64::<41>(l2);
+                l2 = _mm512_and_si512(l2, m41);
+                l0 = _mm512_add_epi64(l0, top);
+                l1 = _mm512_add_epi64(l1, _mm512_srli_epi64::<43>(l0));
+                l0 = _mm512_and_si512(l0, m);
+                l2 = _mm512_add_epi64(l2, _mm512_srli_epi64::<43>(l1));
+                l1 = _mm512_and_si512(l1, m);
+            }
+            let is_p = _mm512_cmpeq_epi64_mask(l0, m)
+                & _mm512_cmpeq_epi64_mask(l1, m)
+                & _mm512_cmpeq_epi64_mask(l2, m41);
+            let z = _mm512_setzero_si512();
+            Fpx8([
+                _mm512_mask_blend_epi64(is_p, l0, z),
+                _mm512_mask_blend_epi64(is_p, l1, z),
+                _mm512_mask_blend_epi64(is_p, l2, z),
+            ])
+        }
+    }
+
+    /// Lane-wise GF(p) for FourQlib's hash map; every value lives inside `hash8`.
+    impl Fq for Fpx8 {
+        type Mask = __mmask8;
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            fp_add(self, o)
+        }
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            fp_sub(self, o)
+        }
+        #[inline(always)]
+        fn neg(self) -> Self {
+            fp_neg(self)
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            fp_mul(self, o)
+        }
+        #[inline(always)]
+        fn sqr(self) -> Self {
+            fp_mul(self, self)
+        }
+        #[inline(always)]
+        fn half(self) -> Self {
+            // SAFETY: only reached from `hash8`, on a CPU with avx512f and avx512ifma.
+            unsafe {
+                let m = splat(M43);
+                let Fpx8([l0, l1, l2]) = fp_canonical(self);
+                // Odd lanes add p first, so the halving is exact (v + p < 2^128).
+                let odd = _mm512_test_epi64_mask(l0, splat(1));
+                let l0 = _mm512_mask_add_epi64(l0, odd, l0, m);
+                let l1 = _mm512_mask_add_epi64(l1, odd, l1, m);
+                let l2 = _mm512_mask_add_epi64(l2, odd, l2, splat((1 << 41) - 1));
+                let l1 = _mm512_add_epi64(l1, _mm512_srli_epi64::<43>(l0));
+                let l0 = _mm512_and_si512(l0, m);
+                let l2 = _mm512_add_epi64(l2, _mm512_srli_epi64::<43>(l1));
+                let l1 = _mm512_and_si512(l1, m);
+                let one = splat(1);
+                Fpx8([
+                    _mm512_or_si512(
+                        _mm512_srli_epi64::<1>(l0),
+                        _mm512_slli_epi64::<42>(_mm512_and_si512(l1, one)),
+                    ),
+                    _mm512_or_si512(
+                        _mm512_srli_epi64::<1>(l1),
+                        _mm512_slli_epi64::<42>(_mm512_and_si512(l2, one)),
+                    ),
+                    _mm512_srli_epi64::<1>(l2),
+                ])
+            }
+        }
+        #[inline(always)]
+        fn konst(c: Fp) -> Self {
+            fp_konst(c.0)
+        }
+        #[inline(always)]
+        fn eq_mask(self, o: Self) -> __mmask8 {
+            // SAFETY: only reached from `hash8`, on a CPU with avx512f and avx512ifma.
+            unsafe {
+                let (a, b) = (fp_canonical(self), fp_canonical(o));
+                _mm512_cmpeq_epi64_mask(a.0[0], b.0[0])
+                    & _mm512_cmpeq_epi64_mask(a.0[1], b.0[1])
+                    & _mm512_cmpeq_epi64_mask(a.0[2], b.0[2])
+            }
+        }
+        #[inline(always)]
+        fn select(a: Self, b: Self, m: __mmask8) -> Self {
+            // SAFETY: only reached from `hash8`, on a CPU with avx512f and avx512ifma.
+            unsafe {
+                Fpx8([
+                    _mm512_mask_blend_epi64(m, a.0[0], b.0[0]),
+                    _mm512_mask_blend_epi64(m, a.0[1], b.0[1]),
+                    _mm512_mask_blend_epi64(m, a.0[2], b.0[2]),
+                ])
+            }
+        }
+    }
+
     /// Lane-wise GF(p²) for the shared point formulas; every value of this type lives inside
     /// `mul8` (see the module doc).
     impl Fq2 for Fp2x8 {
@@ -480,6 +629,12 @@ mod imp {
             let t = conditional_negate(from_regs(lookup(&table, digits[i])), negative[i]);
             q = q.add(&t);
         }
+        store_points(&q)
+    }
+
+    /// Stores eight lane points as serial points.
+    #[inline(always)]
+    fn store_points(q: &Point<Fp2x8>) -> [Point; 8] {
         let (x, y, z, ta, tb) = (
             fp2_store(q.x),
             fp2_store(q.y),
@@ -494,5 +649,152 @@ mod imp {
             ta: ta[j],
             tb: tb[j],
         })
+    }
+
+    /// `392·(map(u0) + map(u1))` for eight items' field pairs (`hash::hash_to_subgroup`, lane-wise).
+    ///
+    /// # Safety
+    /// The CPU must support avx512f and avx512ifma.
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    pub(super) unsafe fn hash8(u: &[[Fp2; 2]; 8]) -> [Point; 8] {
+        let part = |i: usize, real: bool| {
+            fp_load(std::array::from_fn(|j| {
+                if real { u[j][i].a } else { u[j][i].b }
+            }))
+        };
+        let map = |i: usize| {
+            let [x0, x1, y0, y1] = fourqlib_map_parts(part(i, true), part(i, false));
+            let (x, y) = (Fp2x8 { a: x0, b: x1 }, Fp2x8 { a: y0, b: y1 });
+            Point {
+                x,
+                y,
+                z: fp2_konst(Fp2::ONE),
+                ta: x,
+                tb: y,
+            }
+        };
+        let (q0, q1) = (map(0), map(1));
+        store_points(&q0.add(&q1.cached()).mul_by_cofactor())
+    }
+
+    /// Lane-wise GF(p) operations against the serial ones, on random and edge values (0, 1,
+    /// p − 1, and p itself, the unreduced zero the serial code may carry).
+    #[cfg(test)]
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    pub(super) unsafe fn check_field_ops(a: [Fp; 8], b: [Fp; 8]) {
+        use subtle::ConstantTimeEq;
+        let (x, y) = (fp_load(a), fp_load(b));
+        let same = |v: [Fp; 8], w: [Fp; 8], what: &str| {
+            for j in 0..8 {
+                assert!(bool::from(v[j].ct_eq(&w[j])), "{what}, lane {j}");
+            }
+        };
+        same(
+            fp_store(x.mul(y)),
+            std::array::from_fn(|j| a[j].mul(b[j])),
+            "mul",
+        );
+        same(
+            fp_store(x.sqr()),
+            std::array::from_fn(|j| a[j].sqr()),
+            "sqr",
+        );
+        same(
+            fp_store(x.add(y)),
+            std::array::from_fn(|j| a[j].add(b[j])),
+            "add",
+        );
+        same(
+            fp_store(x.sub(y)),
+            std::array::from_fn(|j| a[j].sub(b[j])),
+            "sub",
+        );
+        same(
+            fp_store(x.neg()),
+            std::array::from_fn(|j| a[j].neg()),
+            "neg",
+        );
+        same(
+            fp_store(x.half()),
+            std::array::from_fn(|j| a[j].half()),
+            "half",
+        );
+        let c = fp_store(fp_canonical(x));
+        for j in 0..8 {
+            assert_eq!(c[j].0, a[j].canonical().0, "canonical, lane {j}");
+        }
+        let eq = x.eq_mask(y);
+        for j in 0..8 {
+            assert_eq!(
+                eq >> j & 1 == 1,
+                bool::from(a[j].ct_eq(&b[j])),
+                "eq, lane {j}"
+            );
+        }
+        let sel = fp_store(Fpx8::select(x, y, 0b1010_0101));
+        for j in 0..8 {
+            let want = if (0b1010_0101u8 >> j) & 1 == 1 {
+                b[j]
+            } else {
+                a[j]
+            };
+            assert_eq!(sel[j].0, want.0, "select, lane {j}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::item_digest;
+    use crate::test_rng::Rng;
+
+    #[test]
+    fn lane_field_ops_match_the_serial_field() {
+        if !cpu_has_ifma() {
+            eprintln!("no AVX-512 IFMA on this CPU: lane kernel not tested here");
+            return;
+        }
+        let p = (1u128 << 127) - 1;
+        let mut rng = Rng(31);
+        let edge = [0, 1, 2, p - 1, p, p - 2, 1 << 126, (1 << 126) + 1];
+        for round in 0..200 {
+            let pick = |r: &mut Rng| {
+                std::array::from_fn(|j| {
+                    if round % 4 == 0 {
+                        Fp(edge[(j + round / 4) % 8])
+                    } else {
+                        Fp::new(r.u128())
+                    }
+                })
+            };
+            let a = pick(&mut rng);
+            let mut b = pick(&mut rng);
+            if round % 3 == 0 {
+                b[1] = a[1];
+                b[5] = a[5];
+            }
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `cpu_has_ifma()` confirmed avx512f and avx512ifma.
+            unsafe {
+                imp::check_field_ops(a, b)
+            };
+        }
+    }
+
+    #[test]
+    fn lane_hash_matches_the_serial_hash() {
+        for n in [0usize, 1, 2, 3, 8, 13] {
+            let items: Vec<_> = (0..n as u32)
+                .map(|i| item_digest(&i.to_le_bytes()))
+                .collect();
+            let fast = hash_many(&items).unwrap();
+            assert_eq!(fast.len(), n);
+            for (it, f) in items.iter().zip(&fast) {
+                let s = super::super::hash::hash_to_subgroup(it).unwrap();
+                assert!(bool::from(f.ct_eq(&s)), "n = {n}");
+            }
+        }
     }
 }

@@ -214,10 +214,7 @@ impl EcdhCipher for FourQCipher {
             .par_chunks(CHUNK)
             .zip(out.par_chunks_mut(POINT_LEN * CHUNK))
             .try_for_each(|(its, outp)| {
-                let hashed = its
-                    .iter()
-                    .map(hash::hash_to_subgroup)
-                    .collect::<Result<Vec<_>, CryptoError>>()?;
+                let hashed = lanes::hash_many(its)?;
                 encode_batch(&lanes::mul_many(&hashed, &self.key), outp);
                 Ok(())
             })

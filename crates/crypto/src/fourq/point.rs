@@ -156,6 +156,21 @@ impl<F: Fq2> Point<F> {
         add_core(n, d, self.z, t, q)
     }
 
+    /// 392·P = ((2P + P)·16 + P)·8, the cofactor clearing of FourQlib (not secret).
+    #[inline(always)]
+    pub(crate) fn mul_by_cofactor(&self) -> Point<F> {
+        let pc = self.cached();
+        let mut q = self.double().add(&pc); // 3P
+        for _ in 0..4 {
+            q = q.double();
+        }
+        q = q.add(&pc); // 49P
+        for _ in 0..3 {
+            q = q.double();
+        }
+        q
+    }
+
     /// The cached form of P (2 multiplications).
     #[inline(always)]
     pub(crate) fn cached(&self) -> Cached<F> {
@@ -194,20 +209,6 @@ impl Point {
     /// Whether P is the neutral element (X = 0 and Y = Z).
     pub(crate) fn is_identity(&self) -> Choice {
         self.x.is_zero() & self.y.ct_eq(&self.z)
-    }
-
-    /// 392·P = ((2P + P)·16 + P)·8, the cofactor clearing of FourQlib (not secret).
-    pub(crate) fn mul_by_cofactor(&self) -> Point {
-        let pc = self.cached();
-        let mut q = self.double().add(&pc); // 3P
-        for _ in 0..4 {
-            q = q.double();
-        }
-        q = q.add(&pc); // 49P
-        for _ in 0..3 {
-            q = q.double();
-        }
-        q
     }
 
     /// Affine form given 1/Z.

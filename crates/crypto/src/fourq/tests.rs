@@ -638,8 +638,13 @@ fn fourq_timing() {
     let lanes_mul = min_time_us(20, || {
         std::hint::black_box(lanes::mul_many(&batch, &k));
     }) / 64.0;
+    let items64: Vec<_> = (0u32..64).map(|i| item_digest(&i.to_le_bytes())).collect();
+    let lanes_hash = min_time_us(20, || {
+        std::hint::black_box(lanes::hash_many(&items64).unwrap());
+    }) / 64.0;
     println!(
-        "batched multiplication ({}): {lanes_mul:.2} µs per point",
+        "batched ({}): multiplication {lanes_mul:.2} µs, hash to subgroup {lanes_hash:.2} µs \
+         per item",
         lanes::backend_name()
     );
     println!(
