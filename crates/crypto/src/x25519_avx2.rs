@@ -66,9 +66,7 @@ pub(crate) fn x25519_batch(k: &[u8; 32], u: &[[u8; 32]], out: &mut [[u8; 32]]) {
         unsafe { imp::x25519_batch(k, u, out) };
         return;
     }
-    for (o, ui) in out.iter_mut().zip(u) {
-        *o = curve25519_dalek::MontgomeryPoint(*ui).mul_clamped(*k).0;
-    }
+    crate::x25519::x25519_serial(k, u, out);
 }
 
 /// Bit offset of each limb: ⌈25.5·i⌉.

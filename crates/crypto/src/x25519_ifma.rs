@@ -67,7 +67,7 @@
 #![allow(unsafe_code)] // with a `// SAFETY:` comment on every unsafe block
 #![allow(clippy::needless_range_loop)]
 
-use curve25519_dalek::{EdwardsPoint, MontgomeryPoint};
+use curve25519_dalek::EdwardsPoint;
 use sha2::{Digest, Sha512};
 
 /// Number of 8-lane vectors whose final inversions are batched together (stack buffers only).
@@ -104,9 +104,7 @@ pub(crate) fn x25519_batch(k: &[u8; 32], u: &[[u8; 32]], out: &mut [[u8; 32]]) {
         unsafe { imp::x25519_batch(k, u, out) };
         return;
     }
-    for (o, ui) in out.iter_mut().zip(u) {
-        *o = MontgomeryPoint(*ui).mul_clamped(*k).0;
-    }
+    crate::x25519::x25519_serial(k, u, out);
 }
 
 /// `out[i]` = the Montgomery u-coordinate (canonical little-endian bytes) of RFC 9380
@@ -705,41 +703,59 @@ mod imp {
         }
     }
 
-    /// RFC 7748 §5 ladder for eight u-coordinates with one clamped scalar; returns `(x2, z2)`.
+    /// The ladder's state for one vector of eight lanes: (x2, z2, x3, z3).
+    type LadderState = (Fe, Fe, Fe, Fe);
+
+    /// One RFC 7748 §5 ladder step (after the conditional swap) on one vector.
     #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
-    fn ladder(k: &[u8; 32], x1: &Fe) -> (Fe, Fe) {
-        let mut x2 = small(1);
-        let mut z2 = small(0);
-        let mut x3 = *x1;
-        let mut z3 = small(1);
+    #[inline]
+    fn ladder_step(st: &mut LadderState, x1: &Fe) {
+        let (x2, z2, x3, z3) = *st;
+        let a = add_tight(&x2, &z2);
+        let b = sub_tight(&x2, &z2);
+        let c = add(&x3, &z3);
+        let d = sub(&x3, &z3);
+        let aa = carry(sqr_tight_wide(&a).0);
+        let bb = carry(sqr_tight_wide(&b).0);
+        // Values that only feed `add`/`sub` (or the final `carry`) stay wide.
+        let da = mul_wide(&d, &a);
+        let cb = mul_wide(&c, &b);
+        let x3 = sqr_tight_wide(&add_tight(&da, &cb));
+        let z3 = mul_wide(x1, &carry(sqr_tight_wide(&sub_tight(&da, &cb)).0));
+        let x2 = mul_wide(&aa, &bb);
+        let e = sub(&aa, &bb);
+        let z2 = mul_wide(&e, &mul_small_add(&e, 121_665, &aa));
+        *st = (x2, z2, x3, z3);
+    }
+
+    /// RFC 7748 §5 ladder for `V` vectors of eight u-coordinates each, one clamped scalar; returns
+    /// `(x2, z2)` per vector. Running two vectors in one loop lets the CPU overlap their
+    /// independent multiplier chains (each step is latency-bound on its own).
+    #[target_feature(enable = "avx512f,avx512ifma,avx512vl")]
+    fn ladder<const V: usize>(k: &[u8; 32], x1: &[Fe; V]) -> [(Fe, Fe); V] {
+        let mut st: [LadderState; V] =
+            core::array::from_fn(|v| (small(1), small(0), x1[v], small(1)));
         let mut swap = 0u64;
         for t in (0..255usize).rev() {
             let kt = u64::from((k[t >> 3] >> (t & 7)) & 1);
             swap ^= kt;
             let m = (swap as u8).wrapping_neg();
-            cswap(m, &mut x2, &mut x3);
-            cswap(m, &mut z2, &mut z3);
+            for s in st.iter_mut() {
+                cswap(m, &mut s.0, &mut s.2);
+                cswap(m, &mut s.1, &mut s.3);
+            }
             swap = kt;
-
-            let a = add_tight(&x2, &z2);
-            let b = sub_tight(&x2, &z2);
-            let c = add(&x3, &z3);
-            let d = sub(&x3, &z3);
-            let aa = carry(sqr_tight_wide(&a).0);
-            let bb = carry(sqr_tight_wide(&b).0);
-            // Values that only feed `add`/`sub` (or the final `carry`) stay wide.
-            let da = mul_wide(&d, &a);
-            let cb = mul_wide(&c, &b);
-            x3 = sqr_tight_wide(&add_tight(&da, &cb));
-            z3 = mul_wide(x1, &carry(sqr_tight_wide(&sub_tight(&da, &cb)).0));
-            x2 = mul_wide(&aa, &bb);
-            let e = sub(&aa, &bb);
-            z2 = mul_wide(&e, &mul_small_add(&e, 121_665, &aa));
+            for (s, x) in st.iter_mut().zip(x1) {
+                ladder_step(s, x);
+            }
         }
         let m = (swap as u8).wrapping_neg();
-        cswap(m, &mut x2, &mut x3);
-        cswap(m, &mut z2, &mut z3);
-        (carry(x2.0), carry(z2.0))
+        core::array::from_fn(|v| {
+            let (mut x2, mut z2, mut x3, mut z3) = st[v];
+            cswap(m, &mut x2, &mut x3);
+            cswap(m, &mut z2, &mut z3);
+            (carry(x2.0), carry(z2.0))
+        })
     }
 
     /// Computes `num[i] / den[i]` for every vector (0 where `den ≡ 0`), canonical, in place of `num`.
@@ -781,14 +797,22 @@ mod imp {
             let nv = uc.len().div_ceil(8);
             let mut xs = [small(0); CHUNK];
             let mut zs = [small(0); CHUNK];
-            for v in 0..nv {
+            let vector = |v: usize| {
                 let mut lanes = [[0u64; 5]; 8];
                 for (l, b) in lanes.iter_mut().zip(uc.iter().skip(8 * v)) {
                     *l = limbs_from_bytes(b);
                 }
-                let (x2, z2) = ladder(&ks, &load(&lanes));
-                xs[v] = x2;
-                zs[v] = z2;
+                load(&lanes)
+            };
+            let mut v = 0;
+            while v + 2 <= nv {
+                let r = ladder(&ks, &[vector(v), vector(v + 1)]);
+                (xs[v], zs[v]) = r[0];
+                (xs[v + 1], zs[v + 1]) = r[1];
+                v += 2;
+            }
+            if v < nv {
+                (xs[v], zs[v]) = ladder(&ks, &[vector(v)])[0];
             }
             batch_divide(&mut xs[..nv], &zs[..nv]);
             for v in 0..nv {
@@ -965,7 +989,7 @@ mod tests {
     }
 
     fn dalek_x(k: &[u8; 32], u: &[u8; 32]) -> [u8; 32] {
-        MontgomeryPoint(*u).mul_clamped(*k).0
+        curve25519_dalek::MontgomeryPoint(*u).mul_clamped(*k).0
     }
 
     fn dalek_h(dst: &[u8], m: &[u8]) -> [u8; 32] {
