@@ -34,8 +34,8 @@
 //! SecretFlow's `ECDH_PSI_3PC` (`ecdh_3pc_psi.cc`) instead reveals |A ∩ B| of the first two
 //! parties to the third (the receiver side); here the receiver learns nothing beyond the
 //! three-way intersection and the set sizes, and the one pairwise count goes to a helper that
-//! learns no items. Colluding parties learn more (e.g. R with Q learns P ∩ Q); like SecretFlow's,
-//! the protocol is not meant for colluders.
+//! learns no items. The guarantee is against any one semi-honest party; parties that pool what
+//! they see are not covered, as in SecretFlow's.
 //!
 //! # Cost
 //! Scalar multiplications: R n_R + m, P n_P + n_Q + n_R, Q n_Q + n_P + n_R + (m − |P ∩ Q|)
