@@ -60,21 +60,17 @@ pub fn establish_three(
         } else {
             tls_client.clone()
         };
-        (
-            TcpOptions {
-                self_id: parties[me].id.clone(),
-                self_addr: parties[me].addr.clone(),
-                peer_id: parties[peer].id.clone(),
-                peer_addr: parties[peer].addr.clone(),
-                tls,
-                ..base.clone()
-            },
-            listen,
-        )
+        TcpOptions {
+            self_id: parties[me].id.clone(),
+            self_addr: parties[me].addr.clone(),
+            peer_id: parties[peer].id.clone(),
+            peer_addr: parties[peer].addr.clone(),
+            tls,
+            ..base.clone()
+        }
     };
     let (listen_to, dial_to) = ((me + 1) % 3, (me + 2) % 3);
-    let (dial_opts, _) = opts_for(dial_to);
-    let (listen_opts, _) = opts_for(listen_to);
+    let (dial_opts, listen_opts) = (opts_for(dial_to), opts_for(listen_to));
     let (dialed, listened) = std::thread::scope(|s| {
         let dial = s.spawn(|| TcpLink::establish_as(&dial_opts, false, cancel));
         let listened = TcpLink::establish_as(&listen_opts, true, cancel);
