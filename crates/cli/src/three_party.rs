@@ -16,10 +16,11 @@ learns (semi-honest, no two parties colluding):
   - the receiver R: R ∩ P ∩ Q and the sizes |P|, |Q| — not |P ∩ Q|;
   - helper Q (the second non-receiver in link_config.parties): |P ∩ Q| and the sizes |R|, |P|;
   - helper P (the first non-receiver): the sizes |R|, |Q| only.
-SecretFlow's ECDH_PSI_3PC leaks |A ∩ B| of the two non-receivers to the receiver's side; here
-that count goes to helper Q, which learns no items, and the receiver gets P ∩ Q padded with random
-points to min(|P|, |Q|) (the cost: up to min(|P|, |Q|) more curve multiplications at Q and at R,
-and as many points on the Q-R link). Inner join only; no broadcast_result, no recovery.";
+SecretFlow's ECDH_PSI_3PC leaks |A ∩ B| of two parties to the third, C. Here the one pairwise
+count, |P ∩ Q|, goes to helper Q, which learns no items; the receiver gets P ∩ Q masked and padded
+with random points to min(|P|, |Q|) (the cost: up to min(|P|, |Q|) more curve multiplications at
+Q and at R, and as many points on the Q-R link). Inner join only; no broadcast_result, no
+recovery.";
 
 /// The three-party spec when `--config` names a three-party config; `None` otherwise.
 pub(crate) fn from_args(a: &RunArgs) -> Result<Option<ThreePartySpec>> {

@@ -69,7 +69,15 @@ fn ids(path: &Path) -> Vec<String> {
 fn three_processes_give_the_exact_three_way_intersection() {
     let dir = tmp("3pc", "exact");
     let st = Command::new(BIN)
-        .args(["gen", "--parties", "3", "--rows", "3000,2500,2000", "--overlap", "700"])
+        .args([
+            "gen",
+            "--parties",
+            "3",
+            "--rows",
+            "3000,2500,2000",
+            "--overlap",
+            "700",
+        ])
         .args(["--seed", "9", "--out-dir"])
         .arg(&dir)
         .output()
@@ -110,7 +118,10 @@ fn three_processes_give_the_exact_three_way_intersection() {
             .collect();
         assert_eq!(want.len(), 700);
         let got = ids(&dir.join(format!("{receiver}_out.csv")));
-        assert_eq!(got, want, "receiver {receiver}: input order, exactly the three-way rows");
+        assert_eq!(
+            got, want,
+            "receiver {receiver}: input order, exactly the three-way rows"
+        );
         for (i, p) in IDS.iter().enumerate() {
             let out = dir.join(format!("{p}_out.csv"));
             if i != r {

@@ -32,7 +32,7 @@
 //! - P learns |R|, |Q|.
 //!
 //! SecretFlow's `ECDH_PSI_3PC` (`ecdh_3pc_psi.cc`) instead reveals |A ∩ B| of the first two
-//! parties to the third (the receiver side); here the receiver learns nothing beyond the
+//! parties to the third party C; here the receiver learns nothing beyond the
 //! three-way intersection and the set sizes, and the one pairwise count goes to a helper that
 //! learns no items. The guarantee is against any one semi-honest party; parties that pool what
 //! they see are not covered, as in SecretFlow's.
