@@ -8,6 +8,9 @@ mod demo;
 mod gen_cmd;
 mod progress;
 mod run_cmd;
+// --- three-party (threepc branch) ---
+mod three_party;
+// --- end three-party ---
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -26,7 +29,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run one party, from a SecretFlow PSI v2 JSON config (--config) or from flags.
+    /// Run one party, from a SecretFlow PSI v2 JSON config (--config) or from flags; a config
+    /// with three parties runs three-party ECDH-PSI (PROTOCOL_ECDH_3PC; `run --help` says who
+    /// learns what).
     Run(Box<run_cmd::RunArgs>),
     /// Write seeded, shuffled CSV tables with a given overlap, for tests and benchmarks.
     Gen(gen_cmd::GenArgs),

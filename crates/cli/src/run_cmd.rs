@@ -14,10 +14,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Args)]
+// --- three-party (threepc branch) ---
+#[command(after_long_help = crate::three_party::HELP)]
+// --- end three-party ---
 pub(crate) struct RunArgs {
     /// A SecretFlow PSI v2 launch config (JSON). Mutually exclusive with the run flags below.
+    /// With three `link_config.parties` and protocol PROTOCOL_ECDH_3PC it runs three-party
+    /// ECDH-PSI (see the end of `--help` for who learns what).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["role", "input", "output", "keys", "self_addr", "peer_addr"])]
-    config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// This party's role.
     #[arg(long, value_enum)]
     role: Option<RoleArg>,
@@ -95,17 +100,17 @@ pub(crate) struct RunArgs {
     secret_key: Option<PathBuf>,
     /// Seconds to wait for the peer to connect.
     #[arg(long, value_name = "SECS")]
-    connect_timeout: Option<f64>,
+    pub(crate) connect_timeout: Option<f64>,
     /// Seconds to wait for any one message from the peer.
     #[arg(long, value_name = "SECS")]
-    recv_timeout: Option<f64>,
+    pub(crate) recv_timeout: Option<f64>,
     /// Seconds the peer may send nothing at all, not even a heartbeat, before this party stops
     /// with "peer silent" (a dead process or machine, or a network down). Default 20.
     #[arg(long, value_name = "SECS")]
-    peer_silence_timeout: Option<f64>,
+    pub(crate) peer_silence_timeout: Option<f64>,
     /// Where to write the JSON report (default: OUTPUT.report.json). Also overrides the config's.
     #[arg(long, value_name = "FILE")]
-    report: Option<PathBuf>,
+    pub(crate) report: Option<PathBuf>,
     /// Benchmarks: simulate a WAN of this bandwidth on this party's receive side, e.g. 100mbit.
     #[arg(long, value_name = "RATE")]
     bandwidth: Option<String>,
@@ -124,7 +129,7 @@ pub(crate) struct RunArgs {
     tls_ca: Option<PathBuf>,
     /// No progress bars and no summary on stderr.
     #[arg(long, short)]
-    quiet: bool,
+    pub(crate) quiet: bool,
 }
 
 /// `--rr22-mode`.
@@ -155,6 +160,11 @@ enum RoleArg {
 }
 
 pub(crate) fn run(args: RunArgs) -> Result<()> {
+    // --- three-party (threepc branch) ---
+    if let Some(t) = crate::three_party::from_args(&args).context(UserError)? {
+        return crate::three_party::run(&args, t);
+    }
+    // --- end three-party ---
     let spec = spec_from_args(&args).context(UserError)?;
     for w in &spec.warnings {
         eprintln!("blindjoin: warning: {w}");
@@ -199,7 +209,7 @@ const CANCEL_GRACE: Duration = Duration::from_secs(3);
 /// writing to a peer that stopped reading) the connection is cut; a second signal exits at once.
 /// Without a handler (one could not be installed) the signal kills the process, as before: the
 /// peer then sees the connection close.
-fn cancel_on_signal() -> Cancel {
+pub(crate) fn cancel_on_signal() -> Cancel {
     let cancel = Cancel::new();
     let handle = cancel.clone();
     let installed = ctrlc::set_handler(move || {
@@ -251,7 +261,7 @@ fn summary(spec: &RunSpec, r: &Report) -> String {
     )
 }
 
-fn secs(s: Option<f64>, default: Duration, flag: &str) -> Result<Duration> {
+pub(crate) fn secs(s: Option<f64>, default: Duration, flag: &str) -> Result<Duration> {
     match s {
         None => Ok(default),
         Some(v) if v.is_finite() && v > 0.0 => Ok(Duration::from_secs_f64(v)),
@@ -260,12 +270,12 @@ fn secs(s: Option<f64>, default: Duration, flag: &str) -> Result<Duration> {
 }
 
 /// `--bandwidth` / `--latency`.
-fn shape_from_args(a: &RunArgs) -> Result<Option<LinkShape>> {
+pub(crate) fn shape_from_args(a: &RunArgs) -> Result<Option<LinkShape>> {
     LinkShape::parse(a.bandwidth.as_deref(), a.latency.as_deref()).map_err(|e| anyhow::anyhow!(e))
 }
 
 /// `--tls-cert/--tls-key/--tls-ca` (clap makes sure all three or none are given).
-fn tls_from_args(a: &RunArgs) -> Option<TlsConfig> {
+pub(crate) fn tls_from_args(a: &RunArgs) -> Option<TlsConfig> {
     Some(TlsConfig {
         cert_path: a.tls_cert.clone()?,
         key_path: a.tls_key.clone()?,

@@ -257,6 +257,16 @@ pub fn parse_launch_config(
         "PROTOCOL_ECDH" => Protocol::Ecdh,
         "PROTOCOL_RR22" => Protocol::Rr22,
         "PROTOCOL_KKRT" => Protocol::Kkrt,
+        // --- three-party (threepc branch) ---
+        other if three_party::THREE_PARTY_PROTOCOLS.contains(&other) => {
+            return Err(invalid(
+                "psi_config.protocol_config.protocol",
+                &format!(
+                    "{other} is the three-party protocol; it needs three link_config.parties and                      protocol_config.receiver, and runs through parse_three_party_config"
+                ),
+            ));
+        }
+        // --- end three-party ---
         other => {
             return Err(invalid(
                 "psi_config.protocol_config.protocol",
@@ -487,7 +497,8 @@ pub fn parse_launch_config(
         return Err(invalid(
             "link_config.parties",
             &format!(
-                "has {} parties; two-party PSI needs exactly 2",
+                "has {} parties; two-party PSI needs exactly 2 (three parties: protocol \
+                 PROTOCOL_ECDH_3PC with protocol_config.receiver)",
                 link.parties.len()
             ),
         ));
@@ -805,6 +816,11 @@ fn strip_trailing_commas(text: &str) -> (String, Vec<usize>) {
         lines,
     )
 }
+
+// --- three-party configs (threepc branch) ---
+mod three_party;
+pub use three_party::{THREE_PARTY_PROTOCOLS, ThreePartySpec, parse_three_party_config};
+// --- end three-party ---
 
 #[cfg(test)]
 mod tests;

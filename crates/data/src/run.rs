@@ -247,6 +247,16 @@ impl Drop for CsvInput {
     }
 }
 
+// --- three-party (threepc branch) ---
+impl Prepared {
+    /// The keyed table and the seconds reading it took (the three-party run uses neither
+    /// recovery nor a secret key).
+    pub(crate) fn into_table(self) -> (SpilledTable, f64) {
+        (self.source, self.read_s)
+    }
+}
+// --- end three-party ---
+
 /// Reads and keys the input (spilling it to disk when large) and loads the secret key, if any.
 ///
 /// # Errors

@@ -35,6 +35,10 @@ mod inbox;
 mod mem;
 mod shape;
 mod tcp;
+// --- three-party links (threepc branch) ---
+mod three;
+pub use three::{PartyAddr, establish_three, three_party_listens};
+// --- end three-party ---
 mod tls;
 
 pub use cancel::Cancel;

@@ -161,6 +161,20 @@ impl TcpLink {
     /// # Errors
     /// As [`TcpLink::establish`], plus [`LinkError::Cancelled`].
     pub fn establish_with_cancel(opts: &TcpOptions, cancel: &Cancel) -> Result<TcpLink, LinkError> {
+        Self::establish_as(opts, Self::is_listener(opts), cancel)
+    }
+
+    /// [`TcpLink::establish_with_cancel`] with the side given: `listener` listens on
+    /// `self_addr` (and is the TLS server), the other connects. Both ends must agree; the
+    /// three-party links ([`crate::establish_three`]) choose it by a rule of their own.
+    ///
+    /// # Errors
+    /// As [`TcpLink::establish_with_cancel`].
+    pub fn establish_as(
+        opts: &TcpOptions,
+        listener: bool,
+        cancel: &Cancel,
+    ) -> Result<TcpLink, LinkError> {
         if opts.self_id == opts.peer_id {
             return Err(LinkError::WrongPeer(format!(
                 "both parties have the id {:?}; give each party its own id in link_config.parties",
@@ -168,7 +182,6 @@ impl TcpLink {
             )));
         }
         let deadline = Instant::now() + opts.connect_timeout;
-        let listener = Self::is_listener(opts);
         // Certificate problems are reported before any waiting for the peer.
         let tls = match &opts.tls {
             Some(cfg) => Some(TlsContext::load(cfg, &opts.peer_id, listener)?),

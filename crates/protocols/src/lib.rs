@@ -30,6 +30,9 @@
 //! ```
 
 pub mod ecdh;
+// --- three-party ECDH-PSI (threepc branch) ---
+pub mod ecdh_3pc;
+// --- end three-party ---
 mod ecdh_shuffled;
 mod error;
 #[cfg(feature = "fuzzing")]

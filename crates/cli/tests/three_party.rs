@@ -1,0 +1,158 @@
+//! Three `blindjoin run` processes on 127.0.0.1 with SecretFlow-style three-party configs
+//! (`PROTOCOL_ECDH_3PC`): the receiver's output holds exactly its rows whose key all three
+//! tables hold; the helpers write nothing; a party configured with another receiver makes every
+//! party fail, in bounded time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use support::{BIN, free_port, tmp, wait};
+
+const IDS: [&str; 3] = ["alice", "bob", "carol"];
+
+fn config(dir: &Path, me: &str, receiver: &str, ports: &[u16; 3], curve: &str) -> String {
+    let parties: Vec<String> = IDS
+        .iter()
+        .zip(ports)
+        .map(|(id, p)| format!(r#"{{ "id": "{id}", "host": "127.0.0.1:{p}" }}"#))
+        .collect();
+    let text = format!(
+        r#"{{
+  "psi_config": {{
+    "protocol_config": {{
+      "protocol": "PROTOCOL_ECDH_3PC",
+      "receiver": "{receiver}",
+      "ecdh_config": {{ "curve": "{curve}" }},
+      "broadcast_result": false
+    }},
+    "input_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "{me}.csv" }},
+    "output_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "{me}_out.csv" }},
+    "keys": ["id"],
+    "disable_alignment": true
+  }},
+  "link_config": {{ "parties": [{}], "connect_retry_times": 30 }},
+  "self_link_party": "{me}"
+}}"#,
+        parties.join(", ")
+    );
+    let path = dir.join(format!("{me}.json"));
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn start(config: &str) -> Child {
+    Command::new(BIN)
+        .args(["run", "--quiet", "--config", config])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The `id` column of a CSV file.
+fn ids(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = header.iter().position(|&h| h == "id").unwrap();
+    lines
+        .map(|l| l.split(',').nth(col).unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn three_processes_give_the_exact_three_way_intersection() {
+    let dir = tmp("3pc", "exact");
+    let st = Command::new(BIN)
+        .args([
+            "gen",
+            "--parties",
+            "3",
+            "--rows",
+            "3000,2500,2000",
+            "--overlap",
+            "700",
+        ])
+        .args(["--seed", "9", "--out-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    // Pairwise-only overlaps as well: bob and carol share 300 keys alice lacks.
+    let extra: Vec<String> = (0..300).map(|i| format!("pairwise{i:04}")).collect();
+    for (who, tail) in [("bob", ",x"), ("carol", ",y")] {
+        let mut text = std::fs::read_to_string(dir.join(format!("{who}.csv"))).unwrap();
+        let header = text.lines().next().unwrap().to_string();
+        assert!(header.starts_with("id,"), "{header}");
+        let cols = header.split(',').count();
+        for k in &extra {
+            text.push_str(k);
+            text.push_str(&tail.repeat(cols - 1));
+            text.push('\n');
+        }
+        std::fs::write(dir.join(format!("{who}.csv")), text).unwrap();
+    }
+    let ports = [free_port(), free_port(), free_port()];
+    for (receiver, curve) in [("alice", "CURVE_25519"), ("carol", "CURVE_FOURQ")] {
+        let children: Vec<Child> = IDS
+            .iter()
+            .map(|me| start(&config(&dir, me, receiver, &ports, curve)))
+            .collect();
+        for (me, c) in IDS.iter().zip(children) {
+            let (ok, err) = wait(c, Duration::from_secs(120));
+            assert!(ok, "{me}: {err}");
+        }
+        let sets: Vec<HashSet<String>> = IDS
+            .iter()
+            .map(|p| ids(&dir.join(format!("{p}.csv"))).into_iter().collect())
+            .collect();
+        let r = IDS.iter().position(|&p| p == receiver).unwrap();
+        let want: Vec<String> = ids(&dir.join(format!("{receiver}.csv")))
+            .into_iter()
+            .filter(|k| sets.iter().all(|s| s.contains(k)))
+            .collect();
+        assert_eq!(want.len(), 700);
+        let got = ids(&dir.join(format!("{receiver}_out.csv")));
+        assert_eq!(
+            got, want,
+            "receiver {receiver}: input order, exactly the three-way rows"
+        );
+        for (i, p) in IDS.iter().enumerate() {
+            let out = dir.join(format!("{p}_out.csv"));
+            if i != r {
+                assert!(!out.exists(), "helper {p} wrote output");
+            }
+        }
+        let _ = std::fs::remove_file(dir.join(format!("{receiver}_out.csv")));
+    }
+}
+
+#[test]
+fn a_party_with_another_receiver_makes_all_three_fail() {
+    let dir = tmp("3pc", "mismatch");
+    let st = Command::new(BIN)
+        .args(["gen", "--parties", "3", "--rows", "100", "--out-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let ports = [free_port(), free_port(), free_port()];
+    let children: Vec<Child> = IDS
+        .iter()
+        .map(|me| {
+            let receiver = if *me == "carol" { "bob" } else { "alice" };
+            start(&config(&dir, me, receiver, &ports, "CURVE_25519"))
+        })
+        .collect();
+    for (me, c) in IDS.iter().zip(children) {
+        let (ok, err) = wait(c, Duration::from_secs(60));
+        assert!(!ok, "{me} succeeded with a mismatched setup");
+        assert!(!err.contains("panicked"), "{me}: {err}");
+    }
+    assert!(!dir.join("alice_out.csv").exists());
+}

@@ -1,0 +1,346 @@
+//! One party's three-party run (`ECDH_PSI_3PC`; the protocol is
+//! `blindjoin_protocols::ecdh_3pc`): read and key the input while the two links come up, run the
+//! protocol on the unique keys, and — the receiver only — write its rows whose key all three
+//! parties hold. The helpers write nothing.
+//!
+//! The run is one pass over the whole input (no hash buckets): every key of the input is held in
+//! memory at once, about 100 bytes per row plus the row itself, and the protocol's own buffers
+//! (one point per item of the largest set at Q). Links close in seat order (R–P, R–Q, P–Q), the
+//! same order at every party, so no two parties wait on each other's close in a cycle.
+
+use crate::config::ThreePartySpec;
+use crate::error::DataError;
+use crate::output::AtomicFile;
+use crate::process::key_groups;
+use crate::report::{Report, Stages, peak_rss_bytes};
+use crate::run::prepare;
+use crate::runs::{Runs, SortBy};
+use crate::table::sort_by_key;
+use blindjoin_link::{Cancel, Link, LinkError, LinkStats, TcpLink, TcpOptions, establish_three};
+use blindjoin_protocols::ecdh_3pc::{Seat, handshake_3pc, run_3pc, seats};
+use blindjoin_protocols::{Progress, ProtocolError, PsiOptions};
+use std::time::{Duration, Instant};
+
+/// How long a party whose input is bad keeps trying to reach the others to tell them so.
+const ABORT_GRACE: Duration = Duration::from_secs(5);
+
+/// What a three-party run did: the usual report (bytes summed over both links) and each link's
+/// own counts.
+#[derive(Clone, Debug)]
+pub struct ThreePartyOutcome {
+    /// The report (also written to the report path, if any).
+    pub report: Report,
+    /// Per link: the peer's id and the link's byte and message counts.
+    pub links: Vec<(String, LinkStats)>,
+}
+
+/// Runs this party of a three-party config over TCP.
+///
+/// # Errors
+/// Any [`DataError`]; both other parties are told about our failure when their links are up.
+pub fn run_three_party(
+    t: &ThreePartySpec,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+) -> Result<ThreePartyOutcome, DataError> {
+    let result = run_inner(t, progress, cancel);
+    match result {
+        Err(_) if cancel.is_cancelled() => Err(DataError::Link(LinkError::Cancelled {
+            reason: cancel.reason(),
+        })),
+        other => other,
+    }
+}
+
+type Links = [Option<TcpLink>; 3];
+
+fn run_inner(
+    t: &ThreePartySpec,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+) -> Result<ThreePartyOutcome, DataError> {
+    let start = Instant::now();
+    let spec = &t.spec;
+    let base = TcpOptions {
+        self_id: String::new(),
+        self_addr: String::new(),
+        peer_id: String::new(),
+        peer_addr: String::new(),
+        connect_timeout: spec.connect_timeout,
+        recv_timeout: spec.recv_timeout,
+        silence_timeout: spec.silence_timeout,
+        tls: None,
+        shape: spec.link_shape,
+    };
+    // Connect while reading the input: both take time, and neither needs the other.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (parties, me, cancel2) = (t.parties.clone(), t.me, cancel.clone());
+    let (tls_s, tls_c) = (t.tls_server.clone(), t.tls_client.clone());
+    std::thread::Builder::new()
+        .name("connect".into())
+        .spawn(move || {
+            let _ = tx.send(establish_three(&parties, me, &base, tls_s, tls_c, &cancel2));
+        })
+        .map_err(|source| DataError::Io {
+            path: spec.input.clone(),
+            action: "starting the connect thread",
+            source,
+        })?;
+    let prepared = prepare(spec, progress);
+    let wait = if prepared.is_ok() {
+        spec.connect_timeout + Duration::from_secs(5)
+    } else {
+        ABORT_GRACE
+    };
+    let connected: Result<Links, LinkError> = rx.recv_timeout(wait).unwrap_or_else(|_| {
+        Err(LinkError::ConnectTimeout {
+            peer: "the two other parties".into(),
+            addr: t.parties[t.me].addr.clone(),
+            waited: wait,
+            last: "the connect attempts did not finish".into(),
+        })
+    });
+    let (prepared, mut links) = match (prepared, connected) {
+        (Ok(p), Ok(l)) => (p, l),
+        (Err(e), Ok(mut l)) => {
+            abort_all(&mut l, &e.to_string());
+            return Err(e);
+        }
+        (Err(e), Err(_)) => return Err(e),
+        (Ok(_), Err(e)) => return Err(e.into()),
+    };
+    if cancel.is_cancelled() {
+        abort_all(&mut links, &cancel.reason());
+        return Err(LinkError::Cancelled {
+            reason: cancel.reason(),
+        }
+        .into());
+    }
+    match run_on_links(t, prepared, &mut links, progress, start) {
+        Ok(out) => Ok(out),
+        Err(e) => {
+            let why = if cancel.is_cancelled() {
+                cancel.reason()
+            } else {
+                e.to_string()
+            };
+            abort_all(&mut links, &why);
+            Err(e)
+        }
+    }
+}
+
+fn abort_all(links: &mut Links, why: &str) {
+    for l in links.iter_mut().flatten() {
+        l.abort(why);
+    }
+}
+
+/// Everything after the links are up, on any links (indexed by party; `None` at our index).
+///
+/// # Errors
+/// Protocol, link and output errors.
+pub(crate) fn run_on_links<L: Link>(
+    t: &ThreePartySpec,
+    prepared: crate::run::Prepared,
+    links: &mut [Option<L>; 3],
+    progress: &dyn Progress,
+    start: Instant,
+) -> Result<ThreePartyOutcome, DataError> {
+    let spec = &t.spec;
+    let (mut table, read_s) = prepared.into_table();
+    let mut stages = Stages {
+        read_input_s: read_s,
+        ..Stages::default()
+    };
+    let curve = spec.curve.ok_or_else(|| {
+        DataError::Protocol(ProtocolError::Config(
+            "ECDH_PSI_3PC needs protocol_config.ecdh_config.curve".into(),
+        ))
+    })?;
+    let ids: Vec<String> = t.parties.iter().map(|p| p.id.clone()).collect();
+    let seat_of = seats(&ids, &ids[t.receiver])?;
+    let my_pos = seat_of
+        .iter()
+        .position(|&p| p == t.me)
+        .ok_or(ProtocolError::Unreachable("this party has no seat"))?;
+    let seat = Seat::ALL[my_pos];
+    let [o0, o1] = seat.others().map(|s| match s {
+        Seat::Receiver => seat_of[0],
+        Seat::P => seat_of[1],
+        Seat::Q => seat_of[2],
+    });
+    let (l0, l1) = two_links(links, o0, o1)?;
+
+    // The whole input as one bucket: its rows grouped by key, one digest per key.
+    let t_join = Instant::now();
+    let group = table.load_unit(0, 1)?;
+    let rows = group.bucket(0, 1);
+    let (ends, digests) = key_groups(&rows);
+    let grouping_s = t_join.elapsed().as_secs_f64();
+
+    let t_hs = Instant::now();
+    let agreed = handshake_3pc(
+        [&mut *l0, &mut *l1],
+        seat,
+        curve,
+        spec.keys.len() as u32,
+        &t.setup(),
+        digests.len() as u64,
+    )?;
+    stages.connect_s = (start.elapsed().as_secs_f64() - read_s).max(t_hs.elapsed().as_secs_f64());
+
+    let t_psi = Instant::now();
+    let opts = PsiOptions {
+        batch_size: spec.batch_size,
+        ..PsiOptions::default()
+    };
+    let found = run_3pc([&mut *l0, &mut *l1], &agreed, &opts, &digests, progress)?;
+    stages.protocol_s = t_psi.elapsed().as_secs_f64();
+    // Seat order is the same total order at every party, so closing in it cannot deadlock.
+    l0.close()?;
+    l1.close()?;
+
+    let t_write = Instant::now();
+    let mut written = (-1i64, -1i64, None);
+    if let Some(mut found) = found {
+        found.sort_unstable();
+        found.dedup();
+        if found.last().is_some_and(|&g| g >= digests.len()) {
+            return Err(DataError::Protocol(ProtocolError::Unreachable(
+                "the protocol returned an item index out of range",
+            )));
+        }
+        let out = spec.output.as_ref().ok_or_else(|| {
+            DataError::Config(crate::error::ConfigError::Invalid {
+                field: "psi_config.output_config.path".into(),
+                message: "missing; this party receives the intersection".into(),
+            })
+        })?;
+        let range = |g: usize| (if g == 0 { 0 } else { ends[g - 1] }, ends[g]);
+        let mut runs;
+        if spec.align {
+            // Sorted by key, as the two-party aligned output.
+            let mut groups: Vec<(usize, usize)> = found.iter().map(|&g| range(g)).collect();
+            sort_by_key(&mut groups, |(a, _)| rows.key(a));
+            runs = Runs::in_memory(SortBy::Key, 0);
+            for (a, b) in groups {
+                runs.push(rows.key(a), 1, true, (a..b).map(|i| rows.raw(i)))?;
+            }
+        } else {
+            let mut keep: Vec<usize> = found
+                .iter()
+                .flat_map(|&g| {
+                    let (a, b) = range(g);
+                    a..b
+                })
+                .collect();
+            keep.sort_unstable_by_key(|&i| rows.row(i));
+            runs = Runs::in_memory(SortBy::Bytes, 0);
+            for i in keep {
+                runs.push(
+                    &rows.row(i).to_be_bytes(),
+                    1,
+                    true,
+                    std::iter::once(rows.raw(i)),
+                )?;
+            }
+        }
+        let mut f = AtomicFile::create(out)?;
+        let mut line = Vec::new();
+        crate::csv::write_record(&mut line, table.header.iter().map(|h| h.as_bytes()));
+        crate::output::Sink::put(&mut f, &line)?;
+        let n = runs.merge_into(&mut f)?;
+        f.commit()?;
+        written = (
+            n as i64,
+            found.len() as i64,
+            Some(out.display().to_string()),
+        );
+    }
+    stages.write_output_s = t_write.elapsed().as_secs_f64();
+    stages.join_s = grouping_s;
+    stages.total_s = start.elapsed().as_secs_f64();
+
+    let per_link: Vec<(String, LinkStats)> = [&*l0, &*l1]
+        .iter()
+        .map(|l| (l.peer_id().to_string(), l.stats()))
+        .collect();
+    let (sent, received) = per_link.iter().fold((0, 0), |(s, r), (_, st)| {
+        (s + st.bytes_sent, r + st.bytes_received)
+    });
+    let others: i64 = agreed
+        .sizes
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != my_pos)
+        .map(|(_, &n)| n as i64)
+        .sum();
+    let report = Report {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        party: t.parties[t.me].id.clone(),
+        role: if t.is_receiver() {
+            "ROLE_RECEIVER"
+        } else {
+            "ROLE_SENDER"
+        }
+        .into(),
+        protocol: "PROTOCOL_ECDH_3PC".into(),
+        curve: Some(curve.to_string()),
+        mode: Some(format!("seat {seat:?}")),
+        buckets: 1,
+        spilled: table.dir().is_some(),
+        resumed_at_bucket: 0,
+        original_count: table.rows as i64,
+        original_key_count: digests.len() as i64,
+        intersection_count: written.0,
+        intersection_key_count: written.1,
+        peer_key_count: others,
+        output_path: written.2,
+        aligned: spec.align,
+        bytes_sent: sent,
+        bytes_received: received,
+        stages,
+        bucket_s: Vec::new(),
+        peak_rss_bytes: peak_rss_bytes(),
+        bucket_peak_rss_bytes: Vec::new(),
+        cardinality: None,
+        revealed_key_count: None,
+    };
+    if let Some(p) = spec.report_path() {
+        let mut json = serde_json::to_vec_pretty(&report).unwrap_or_default();
+        json.push(b'\n');
+        crate::output::write_atomic(&p, &json)?;
+    }
+    Ok(ThreePartyOutcome {
+        report,
+        links: per_link,
+    })
+}
+
+/// Mutable borrows of the links to parties `a` and `b` (distinct, both present).
+fn two_links<L>(
+    links: &mut [Option<L>; 3],
+    a: usize,
+    b: usize,
+) -> Result<(&mut L, &mut L), DataError> {
+    let missing =
+        || DataError::Protocol(ProtocolError::Unreachable("a three-party link is missing"));
+    let [x, y, z] = links;
+    let (la, lb) = match (a, b) {
+        (0, 1) => (x, y),
+        (0, 2) => (x, z),
+        (1, 0) => (y, x),
+        (1, 2) => (y, z),
+        (2, 0) => (z, x),
+        (2, 1) => (z, y),
+        _ => return Err(missing()),
+    };
+    Ok((
+        la.as_mut().ok_or_else(missing)?,
+        lb.as_mut().ok_or_else(missing)?,
+    ))
+}
+
+#[cfg(test)]
+mod tests;

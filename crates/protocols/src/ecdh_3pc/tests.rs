@@ -1,0 +1,226 @@
+//! The three-party protocol against the plaintext three-way intersection, over three in-memory
+//! links on three threads.
+
+use super::*;
+use crate::{NoProgress, PsiOptions};
+use blindjoin_crypto::item_digest;
+use blindjoin_link::{MemLink, mem_pair};
+use std::collections::HashSet;
+
+const IDS: [&str; 3] = ["alice", "bob", "carol"];
+
+fn d(i: usize) -> ItemDigest {
+    item_digest(format!("item/{i}").as_bytes())
+}
+
+/// Items whose numbers are in `r`.
+fn set(r: impl IntoIterator<Item = usize>) -> Vec<ItemDigest> {
+    r.into_iter().map(d).collect()
+}
+
+/// Indices of `mine` that the two other sets both hold.
+fn plaintext(mine: &[ItemDigest], b: &[ItemDigest], c: &[ItemDigest]) -> Vec<usize> {
+    let (b, c): (HashSet<_>, HashSet<_>) = (b.iter().collect(), c.iter().collect());
+    (0..mine.len())
+        .filter(|&i| b.contains(&mine[i]) && c.contains(&mine[i]))
+        .collect()
+}
+
+/// Runs the three parties `alice`, `bob`, `carol` (inputs by party) with `receiver` and returns
+/// each party's output, by party.
+fn run3(
+    inputs: [Vec<ItemDigest>; 3],
+    receiver: &str,
+    curve: Curve,
+    batch: usize,
+) -> [Result<Option<Vec<usize>>, String>; 3] {
+    let ids: Vec<String> = IDS.iter().map(|s| s.to_string()).collect();
+    let seat_of = seats(&ids, receiver).unwrap();
+    // links[i][j]: party i's end of the link to party j.
+    let (ab, ba) = mem_pair();
+    let (ac, ca) = mem_pair();
+    let (bc, cb) = mem_pair();
+    let mut ends: Vec<Vec<Option<MemLink>>> = vec![
+        vec![None, Some(ab), Some(ac)],
+        vec![Some(ba), None, Some(bc)],
+        vec![Some(ca), Some(cb), None],
+    ];
+    let setup = format!("alice,bob,carol>{receiver}");
+    let mut handles = Vec::new();
+    for (party, items) in inputs.into_iter().enumerate() {
+        let pos = seat_of.iter().position(|&p| p == party).unwrap();
+        let seat = Seat::ALL[pos];
+        let others = seat.others().map(|s| seat_of[s.index()]);
+        let mut l0 = ends[party][others[0]].take().unwrap();
+        let mut l1 = ends[party][others[1]].take().unwrap();
+        let setup = setup.clone();
+        handles.push(std::thread::spawn(move || {
+            let opts = PsiOptions {
+                batch_size: batch,
+                ..PsiOptions::default()
+            };
+            let agreed = handshake_3pc(
+                [&mut l0, &mut l1],
+                seat,
+                curve,
+                1,
+                &setup,
+                items.len() as u64,
+            )
+            .map_err(|e| e.to_string())?;
+            let out = run_3pc([&mut l0, &mut l1], &agreed, &opts, &items, &NoProgress)
+                .map_err(|e| e.to_string())?;
+            l0.close().map_err(|e| e.to_string())?;
+            l1.close().map_err(|e| e.to_string())?;
+            Ok(out)
+        }));
+    }
+    let mut outs = handles.into_iter().map(|h| h.join().unwrap());
+    [
+        outs.next().unwrap(),
+        outs.next().unwrap(),
+        outs.next().unwrap(),
+    ]
+}
+
+/// Runs every receiver choice on `inputs` and checks the receiver against the plaintext and the
+/// helpers learn nothing.
+fn check_all_receivers(inputs: [Vec<ItemDigest>; 3], curve: Curve, batch: usize) {
+    for (r, receiver) in IDS.iter().enumerate() {
+        let outs = run3(inputs.clone(), receiver, curve, batch);
+        for (i, out) in outs.into_iter().enumerate() {
+            let out = out.unwrap_or_else(|e| panic!("party {i} failed: {e}"));
+            if i == r {
+                let (b, c) = ((r + 1) % 3, (r + 2) % 3);
+                let want = plaintext(&inputs[r], &inputs[b], &inputs[c]);
+                assert_eq!(out, Some(want), "receiver {receiver}");
+            } else {
+                assert_eq!(out, None, "helper {i} must learn nothing");
+            }
+        }
+    }
+}
+
+#[test]
+fn seats_follow_the_party_list() {
+    let ids: Vec<String> = IDS.iter().map(|s| s.to_string()).collect();
+    assert_eq!(seats(&ids, "alice").unwrap(), [0, 1, 2]);
+    assert_eq!(seats(&ids, "bob").unwrap(), [1, 0, 2]);
+    assert_eq!(seats(&ids, "carol").unwrap(), [2, 0, 1]);
+    assert!(seats(&ids, "dave").is_err());
+    assert!(seats(&ids[..2], "alice").is_err());
+    let dup: Vec<String> = ["a", "a", "b"].iter().map(|s| s.to_string()).collect();
+    assert!(seats(&dup, "a").is_err());
+}
+
+#[test]
+fn mixed_overlaps_every_receiver() {
+    // 0..40 in all three; 40..60 only alice and bob; 60..80 bob and carol; 80..100 alice, carol.
+    let a = set((0..60).chain(80..100).chain(200..210));
+    let b = set((0..80).chain(300..305));
+    let c = set((0..40).chain(60..100).chain(400..401));
+    check_all_receivers([a, b, c], Curve::Curve25519, 7);
+}
+
+#[test]
+fn empty_sets_in_turn_and_all_empty() {
+    let full = || set(0..50);
+    for empty in 0..3 {
+        let mut inputs = [full(), full(), full()];
+        inputs[empty] = Vec::new();
+        check_all_receivers(inputs, Curve::Curve25519, 16);
+    }
+    check_all_receivers([vec![], vec![], vec![]], Curve::Curve25519, 16);
+}
+
+#[test]
+fn single_items_no_overlap_and_full_overlap() {
+    check_all_receivers([set([1]), set([1]), set([1])], Curve::Curve25519, 4);
+    check_all_receivers([set([1]), set([2]), set([1])], Curve::Curve25519, 4);
+    check_all_receivers(
+        [set(0..100), set(100..200), set(200..300)],
+        Curve::Curve25519,
+        32,
+    );
+    check_all_receivers(
+        [set(0..100), set(0..100), set(0..100)],
+        Curve::Ristretto255,
+        32,
+    );
+}
+
+#[test]
+fn pairwise_only_overlaps_reveal_nothing_to_the_receiver() {
+    // P ∩ Q is large, R meets neither: R gets an empty result (and min(|P|,|Q|) padded points).
+    let outs = run3(
+        [set(1000..1100), set(0..500), set(0..400)],
+        "alice",
+        Curve::Curve25519,
+        64,
+    );
+    let [a, b, c] = outs;
+    assert_eq!(a.unwrap(), Some(vec![]));
+    assert_eq!(b.unwrap(), None);
+    assert_eq!(c.unwrap(), None);
+}
+
+#[test]
+fn batch_boundaries() {
+    for n in [4095usize, 4096, 8193] {
+        let a = set(0..n);
+        let b = set(n / 3..n + 100);
+        let c = set((0..n).filter(|i| i % 2 == 0));
+        let outs = run3(
+            [a.clone(), b.clone(), c.clone()],
+            "alice",
+            Curve::Curve25519,
+            4096,
+        );
+        assert_eq!(
+            outs[0].as_ref().unwrap(),
+            &Some(plaintext(&a, &b, &c)),
+            "n = {n}"
+        );
+    }
+}
+
+#[test]
+fn every_curve() {
+    for curve in [
+        Curve::Curve25519,
+        Curve::Ristretto255,
+        Curve::Secp256k1,
+        Curve::P256,
+        Curve::Sm2,
+        Curve::FourQ,
+    ] {
+        let outs = run3([set(0..30), set(10..40), set(20..50)], "bob", curve, 8);
+        let want: Vec<usize> = (10..20).collect();
+        assert_eq!(outs[1].as_ref().unwrap(), &Some(want), "{curve}");
+    }
+}
+
+#[test]
+fn mismatched_setup_fails_on_every_link_it_touches() {
+    // carol was configured with another receiver: both ends of each of her links fail, and
+    // nobody hangs (a party that fails drops its links, which its peers see as closed).
+    let (ab, ba) = mem_pair();
+    let (ac, ca) = mem_pair();
+    let (bc, cb) = mem_pair();
+    let good = "alice,bob,carol>alice";
+    // Each thread owns its links, so they drop (and close) when its handshake fails.
+    let go = |seat, setup: &'static str, mut l0: MemLink, mut l1: MemLink| {
+        std::thread::spawn(move || {
+            handshake_3pc([&mut l0, &mut l1], seat, Curve::Curve25519, 1, setup, 3)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+    };
+    let a = go(Seat::Receiver, good, ab, ac);
+    let b = go(Seat::P, good, ba, bc);
+    let c = go(Seat::Q, "alice,bob,carol>bob", ca, cb);
+    let (a, b, c) = (a.join().unwrap(), b.join().unwrap(), c.join().unwrap());
+    let a = a.unwrap_err();
+    assert!(a.contains("disagree"), "{a}");
+    assert!(b.is_err() && c.is_err());
+}
