@@ -1,7 +1,11 @@
 //! The Diffie–Hellman OPRF of unbalanced PSI ("2HashDH": Jarecki–Liu, "Fast Secure Computation
 //! of Set Intersection", SCN 2010; as used for unbalanced PSI by Resende–Aranha, "Faster
-//! Unbalanced Private Set Intersection", FC 2018): `F_k(y) = T(y, H(y)^k)` in a prime-order
+//! Unbalanced Private Set Intersection", FC 2018): `F_k(y) = T(H(y)^k)` in a prime-order
 //! group, with `H` a hash to the group (RFC 9380 style) and `T` SHA-256 (see [`tag`]).
+//!
+//! `T` hashes the point alone, not `(y, point)` as JL10's 2HashDH does: in the shuffle variant
+//! the client gets `H(x)^k` in an order it cannot relate to its items, so it cannot supply `x`.
+//! `H` is collision resistant, so equal points still mean equal items (as in ECDH-PSI).
 //!
 //! The client blinds `H(x)^r` with a fresh `r`, the server raises to its key `k`, the client
 //! unblinds with `1/r` and gets `H(x)^k` without the server seeing `x` (the blinded point is
@@ -180,18 +184,17 @@ impl OprfScalar {
         let mut p = [0u8; POINT_LEN];
         self.hash_and_mul(std::slice::from_ref(&item), &mut p)?;
         let mut out = [0u8; 16];
-        out.copy_from_slice(&tag(&item, &p)[..16]);
+        out.copy_from_slice(&tag(&p)[..16]);
         Ok(out)
     }
 }
 
-/// The OPRF output `T(y, P) = SHA-256(domain ‖ y ‖ P)` of an item digest and its evaluated
-/// point `P = H(y)^k`: hashing `y` in makes this 2HashDH (JL10), so matching outputs mean
-/// matching items, not just matching points; callers truncate it (see the `ub` protocol).
-pub fn tag(item: &ItemDigest, point: &[u8]) -> [u8; 32] {
+/// The OPRF output `T(P) = SHA-256(domain ‖ P)` of an evaluated point `P = H(y)^k` (see the
+/// module doc for why `y` is not hashed in); callers truncate it (the `ub_oprf` protocol).
+/// Hashing makes every output bit uniform, whatever the group's encoding looks like.
+pub fn tag(point: &[u8]) -> [u8; 32] {
     Sha256::new()
         .chain_update(TAG_DOMAIN)
-        .chain_update(item)
         .chain_update(point)
         .finalize()
         .into()

@@ -41,6 +41,8 @@ mod positions;
 mod progress;
 pub mod rr22;
 mod shuffle;
+// Unbalanced PSI (ECDH-OPRF, offline/online); the data path's `ub` module drives it.
+pub mod ub_oprf;
 
 pub use blindjoin_crypto::{Curve, ItemDigest};
 pub use blindjoin_link::Link;
