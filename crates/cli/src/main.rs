@@ -8,6 +8,7 @@ mod demo;
 mod gen_cmd;
 mod progress;
 mod run_cmd;
+mod ub_cmd; // unbalanced PSI (ub_psi_config)
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -155,6 +155,13 @@ enum RoleArg {
 }
 
 pub(crate) fn run(args: RunArgs) -> Result<()> {
+    // --- unbalanced PSI (ub_psi_config): crate::ub_cmd ---
+    if let Some(path) = &args.config
+        && let Some(r) = crate::ub_cmd::run_if_ub(path, args.quiet, args.report.as_deref())
+    {
+        return r;
+    }
+    // --- end unbalanced PSI ---
     let spec = spec_from_args(&args).context(UserError)?;
     for w in &spec.warnings {
         eprintln!("blindjoin: warning: {w}");
@@ -199,7 +206,7 @@ const CANCEL_GRACE: Duration = Duration::from_secs(3);
 /// writing to a peer that stopped reading) the connection is cut; a second signal exits at once.
 /// Without a handler (one could not be installed) the signal kills the process, as before: the
 /// peer then sees the connection close.
-fn cancel_on_signal() -> Cancel {
+pub(crate) fn cancel_on_signal() -> Cancel {
     let cancel = Cancel::new();
     let handle = cancel.clone();
     let installed = ctrlc::set_handler(move || {

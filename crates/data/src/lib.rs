@@ -27,8 +27,11 @@ mod runs;
 mod spec;
 mod spill;
 mod table;
+// Unbalanced PSI (ub_psi_config): key file, caches, modes.
+pub mod ub;
 
 pub use config::{DEFAULT_BUCKET_SIZE, parse_curve, parse_launch_config};
+pub use config::{is_ub_launch_config, parse_ub_launch_config};
 pub use error::{ConfigError, DataError};
 pub use output::{AtomicFile, write_atomic};
 pub use report::{Report, Stages, peak_rss_bytes};
