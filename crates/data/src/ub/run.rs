@@ -20,6 +20,10 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Instant;
 
+/// How long a party that failed before using the link keeps trying to reach the peer to tell
+/// it so (as the balanced run).
+const ABORT_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Runs one party's unbalanced-PSI mode as `spec` says.
 ///
 /// # Errors
@@ -46,12 +50,19 @@ pub fn run_ub(
         intersection_count: -1,
         ..UbReport::default()
     };
-    let mut link: Option<TcpLink> = None;
+    let mut peer = Peer::start(spec, cancel)?;
     let result = match spec.role {
-        UbRole::Server => server(spec, progress, cancel, &mut link, &mut report),
-        UbRole::Client => client(spec, progress, cancel, &mut link, &mut report),
+        UbRole::Server => server(spec, progress, &mut peer, &mut report),
+        UbRole::Client => client(spec, progress, &mut peer, &mut report),
     };
-    match (result, link.as_mut()) {
+    // A run that failed before it needed the link still tells a connected peer why.
+    if result.is_err()
+        && let Some(rx) = peer.pending.take()
+        && let Ok(Ok(link)) = rx.recv_timeout(ABORT_GRACE)
+    {
+        peer.link = Some(link);
+    }
+    match (result, peer.link.as_mut()) {
         (Ok(()), Some(l)) => l.close()?,
         (Ok(()), None) => {}
         (Err(e), Some(l)) => {
@@ -80,13 +91,23 @@ pub fn run_ub(
     Ok(report)
 }
 
-/// Connects to the peer (once per run; the modes that need a link share it).
-fn connect<'l>(
-    spec: &UbSpec,
-    cancel: &Cancel,
-    link: &'l mut Option<TcpLink>,
-) -> Result<&'l mut TcpLink, UbError> {
-    if link.is_none() {
+/// The link to the peer: connecting starts as soon as the run does (in a thread), so a server
+/// that spends minutes generating its cache in `MODE_FULL` does not leave the client's connect
+/// deadline to run out; [`Peer::get`] waits for it when first needed.
+struct Peer {
+    pending: Option<std::sync::mpsc::Receiver<Result<TcpLink, LinkError>>>,
+    link: Option<TcpLink>,
+}
+
+impl Peer {
+    fn start(spec: &UbSpec, cancel: &Cancel) -> Result<Peer, UbError> {
+        let mut peer = Peer {
+            pending: None,
+            link: None,
+        };
+        if spec.mode == UbMode::GenCache {
+            return Ok(peer);
+        }
         let parties = spec.parties.as_ref().ok_or(ProtocolError::Unreachable(
             "a mode that talks to the peer has no link_config",
         ))?;
@@ -101,12 +122,35 @@ fn connect<'l>(
             tls: spec.tls.clone(),
             shape: None,
         };
-        *link = Some(TcpLink::establish_with_cancel(&opts, cancel)?);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let cancel = cancel.clone();
+        std::thread::Builder::new()
+            .name("connect".into())
+            .spawn(move || {
+                let _ = tx.send(TcpLink::establish_with_cancel(&opts, &cancel));
+            })
+            .map_err(|source| DataError::Io {
+                path: spec.cache_path.clone(),
+                action: "starting the connect thread",
+                source,
+            })?;
+        peer.pending = Some(rx);
+        Ok(peer)
     }
-    link.as_mut()
-        .ok_or(UbError::Data(DataError::Link(LinkError::Cancelled {
-            reason: "no link".into(),
-        })))
+
+    fn get(&mut self) -> Result<&mut TcpLink, UbError> {
+        if let Some(rx) = self.pending.take() {
+            let link = rx.recv().map_err(|_| {
+                UbError::from(ProtocolError::Unreachable("the connect thread vanished"))
+            })??;
+            self.link = Some(link);
+        }
+        self.link
+            .as_mut()
+            .ok_or(UbError::from(ProtocolError::Unreachable(
+                "a mode that talks to the peer has no link",
+            )))
+    }
 }
 
 /// A phase's time and the link traffic it caused.
@@ -172,8 +216,7 @@ fn input<'a>(spec: &'a UbSpec, why: &str) -> Result<&'a Path, UbError> {
 fn server(
     spec: &UbSpec,
     progress: &dyn Progress,
-    cancel: &Cancel,
-    link: &mut Option<TcpLink>,
+    peer: &mut Peer,
     report: &mut UbReport,
 ) -> Result<(), UbError> {
     let mut keyed: Option<Keyed> = None;
@@ -234,7 +277,7 @@ fn server(
     if spec.mode == UbMode::GenCache {
         return Ok(());
     }
-    let l = connect(spec, cancel, link)?;
+    let l = peer.get()?;
     if spec.mode.transfers() {
         let clock = PhaseClock::start(Some(l));
         progress.stage("sending the cache", 0);
@@ -294,12 +337,11 @@ fn server(
 fn client(
     spec: &UbSpec,
     progress: &dyn Progress,
-    cancel: &Cancel,
-    link: &mut Option<TcpLink>,
+    peer: &mut Peer,
     report: &mut UbReport,
 ) -> Result<(), UbError> {
     let cache: ClientCache = if spec.mode.transfers() {
-        let l = connect(spec, cancel, link)?;
+        let l = peer.get()?;
         let clock = PhaseClock::start(Some(l));
         progress.stage("receiving the cache", 0);
         let (meta, values) = recv_cache(l, spec.max_cache_bytes)?;
@@ -340,7 +382,7 @@ fn client(
     report.original_key_count = kd.unique.len() as i64;
     report.client_key_count = Some(kd.unique.len() as u64);
     *report.online_prepare_s.get_or_insert(0.0) += prep.elapsed().as_secs_f64();
-    let l = connect(spec, cancel, link)?;
+    let l = peer.get()?;
     let opts = OnlineOptions {
         client_get_result: spec.client_get_result,
         server_get_result: spec.server_get_result,
