@@ -6,6 +6,8 @@
 #
 #   scripts/bench_ub.sh [S=24] [C=14] [DIR=/tmp/bj-ub-bench] [CURVE=CURVE_FOURQ]
 #
+# The tables come from `blindjoin gen -n 2^S,2^C --overlap 2^(C-1) --seed 7`, or from
+# SERVER_CSV / CLIENT_CSV when set (to run the same client against servers of several sizes).
 # Needs a release build: cargo build --release -p blindjoin-cli
 set -euo pipefail
 S=${1:-24}
@@ -19,7 +21,10 @@ cd "$DIR"
 NS=$((1 << S))
 NC=$((1 << C))
 SHARED=$((NC / 2))
-if [ ! -f "server_$S.csv" ]; then
+if [ -n "${SERVER_CSV:-}" ]; then
+  ln -sf "$(realpath "$SERVER_CSV")" "server_$S.csv"
+  ln -sf "$(realpath "$CLIENT_CSV")" "client_$S.csv"
+elif [ ! -f "server_$S.csv" ]; then
   "$BIN" gen -n "$NS,$NC" --overlap "$SHARED" --seed 7 --out-dir gen >/dev/null
   mv gen/alice.csv "server_$S.csv"
   mv gen/bob.csv "client_$S.csv"
@@ -56,7 +61,7 @@ conf os.json ROLE_SERVER MODE_ONLINE "$SRV"
 conf oc.json ROLE_CLIENT MODE_ONLINE "$CLI"
 rm -f "server_$S.key"
 echo "== server 2^$S rows, client 2^$C rows, $CURVE"
-"$BIN" run --quiet --config gen.json >"gen_$S.json"
+/usr/bin/time -f "gen cache wall %e s, max RSS %M KiB" "$BIN" run --quiet --config gen.json >"gen_$S.json"
 "$BIN" run --quiet --config ts.json >"ts_$S.json" &
 "$BIN" run --quiet --config tc.json >"tc_$S.json"
 wait
