@@ -1,5 +1,5 @@
 //! Unbalanced PSI (SecretFlow's `ub_psi_config`): the server's key file ([`key`]), the two cache
-//! files ([`cache`]) and the modes ([`run`]: gen cache, transfer cache, offline, online, full).
+//! files ([`cache`]) and the modes ([`run_ub`]: gen cache, transfer cache, offline, online, full).
 //! The protocol itself is [`blindjoin_protocols::ub_oprf`]; this module reads tables, keeps
 //! files and maps the protocol's indices back to rows, as the balanced data path does.
 
