@@ -11,6 +11,7 @@ mod run_cmd;
 // --- three-party (threepc branch) ---
 mod three_party;
 // --- end three-party ---
+mod ub_cmd; // unbalanced PSI (ub_psi_config)
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

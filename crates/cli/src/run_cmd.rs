@@ -165,6 +165,13 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         return crate::three_party::run(&args, t);
     }
     // --- end three-party ---
+    // --- unbalanced PSI (ub_psi_config): crate::ub_cmd ---
+    if let Some(path) = &args.config
+        && let Some(r) = crate::ub_cmd::run_if_ub(path, args.quiet, args.report.as_deref())
+    {
+        return r;
+    }
+    // --- end unbalanced PSI ---
     let spec = spec_from_args(&args).context(UserError)?;
     for w in &spec.warnings {
         eprintln!("blindjoin: warning: {w}");

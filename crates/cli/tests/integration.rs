@@ -507,16 +507,16 @@ fn bad_configs_name_the_field() {
         "{}",
         stderr(&o)
     );
-    let o = run_config_alone("ub", |t| {
+    let o = run_config_alone("legacy", |t| {
         t.replacen(
             "\"psi_config\": {",
-            "\"ub_psi_config\": {}, \"psi_config\": {",
+            "\"legacy_psi_config\": {}, \"psi_config\": {",
             1,
         )
     });
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("ub_psi_config") && stderr(&o).contains("not supported yet"),
+        stderr(&o).contains("legacy_psi_config") && stderr(&o).contains("not supported yet"),
         "{}",
         stderr(&o)
     );

@@ -34,6 +34,7 @@ pub mod exacc;
 pub mod fourq;
 pub mod gf128;
 pub mod okvs;
+pub mod oprf;
 pub mod ristretto;
 mod sm2_h2c;
 mod weierstrass;

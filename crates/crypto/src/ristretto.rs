@@ -36,6 +36,8 @@ pub fn hash_to_group(msg: &[u8]) -> Result<RistrettoPoint, CryptoError> {
 /// An ECDH key on Ristretto255. Holds `k/2` (see the module doc); zeroized on drop.
 pub struct RistrettoCipher {
     half_key: Scalar,
+    /// `(1/k)/2`, for [`RistrettoCipher::remask_inverse`] (the OPRF client's unblinding).
+    half_inv_key: Scalar,
 }
 
 impl RistrettoCipher {
@@ -68,14 +70,32 @@ impl RistrettoCipher {
         if key == Scalar::ZERO {
             return Err(CryptoError::InvalidSecretKey("the scalar is zero"));
         }
-        let half_key = key * Scalar::from(2u8).invert();
+        let half = Scalar::from(2u8).invert();
+        let half_key = key * half;
+        let half_inv_key = key.invert() * half;
         key.zeroize();
-        Ok(Self { half_key })
+        Ok(Self {
+            half_key,
+            half_inv_key,
+        })
+    }
+
+    /// Like [`EcdhCipher::remask`] but multiplies by 1/k: `remask_inverse(remask(P)) = P`. The
+    /// OPRF client (`oprf`) unblinds with it.
+    ///
+    /// # Errors
+    /// As [`EcdhCipher::remask`].
+    pub fn remask_inverse(&self, points: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
+        self.remask_with(&self.half_inv_key, points, out)
     }
 
     fn mul_and_encode(&self, points: &mut [RistrettoPoint], out: &mut [u8]) {
+        Self::mul_and_encode_with(&self.half_key, points, out)
+    }
+
+    fn mul_and_encode_with(half: &Scalar, points: &mut [RistrettoPoint], out: &mut [u8]) {
         for p in points.iter_mut() {
-            *p *= self.half_key;
+            *p *= half;
         }
         let encoded = RistrettoPoint::double_and_compress_batch(points.iter());
         for (slot, c) in out.chunks_exact_mut(POINT_LEN).zip(encoded) {
@@ -84,9 +104,34 @@ impl RistrettoCipher {
     }
 }
 
+impl RistrettoCipher {
+    /// Decodes untrusted peer points strictly and writes `encode(2·half·P)`.
+    fn remask_with(&self, half: &Scalar, points: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
+        check_remask_buffers(points, out, POINT_LEN)?;
+        let identity = RistrettoPoint::identity();
+        let mut decoded = Vec::with_capacity(points.len() / POINT_LEN);
+        for (index, chunk) in points.chunks_exact(POINT_LEN).enumerate() {
+            let invalid = |reason| CryptoError::InvalidPoint { index, reason };
+            let compressed =
+                CompressedRistretto::from_slice(chunk).map_err(|_| invalid("wrong length"))?;
+            // `decompress` rejects non-canonical encodings (RFC 9496 §4.3.1).
+            let p = compressed
+                .decompress()
+                .ok_or(invalid("not a canonical Ristretto255 encoding"))?;
+            if p == identity {
+                return Err(invalid("the identity element"));
+            }
+            decoded.push(p);
+        }
+        Self::mul_and_encode_with(half, &mut decoded, out);
+        Ok(())
+    }
+}
+
 impl Drop for RistrettoCipher {
     fn drop(&mut self) {
         self.half_key.zeroize();
+        self.half_inv_key.zeroize();
     }
 }
 
@@ -116,23 +161,6 @@ impl EcdhCipher for RistrettoCipher {
     }
 
     fn remask(&self, points: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
-        check_remask_buffers(points, out, POINT_LEN)?;
-        let identity = RistrettoPoint::identity();
-        let mut decoded = Vec::with_capacity(points.len() / POINT_LEN);
-        for (index, chunk) in points.chunks_exact(POINT_LEN).enumerate() {
-            let invalid = |reason| CryptoError::InvalidPoint { index, reason };
-            let compressed =
-                CompressedRistretto::from_slice(chunk).map_err(|_| invalid("wrong length"))?;
-            // `decompress` rejects non-canonical encodings (RFC 9496 §4.3.1).
-            let p = compressed
-                .decompress()
-                .ok_or(invalid("not a canonical Ristretto255 encoding"))?;
-            if p == identity {
-                return Err(invalid("the identity element"));
-            }
-            decoded.push(p);
-        }
-        self.mul_and_encode(&mut decoded, out);
-        Ok(())
+        self.remask_with(&self.half_key, points, out)
     }
 }

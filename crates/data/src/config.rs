@@ -218,6 +218,8 @@ pub fn parse_launch_config(
 
     for (field, present) in [
         ("legacy_psi_config", cfg.legacy_psi_config.is_some()),
+        // ub_psi_config: `ub::parse_ub_launch_config` (the CLI picks it with
+        // `is_ub_launch_config`); here it is only refused.
         ("ub_psi_config", cfg.ub_psi_config.is_some()),
         ("apsi_sender_config", cfg.apsi_sender_config.is_some()),
         ("apsi_receiver_config", cfg.apsi_receiver_config.is_some()),
@@ -227,11 +229,18 @@ pub fn parse_launch_config(
             cfg.dk_pir_receiver_config.is_some(),
         ),
     ] {
+        if present && field == "ub_psi_config" {
+            return Err(invalid(
+                field,
+                "an unbalanced-PSI config; run it with `blindjoin run --config` (the Python \
+                 API runs balanced PSI only)",
+            ));
+        }
         if present {
             return Err(not_yet(
                 field,
                 "{...}",
-                "only psi_config (balanced two-party PSI) runs in this version",
+                "only psi_config (balanced two-party PSI) and ub_psi_config run in this version",
             ));
         }
     }
@@ -824,3 +833,7 @@ pub use three_party::{THREE_PARTY_PROTOCOLS, ThreePartySpec, parse_three_party_c
 
 #[cfg(test)]
 mod tests;
+
+// --- unbalanced PSI (ub_psi_config) ---
+mod ub;
+pub use ub::{is_ub_launch_config, parse_ub_launch_config};

@@ -31,11 +31,15 @@ mod table;
 mod three_party;
 // --- end three-party ---
 
-pub use config::{DEFAULT_BUCKET_SIZE, parse_curve, parse_launch_config};
 // --- three-party (threepc branch) ---
 pub use config::{THREE_PARTY_PROTOCOLS, ThreePartySpec, parse_three_party_config};
 pub use three_party::{ThreePartyOutcome, run_three_party};
 // --- end three-party ---
+// Unbalanced PSI (ub_psi_config): key file, caches, modes.
+pub mod ub;
+
+pub use config::{DEFAULT_BUCKET_SIZE, parse_curve, parse_launch_config};
+pub use config::{is_ub_launch_config, parse_ub_launch_config};
 pub use error::{ConfigError, DataError};
 pub use output::{AtomicFile, write_atomic};
 pub use report::{Report, Stages, peak_rss_bytes};

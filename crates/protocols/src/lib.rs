@@ -10,6 +10,7 @@
 //! | `PROTOCOL_ECDH` | [`ecdh`] | semi-honest, DDH in the random-oracle model |
 //! | `PROTOCOL_RR22` | [`rr22`] | semi-honest (fast, low_comm); malicious outputs (see module) |
 //! | `PROTOCOL_KKRT` | [`kkrt`] | semi-honest (KKRT16 batched OPRF + cuckoo hashing) |
+//! | `ub_psi_config` (unbalanced) | [`ub_oprf`] | semi-honest (2HashDH OPRF, offline cache + online query; driven by the data path's `ub` module, not [`run_psi`]) |
 //!
 //! ```
 //! use blindjoin_crypto::{Curve, item_digest};
@@ -44,6 +45,8 @@ mod positions;
 mod progress;
 pub mod rr22;
 mod shuffle;
+// Unbalanced PSI (ECDH-OPRF, offline/online); the data path's `ub` module drives it.
+pub mod ub_oprf;
 
 pub use blindjoin_crypto::{Curve, ItemDigest};
 pub use blindjoin_link::Link;

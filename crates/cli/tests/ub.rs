@@ -1,0 +1,337 @@
+//! Unbalanced PSI end to end: two real `blindjoin` processes on 127.0.0.1 with SecretFlow-style
+//! `ub_psi_config` files, through gen cache → transfer cache → online (twice, the cache reused),
+//! the shuffle variant, and full; plus the refusals a user meets first (key file permissions,
+//! a stale client cache).
+
+// Test helpers outside `#[test]` functions: failing loudly is what a test should do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use support::{BIN, free_port, tmp, wait};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Server: ids 0..3000 (id 7 twice); client: ids 2900..3100 and a few strays.
+fn tables(dir: &Path) {
+    let mut s = String::from("id,s_val\n");
+    for i in 0..3000 {
+        s += &format!("{i},s{i}\n");
+    }
+    s += "7,dup\n";
+    std::fs::write(dir.join("server.csv"), s).unwrap();
+    let mut c = String::from("c_val,id\n");
+    for i in (2900..3100).rev() {
+        c += &format!("c{i},{i}\n");
+    }
+    c += "x,7\nx,abc\n";
+    std::fs::write(dir.join("client.csv"), c).unwrap();
+}
+
+fn config(dir: &Path, name: &str, role: &str, mode: &str, ports: (u16, u16), body: &str) {
+    let me = if role == "ROLE_SERVER" {
+        "server"
+    } else {
+        "client"
+    };
+    let text = format!(
+        r#"{{
+  "ub_psi_config": {{
+    "mode": "{mode}",
+    "role": "{role}",
+    {body}
+  }},
+  "link_config": {{
+    "parties": [
+      {{"id": "server", "host": "127.0.0.1:{}"}},
+      {{"id": "client", "host": "127.0.0.1:{}"}}
+    ]
+  }},
+  "self_link_party": "{me}"
+}}"#,
+        ports.0, ports.1
+    );
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+const SERVER: &str = r#""input_config": {"type": "IO_TYPE_FILE_CSV", "path": "server.csv"},
+    "keys": ["id"],
+    "server_secret_key_path": "server.key",
+    "cache_path": "server_cache",
+    "output_config": {"type": "IO_TYPE_FILE_CSV", "path": "server_out.csv"}"#;
+const CLIENT: &str = r#""input_config": {"type": "IO_TYPE_FILE_CSV", "path": "client.csv"},
+    "keys": ["id"],
+    "cache_path": "client_cache",
+    "output_config": {"type": "IO_TYPE_FILE_CSV", "path": "client_out.csv"}"#;
+
+fn start(dir: &Path, config: &str) -> Child {
+    Command::new(BIN)
+        .args(["run", "--quiet", "--config"])
+        .arg(dir.join(config))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn run_alone(dir: &Path, config: &str) -> (bool, String) {
+    wait(start(dir, config), LIMIT)
+}
+
+fn run_pair(dir: &Path, server: &str, client: &str) -> ((bool, String), (bool, String)) {
+    let s = start(dir, server);
+    let c = start(dir, client);
+    (wait(s, LIMIT), wait(c, LIMIT))
+}
+
+fn ids(path: &Path, col: usize) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(col).unwrap().to_string())
+        .collect()
+}
+
+/// The keys both tables share, sorted as the aligned output sorts them (by the key's text).
+fn expected() -> Vec<String> {
+    let mut v: Vec<String> = (2900..3000).map(|i: u32| i.to_string()).collect();
+    v.push("7".into());
+    v.sort();
+    v
+}
+
+fn ports() -> (u16, u16) {
+    (free_port(), free_port())
+}
+
+#[test]
+fn gen_transfer_online_and_full_with_secretflow_configs() {
+    let dir = tmp("ub", "modes");
+    tables(&dir);
+    let p = ports();
+    let both = r#","server_get_result": true, "client_get_result": true"#;
+    config(
+        &dir,
+        "gen.json",
+        "ROLE_SERVER",
+        "MODE_OFFLINE_GEN_CACHE",
+        p,
+        SERVER,
+    );
+    let (ok, err) = run_alone(&dir, "gen.json");
+    assert!(ok, "{err}");
+    // The key file was created 0600; the cache holds no copy of it.
+    let key = std::fs::read(dir.join("server.key")).unwrap();
+    assert_eq!(key.len(), 32);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join("server.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let cache = std::fs::read(dir.join("server_cache")).unwrap();
+    assert!(!cache.windows(32).any(|w| w == key.as_slice()));
+
+    config(
+        &dir,
+        "ts.json",
+        "ROLE_SERVER",
+        "MODE_OFFLINE_TRANSFER_CACHE",
+        p,
+        SERVER,
+    );
+    config(
+        &dir,
+        "tc.json",
+        "ROLE_CLIENT",
+        "OFFLINE_TRANSFER_CACHE",
+        p,
+        CLIENT,
+    );
+    let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "ts.json", "tc.json");
+    assert!(ok_s && ok_c, "{err_s}\n{err_c}");
+    assert!(dir.join("client_cache").exists());
+
+    config(
+        &dir,
+        "os.json",
+        "ROLE_SERVER",
+        "MODE_ONLINE",
+        p,
+        &(SERVER.to_string() + both),
+    );
+    config(
+        &dir,
+        "oc.json",
+        "ROLE_CLIENT",
+        "MODE_ONLINE",
+        p,
+        &(CLIENT.to_string() + both),
+    );
+    for _ in 0..2 {
+        let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "os.json", "oc.json");
+        assert!(ok_s && ok_c, "{err_s}\n{err_c}");
+        assert_eq!(ids(&dir.join("client_out.csv"), 1), expected());
+        // The server's rows: 7 twice (its duplicate), aligned with the client's keys.
+        let mut want = expected();
+        want.push("7".into());
+        assert_eq!(ids(&dir.join("server_out.csv"), 0), want);
+        std::fs::remove_file(dir.join("client_out.csv")).unwrap();
+        std::fs::remove_file(dir.join("server_out.csv")).unwrap();
+    }
+
+    // The shuffle variant: only the server learns the result.
+    let shuffle = r#","server_get_result": true, "client_get_result": false"#;
+    config(
+        &dir,
+        "ss.json",
+        "ROLE_SERVER",
+        "MODE_ONLINE",
+        p,
+        &(SERVER.to_string() + shuffle),
+    );
+    config(
+        &dir,
+        "sc.json",
+        "ROLE_CLIENT",
+        "MODE_ONLINE",
+        p,
+        &(CLIENT.to_string() + shuffle),
+    );
+    let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "ss.json", "sc.json");
+    assert!(ok_s && ok_c, "{err_s}\n{err_c}");
+    assert_eq!(ids(&dir.join("server_out.csv"), 0).len(), 102);
+    assert!(!dir.join("client_out.csv").exists());
+
+    // Full, on Ristretto255 (our curve field), client only, fresh caches.
+    let client_only = r#","server_get_result": false, "client_get_result": true"#;
+    let fs = SERVER
+        .replace("server_cache", "server_cache2")
+        .replace("server.key", "server2.key")
+        + client_only;
+    let fc = CLIENT.replace("client_cache", "client_cache2") + client_only;
+    config(&dir, "fs.json", "ROLE_SERVER", "MODE_FULL", p, &fs);
+    config(&dir, "fc.json", "ROLE_CLIENT", "MODE_FULL", p, &fc);
+    let ours = |name: &str, ext: &str| {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap().replacen(
+            "\"self_link_party\"",
+            &format!("\"blindjoin\": {{{ext}}}, \"self_link_party\""),
+            1,
+        );
+        std::fs::write(dir.join(name), text).unwrap();
+    };
+    ours("fs.json", r#""curve": "CURVE_RISTRETTO255""#);
+    ours(
+        "fc.json",
+        r#""curve": "CURVE_RISTRETTO255", "report_path": "full_report.json""#,
+    );
+    let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "fs.json", "fc.json");
+    assert!(ok_s && ok_c, "{err_s}\n{err_c}");
+    assert_eq!(ids(&dir.join("client_out.csv"), 1), expected());
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("full_report.json")).unwrap()).unwrap();
+    assert_eq!(report["curve"], "CURVE_RISTRETTO255");
+    assert_eq!(report["intersection_key_count"], 101);
+    assert!(report["online"]["bytes_sent"].as_u64().unwrap() > 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn wide_key_permissions_and_stale_caches_are_refused() {
+    let dir = tmp("ub", "refusals");
+    tables(&dir);
+    let p = ports();
+    config(
+        &dir,
+        "gen.json",
+        "ROLE_SERVER",
+        "MODE_OFFLINE_GEN_CACHE",
+        p,
+        SERVER,
+    );
+    std::fs::write(dir.join("server.key"), [3u8; 32]).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            dir.join("server.key"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        let (ok, err) = run_alone(&dir, "gen.json");
+        assert!(!ok && err.contains("chmod 600"), "{err}");
+        std::fs::set_permissions(
+            dir.join("server.key"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+    }
+    let (ok, err) = run_alone(&dir, "gen.json");
+    assert!(ok, "{err}");
+    config(
+        &dir,
+        "ts.json",
+        "ROLE_SERVER",
+        "MODE_OFFLINE_TRANSFER_CACHE",
+        p,
+        SERVER,
+    );
+    config(
+        &dir,
+        "tc.json",
+        "ROLE_CLIENT",
+        "MODE_OFFLINE_TRANSFER_CACHE",
+        p,
+        CLIENT,
+    );
+    let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "ts.json", "tc.json");
+    assert!(ok_s && ok_c, "{err_s}\n{err_c}");
+    // A new key and cache on the server: the client's copy is stale, and both sides say so.
+    std::fs::remove_file(dir.join("server.key")).unwrap();
+    let (ok, err) = run_alone(&dir, "gen.json");
+    assert!(ok, "{err}");
+    let both = r#","server_get_result": true, "client_get_result": true"#;
+    config(
+        &dir,
+        "os.json",
+        "ROLE_SERVER",
+        "MODE_ONLINE",
+        p,
+        &(SERVER.to_string() + both),
+    );
+    config(
+        &dir,
+        "oc.json",
+        "ROLE_CLIENT",
+        "MODE_ONLINE",
+        p,
+        &(CLIENT.to_string() + both),
+    );
+    let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "os.json", "oc.json");
+    assert!(!ok_s && !ok_c);
+    assert!(err_c.contains("MODE_OFFLINE_TRANSFER_CACHE"), "{err_c}");
+    assert!(err_s.contains("cache"), "{err_s}");
+    // A damaged client cache names the file and the fix, with exit code 2.
+    let mut b = std::fs::read(dir.join("client_cache")).unwrap();
+    let last = b.len() - 1;
+    b[last] ^= 1;
+    std::fs::write(dir.join("client_cache"), b).unwrap();
+    let o = Command::new(BIN)
+        .args(["run", "--quiet", "--config"])
+        .arg(dir.join("oc.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("client_cache") && err.contains("checksum"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,626 @@
+//! `ub_psi_config` (SecretFlow's `psi.v2.UbPsiConfig`) with `link_config` and
+//! `self_link_party`, into a [`UbSpec`]. Every SecretFlow field is accepted; the ones for
+//! features we lack are refused by name unless they hold their default. Ours live in the
+//! top-level `blindjoin` object: `curve` (default `CURVE_FOURQ`, SecretFlow's fixed choice),
+//! `report_path`, `connect_timeout_ms`, `peer_silence_timeout_ms`, `max_cache_bytes`.
+
+use super::{
+    DebugOptions, InputAttr, IoConfig, LinkConfig, OutputAttr, invalid, io_type, lenient_u64,
+    not_yet, strip_trailing_commas, tls_config,
+};
+use crate::error::ConfigError;
+use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, TableFormat};
+use crate::ub::{DEFAULT_MAX_CACHE_BYTES, UbMode, UbRole, UbSpec};
+use blindjoin_crypto::Curve;
+use blindjoin_link::DEFAULT_SILENCE_TIMEOUT;
+use serde::Deserialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UbLaunch {
+    ub_psi_config: UbPsiConfig,
+    link_config: Option<LinkConfig>,
+    self_link_party: Option<String>,
+    psi_config: Option<Value>,
+    legacy_psi_config: Option<Value>,
+    apsi_sender_config: Option<Value>,
+    apsi_receiver_config: Option<Value>,
+    dk_pir_sender_config: Option<Value>,
+    dk_pir_receiver_config: Option<Value>,
+    blindjoin: Option<UbExtensions>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UbPsiConfig {
+    mode: Option<String>,
+    role: Option<String>,
+    input_config: Option<IoConfig>,
+    keys: Option<Vec<String>>,
+    server_secret_key_path: Option<String>,
+    cache_path: Option<String>,
+    server_get_result: Option<bool>,
+    client_get_result: Option<bool>,
+    disable_alignment: Option<bool>,
+    output_config: Option<IoConfig>,
+    debug_options: Option<DebugOptions>,
+    advanced_join_type: Option<String>,
+    left_side: Option<String>,
+    input_attr: Option<InputAttr>,
+    output_attr: Option<OutputAttr>,
+    intersection_threshold: Option<u64>,
+    count_path: Option<String>,
+}
+
+/// Ours, for unbalanced runs.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UbExtensions {
+    curve: Option<String>,
+    report_path: Option<String>,
+    connect_timeout_ms: Option<Value>,
+    peer_silence_timeout_ms: Option<Value>,
+    max_cache_bytes: Option<Value>,
+}
+
+/// Whether `text` is an unbalanced-PSI launch config (has a top-level `ub_psi_config`). Cheap
+/// enough to call before choosing a parser; a config that does not parse is left to the
+/// balanced parser, whose errors name the problem.
+pub fn is_ub_launch_config(text: &str) -> bool {
+    let (cleaned, _) = strip_trailing_commas(text);
+    serde_json::from_str::<serde_json::Map<String, Value>>(&cleaned)
+        .is_ok_and(|m| m.contains_key("ub_psi_config"))
+}
+
+/// Parses an unbalanced-PSI launch config; `source` names it in errors, relative paths resolve
+/// against `base_dir`.
+///
+/// # Errors
+/// Syntax errors, unknown fields, invalid values, features not built yet.
+pub fn parse_ub_launch_config(
+    text: &str,
+    source: &str,
+    base_dir: &Path,
+) -> Result<UbSpec, ConfigError> {
+    let (cleaned, comma_lines) = strip_trailing_commas(text);
+    let mut warnings: Vec<String> = comma_lines
+        .iter()
+        .map(|l| format!("{source}:{l}: trailing comma ignored (strict JSON does not allow it)"))
+        .collect();
+    let de = &mut serde_json::Deserializer::from_str(&cleaned);
+    let cfg: UbLaunch = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        ConfigError::Syntax {
+            path: source.to_string(),
+            message: if path == "." {
+                inner.to_string()
+            } else {
+                format!("field `{path}`: {inner}")
+            },
+        }
+    })?;
+    let resolve = |p: &str| -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            base_dir.join(p)
+        }
+    };
+    for (field, present) in [
+        ("psi_config", cfg.psi_config.is_some()),
+        ("legacy_psi_config", cfg.legacy_psi_config.is_some()),
+        ("apsi_sender_config", cfg.apsi_sender_config.is_some()),
+        ("apsi_receiver_config", cfg.apsi_receiver_config.is_some()),
+        ("dk_pir_sender_config", cfg.dk_pir_sender_config.is_some()),
+        (
+            "dk_pir_receiver_config",
+            cfg.dk_pir_receiver_config.is_some(),
+        ),
+    ] {
+        if present {
+            return Err(invalid(
+                field,
+                "cannot be combined with ub_psi_config; a launch config runs one kind of PSI",
+            ));
+        }
+    }
+    let ub = cfg.ub_psi_config;
+    let f = |name: &str| format!("ub_psi_config.{name}");
+
+    let mode_name = ub.mode.as_deref().unwrap_or("");
+    let mode = UbMode::parse(mode_name).ok_or_else(|| {
+        invalid(
+            &f("mode"),
+            &format!(
+                "{mode_name:?}; use MODE_OFFLINE_GEN_CACHE, MODE_OFFLINE_TRANSFER_CACHE, \
+                 MODE_OFFLINE, MODE_ONLINE or MODE_FULL"
+            ),
+        )
+    })?;
+    let role = match ub.role.as_deref().map(str::trim).unwrap_or("") {
+        "ROLE_SERVER" => UbRole::Server,
+        "ROLE_CLIENT" => UbRole::Client,
+        other => {
+            return Err(invalid(
+                &f("role"),
+                &format!("{other:?}; use ROLE_SERVER (the large set) or ROLE_CLIENT"),
+            ));
+        }
+    };
+    if mode == UbMode::GenCache && role == UbRole::Client {
+        return Err(invalid(
+            &f("mode"),
+            "MODE_OFFLINE_GEN_CACHE runs on the server only; the client takes part from \
+             MODE_OFFLINE_TRANSFER_CACHE on",
+        ));
+    }
+    let ext = cfg.blindjoin;
+    let curve = match ext.as_ref().and_then(|e| e.curve.as_deref()) {
+        None => Curve::FourQ,
+        Some(name) => {
+            let c: Curve = name.parse().map_err(|e: blindjoin_crypto::CryptoError| {
+                invalid("blindjoin.curve", &e.to_string())
+            })?;
+            if !blindjoin_crypto::oprf::supports(c) {
+                return Err(invalid(
+                    "blindjoin.curve",
+                    &format!(
+                        "{name}: unbalanced PSI needs a prime-order group; use CURVE_FOURQ \
+                         (default) or CURVE_RISTRETTO255"
+                    ),
+                ));
+            }
+            c
+        }
+    };
+
+    // Input: the server's in the gen modes (and online when it learns the result), the
+    // client's in online and full.
+    let needs_input = match role {
+        UbRole::Server => mode.generates(),
+        UbRole::Client => mode.queries(),
+    };
+    let input = match &ub.input_config {
+        Some(io) if !io.path.trim().is_empty() => {
+            if io_type(&f("input_config.type"), io.kind.as_deref())? != TableFormat::Csv
+                || TableFormat::from_path(Path::new(&io.path)) != TableFormat::Csv
+            {
+                return Err(not_yet(
+                    &f("input_config.type"),
+                    "IO_TYPE_FILE_PARQUET",
+                    "unbalanced PSI reads CSV; convert the table (or use psi_config for Parquet)",
+                ));
+            }
+            Some(resolve(&io.path))
+        }
+        _ if needs_input => {
+            return Err(invalid(
+                &f("input_config.path"),
+                &format!(
+                    "missing; the {} needs its table in {}",
+                    if role == UbRole::Server {
+                        "server"
+                    } else {
+                        "client"
+                    },
+                    mode.config_name()
+                ),
+            ));
+        }
+        _ => None,
+    };
+    let keys = ub.keys.unwrap_or_default();
+    if input.is_some() && keys.is_empty() {
+        return Err(invalid(
+            &f("keys"),
+            "empty; list the key column(s), e.g. [\"id\"]",
+        ));
+    }
+    for (i, k) in keys.iter().enumerate() {
+        if keys[..i].contains(k) {
+            return Err(invalid(&f("keys"), &format!("{k:?} is listed twice")));
+        }
+    }
+    let cache_path = match ub.cache_path.as_deref().map(str::trim) {
+        Some(p) if !p.is_empty() => resolve(p),
+        _ => {
+            return Err(invalid(
+                &f("cache_path"),
+                "missing; the server keeps its cache there, the client its copy",
+            ));
+        }
+    };
+    let secret_key_path = ub
+        .server_secret_key_path
+        .as_deref()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(resolve);
+    if role == UbRole::Server && secret_key_path.is_none() {
+        match mode {
+            UbMode::GenCache | UbMode::Offline | UbMode::Online => {
+                return Err(invalid(
+                    &f("server_secret_key_path"),
+                    "missing; the server's key must outlive the run so the cache stays usable. \
+                     Give a path: an existing 32-byte key file (mode 0600, e.g. `openssl rand \
+                     32 > server.key && chmod 600 server.key`), or a new path, where \
+                     blindjoin creates one",
+                ));
+            }
+            UbMode::Full => warnings.push(
+                "ub_psi_config.server_secret_key_path: not given, so MODE_FULL uses a fresh key \
+                 and the cache it writes cannot be reused by later MODE_ONLINE runs"
+                    .into(),
+            ),
+            UbMode::TransferCache => {}
+        }
+    }
+    if role == UbRole::Client && secret_key_path.is_some() {
+        warnings.push(
+            "ub_psi_config.server_secret_key_path: ignored on the client (the key is the server's)"
+                .into(),
+        );
+    }
+    let server_get_result = ub.server_get_result.unwrap_or(false);
+    let client_get_result = ub.client_get_result.unwrap_or(false);
+    if mode.queries() && !server_get_result && !client_get_result {
+        return Err(invalid(
+            &f("client_get_result"),
+            "and server_get_result are both false: nobody would learn the result; set one (both \
+             parties must agree)",
+        ));
+    }
+    let learns = mode.queries()
+        && match role {
+            UbRole::Server => server_get_result,
+            UbRole::Client => client_get_result,
+        };
+    let output = match &ub.output_config {
+        Some(io) if !io.path.trim().is_empty() => {
+            if io_type(&f("output_config.type"), io.kind.as_deref())? != TableFormat::Csv {
+                return Err(not_yet(
+                    &f("output_config.type"),
+                    "IO_TYPE_FILE_PARQUET",
+                    "unbalanced PSI writes CSV",
+                ));
+            }
+            Some(resolve(&io.path))
+        }
+        _ => None,
+    };
+    if learns && output.is_none() {
+        return Err(invalid(
+            &f("output_config.path"),
+            "missing; this party learns the intersection and needs a file to write it to",
+        ));
+    }
+    if role == UbRole::Server && learns && input.is_none() {
+        return Err(invalid(
+            &f("input_config.path"),
+            "missing; with server_get_result the server writes its matching rows, so MODE_ONLINE \
+             needs the table the cache was generated from",
+        ));
+    }
+    let join = ub
+        .advanced_join_type
+        .as_deref()
+        .unwrap_or("ADVANCED_JOIN_TYPE_UNSPECIFIED");
+    match join {
+        "" | "ADVANCED_JOIN_TYPE_UNSPECIFIED" | "ADVANCED_JOIN_TYPE_INNER_JOIN" => {}
+        other => {
+            return Err(not_yet(
+                &f("advanced_join_type"),
+                other,
+                "unbalanced PSI writes the inner join (ADVANCED_JOIN_TYPE_INNER_JOIN); use \
+                 psi_config for left, right, full and difference joins",
+            ));
+        }
+    }
+    match ub.left_side.as_deref().unwrap_or("") {
+        "" | "ROLE_SERVER" | "ROLE_CLIENT" => {}
+        side => {
+            return Err(invalid(
+                &f("left_side"),
+                &format!("{side:?}; use ROLE_SERVER or ROLE_CLIENT"),
+            ));
+        }
+    }
+    if let Some(t) = ub.intersection_threshold.filter(|&t| t > 0) {
+        return Err(not_yet(
+            &f("intersection_threshold"),
+            &t.to_string(),
+            "unbalanced PSI reveals the whole intersection; use psi_config with PROTOCOL_ECDH \
+             for threshold PSI",
+        ));
+    }
+    if let Some(p) = ub.count_path.as_deref().filter(|p| !p.is_empty()) {
+        return Err(not_yet(
+            &f("count_path"),
+            p,
+            "it belongs to intersection_threshold, which unbalanced PSI does not support",
+        ));
+    }
+    let _ = (&ub.input_attr, &ub.output_attr);
+    if let Some(d) = &ub.debug_options {
+        if d.trace_path.is_some() {
+            warnings.push(
+                "ub_psi_config.debug_options.trace_path: blindjoin writes no Perfetto trace; see \
+                 the JSON report for phase times"
+                    .into(),
+            );
+        }
+        let _ = &d.logging_level;
+    }
+
+    // Link: none for gen cache alone.
+    let needs_link = mode != UbMode::GenCache;
+    let (parties, tls, recv_timeout) = match (&cfg.link_config, &cfg.self_link_party) {
+        (Some(link), Some(self_id)) if needs_link => {
+            if link.parties.len() != 2 {
+                return Err(invalid(
+                    "link_config.parties",
+                    &format!(
+                        "has {} parties; unbalanced PSI needs exactly 2",
+                        link.parties.len()
+                    ),
+                ));
+            }
+            let me = link
+                .parties
+                .iter()
+                .position(|p| &p.id == self_id)
+                .ok_or_else(|| {
+                    invalid(
+                        "self_link_party",
+                        &format!("{self_id:?} is not one of the ids in link_config.parties"),
+                    )
+                })?;
+            let peer = &link.parties[1 - me];
+            if &peer.id == self_id {
+                return Err(invalid(
+                    "link_config.parties",
+                    "both parties have the same id",
+                ));
+            }
+            let tls = if link.enable_ssl.unwrap_or(false) {
+                let listener = blindjoin_link::TcpLink::listens(self_id, &peer.id);
+                Some(tls_config(
+                    link.client_ssl_opts.as_ref(),
+                    link.server_ssl_opts.as_ref(),
+                    listener,
+                    &resolve,
+                )?)
+            } else {
+                None
+            };
+            let recv_timeout = match &link.recv_timeout_ms {
+                None => DEFAULT_RECV_TIMEOUT,
+                Some(v) => {
+                    Duration::from_millis(lenient_u64(v, "link_config.recv_timeout_ms")?.max(1))
+                }
+            };
+            (
+                Some(Parties {
+                    self_id: self_id.clone(),
+                    self_addr: link.parties[me].host.clone(),
+                    peer_id: peer.id.clone(),
+                    peer_addr: peer.host.clone(),
+                }),
+                tls,
+                recv_timeout,
+            )
+        }
+        (_, _) if needs_link => {
+            return Err(invalid(
+                if cfg.link_config.is_none() {
+                    "link_config"
+                } else {
+                    "self_link_party"
+                },
+                &format!(
+                    "missing; {} talks to the peer (only MODE_OFFLINE_GEN_CACHE runs alone)",
+                    mode.config_name()
+                ),
+            ));
+        }
+        _ => (None, None, DEFAULT_RECV_TIMEOUT),
+    };
+    let ms = |v: Option<&Value>, field: &str, default: Duration| -> Result<Duration, ConfigError> {
+        v.map_or(Ok(default), |v| {
+            Ok(Duration::from_millis(lenient_u64(v, field)?))
+        })
+    };
+    let e = ext.as_ref();
+    Ok(UbSpec {
+        mode,
+        role,
+        curve,
+        input,
+        keys,
+        secret_key_path,
+        cache_path,
+        server_get_result,
+        client_get_result,
+        align: !ub.disable_alignment.unwrap_or(false),
+        output: if learns { output } else { None },
+        parties,
+        connect_timeout: ms(
+            e.and_then(|e| e.connect_timeout_ms.as_ref()),
+            "blindjoin.connect_timeout_ms",
+            DEFAULT_CONNECT_TIMEOUT,
+        )?,
+        recv_timeout,
+        silence_timeout: ms(
+            e.and_then(|e| e.peer_silence_timeout_ms.as_ref()),
+            "blindjoin.peer_silence_timeout_ms",
+            DEFAULT_SILENCE_TIMEOUT,
+        )?,
+        tls,
+        report: e.and_then(|e| e.report_path.as_deref()).map(resolve),
+        max_cache_bytes: match e.and_then(|e| e.max_cache_bytes.as_ref()) {
+            None => DEFAULT_MAX_CACHE_BYTES,
+            Some(v) => lenient_u64(v, "blindjoin.max_cache_bytes")?,
+        },
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(ub: &str, extra: &str) -> String {
+        format!(
+            r#"{{"ub_psi_config": {{{ub}}},
+  "link_config": {{"parties": [{{"id": "server", "host": "127.0.0.1:1"}}, {{"id": "client", "host": "127.0.0.1:2"}}]}},
+  "self_link_party": "server"{extra}}}"#
+        )
+    }
+
+    fn parse(text: &str) -> Result<UbSpec, ConfigError> {
+        parse_ub_launch_config(text, "ub.json", Path::new("/base"))
+    }
+
+    const SERVER_GEN: &str = r#""mode": "MODE_OFFLINE_GEN_CACHE", "role": "ROLE_SERVER",
+        "input_config": {"path": "server.csv"}, "keys": ["id"],
+        "server_secret_key_path": "server.key", "cache_path": "server_cache""#;
+
+    #[test]
+    fn secretflow_configs_parse_in_every_mode() {
+        let s = parse(&cfg(SERVER_GEN, "")).unwrap();
+        assert_eq!(
+            (s.mode, s.role, s.curve),
+            (UbMode::GenCache, UbRole::Server, Curve::FourQ)
+        );
+        assert_eq!(s.cache_path, Path::new("/base/server_cache"));
+        assert_eq!(
+            s.secret_key_path.as_deref(),
+            Some(Path::new("/base/server.key"))
+        );
+        assert!(s.parties.is_none());
+        for m in [
+            "MODE_OFFLINE_TRANSFER_CACHE",
+            "OFFLINE_TRANSFER_CACHE",
+            "offline",
+            "MODE_OFFLINE",
+        ] {
+            let s = parse(&cfg(&SERVER_GEN.replace("MODE_OFFLINE_GEN_CACHE", m), "")).unwrap();
+            assert!(s.parties.is_some(), "{m}");
+        }
+        let online = r#""mode": "MODE_ONLINE", "role": "ROLE_CLIENT",
+            "input_config": {"type": "IO_TYPE_FILE_CSV", "path": "client.csv"}, "keys": ["id"],
+            "cache_path": "client_cache", "server_get_result": true, "client_get_result": true,
+            "disable_alignment": false, "output_config": {"type": "IO_TYPE_FILE_CSV", "path": "out.csv"},
+            "advanced_join_type": "ADVANCED_JOIN_TYPE_INNER_JOIN", "left_side": "ROLE_SERVER",
+            "input_attr": {"keys_unique": false}, "output_attr": {"csv_null_rep": "NULL"},
+            "debug_options": {"logging_level": "INFO"}, "intersection_threshold": 0, "count_path": """#;
+        let s = parse(&cfg(online, "")).unwrap();
+        assert_eq!(s.mode, UbMode::Online);
+        assert_eq!(s.output.as_deref(), Some(Path::new("/base/out.csv")));
+        let s = parse(&cfg(
+            &online.replace("MODE_ONLINE", "FULL"),
+            r#", "blindjoin": {"curve": "CURVE_RISTRETTO255", "report_path": "r.json"}"#,
+        ))
+        .unwrap();
+        assert_eq!((s.mode, s.curve), (UbMode::Full, Curve::Ristretto255));
+        assert!(is_ub_launch_config(&cfg(online, "")));
+        assert!(!is_ub_launch_config(r#"{"psi_config": {}}"#));
+    }
+
+    #[test]
+    fn bad_configs_name_the_field() {
+        let cases = [
+            (
+                SERVER_GEN.replace("MODE_OFFLINE_GEN_CACHE", "MODE_X"),
+                "",
+                "ub_psi_config.mode",
+            ),
+            (
+                SERVER_GEN.replace("ROLE_SERVER", "ROLE_RECEIVER"),
+                "",
+                "ub_psi_config.role",
+            ),
+            (
+                SERVER_GEN.replace("ROLE_SERVER", "ROLE_CLIENT"),
+                "",
+                "ub_psi_config.mode",
+            ),
+            (
+                SERVER_GEN.replace(r#""server_secret_key_path": "server.key","#, ""),
+                "",
+                "server_secret_key_path",
+            ),
+            (
+                SERVER_GEN.replace(r#""cache_path": "server_cache""#, r#""cache_path": """#),
+                "",
+                "cache_path",
+            ),
+            (
+                SERVER_GEN.replace(r#""input_config": {"path": "server.csv"},"#, ""),
+                "",
+                "input_config.path",
+            ),
+            (
+                SERVER_GEN.to_string(),
+                r#", "blindjoin": {"curve": "CURVE_25519"}"#,
+                "blindjoin.curve",
+            ),
+            (
+                SERVER_GEN.to_string()
+                    + r#", "advanced_join_type": "ADVANCED_JOIN_TYPE_LEFT_JOIN""#,
+                "",
+                "advanced_join_type",
+            ),
+            (
+                SERVER_GEN.to_string() + r#", "intersection_threshold": 5"#,
+                "",
+                "intersection_threshold",
+            ),
+            (
+                SERVER_GEN.to_string() + r#", "count_path": "c.csv""#,
+                "",
+                "count_path",
+            ),
+            (SERVER_GEN.to_string() + r#", "bogus": 1"#, "", "bogus"),
+            (
+                SERVER_GEN.replace("MODE_OFFLINE_GEN_CACHE", "MODE_ONLINE")
+                    + r#", "server_get_result": false, "client_get_result": false"#,
+                "",
+                "client_get_result",
+            ),
+            (
+                SERVER_GEN.replace("MODE_OFFLINE_GEN_CACHE", "MODE_ONLINE")
+                    + r#", "server_get_result": true"#,
+                "",
+                "output_config.path",
+            ),
+            (
+                SERVER_GEN.to_string(),
+                r#", "psi_config": {}"#,
+                "psi_config",
+            ),
+        ];
+        for (ub, extra, field) in cases {
+            let e = parse(&cfg(&ub, extra)).unwrap_err().to_string();
+            assert!(e.contains(field), "{field}: {e}");
+        }
+        let no_link = format!(
+            "{{\"ub_psi_config\": {{{}}}}}",
+            SERVER_GEN.replace("MODE_OFFLINE_GEN_CACHE", "MODE_OFFLINE")
+        );
+        assert!(
+            parse(&no_link)
+                .unwrap_err()
+                .to_string()
+                .contains("link_config")
+        );
+        // Gen cache alone needs no link.
+        let alone = format!("{{\"ub_psi_config\": {{{SERVER_GEN}}}}}");
+        assert!(parse(&alone).is_ok());
+    }
+}

@@ -1,0 +1,409 @@
+//! The two cache files of unbalanced PSI, one format:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 8 | magic `BJUBCACH` |
+//! | 2 | format version, LE (1) |
+//! | 1 | kind: 1 server cache, 2 client cache |
+//! | 1 + n | curve name length, then the name (`CURVE_FOURQ`, ...) |
+//! | 8 | count: values in the cache, LE |
+//! | 1 | ℓ: bytes per value |
+//! | 16 | key-check value ([`OprfScalar::key_check_value`](blindjoin_crypto::oprf::OprfScalar::key_check_value)) |
+//! | count·ℓ | the values `F_k(y)`, in increasing order |
+//! | count·16 | server only: the item digest at each position (the secret permutation) |
+//! | 32 | SHA-256 of everything above |
+//!
+//! No key material: a wrong key file is caught by comparing key-check values. Files are
+//! written atomically (temporary file, fsync, rename). A reader checks the magic, version, kind,
+//! curve, ℓ, that the file's length is exactly what the header implies (before it allocates
+//! anything of that size), the checksum, and that the values are in order; every failure is a
+//! [`UbError::Cache`] naming the file and what to do.
+
+use super::UbError;
+use crate::output::AtomicFile;
+use blindjoin_crypto::{Curve, ItemDigest};
+use blindjoin_protocols::ub_oprf::{
+    CacheMeta, MAX_SERVER_ITEMS, MAX_TAG_LEN, MIN_TAG_LEN, check_sorted,
+};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::Path;
+
+const MAGIC: &[u8; 8] = b"BJUBCACH";
+/// The cache format version this build reads and writes.
+pub const FORMAT_VERSION: u16 = 1;
+const KIND_SERVER: u8 = 1;
+const KIND_CLIENT: u8 = 2;
+const MAX_CURVE_NAME: usize = 32;
+
+/// The server's cache: the values and which of its items sits at each position.
+#[derive(Debug)]
+pub struct ServerCache {
+    /// Curve, count, ℓ, key check.
+    pub meta: CacheMeta,
+    /// `count·ℓ` bytes, increasing.
+    pub values: Vec<u8>,
+    /// The item digest at each position.
+    pub digests: Vec<ItemDigest>,
+}
+
+/// The client's copy: the values only.
+#[derive(Debug)]
+pub struct ClientCache {
+    /// Curve, count, ℓ, key check.
+    pub meta: CacheMeta,
+    /// `count·ℓ` bytes, increasing.
+    pub values: Vec<u8>,
+}
+
+fn header(kind: u8, meta: &CacheMeta) -> Vec<u8> {
+    let mut h = Vec::with_capacity(64);
+    h.extend_from_slice(MAGIC);
+    h.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h.push(kind);
+    let name = meta.curve.config_name().as_bytes();
+    h.push(name.len() as u8);
+    h.extend_from_slice(name);
+    h.extend_from_slice(&meta.count.to_le_bytes());
+    h.push(meta.tag_len as u8);
+    h.extend_from_slice(&meta.key_check);
+    h
+}
+
+fn write(path: &Path, parts: &[&[u8]]) -> Result<(), UbError> {
+    let mut hash = Sha256::new();
+    let mut f = AtomicFile::create(path)?;
+    for p in parts {
+        for chunk in p.chunks(1 << 20) {
+            hash.update(chunk);
+            f.write_all(chunk)?;
+        }
+    }
+    f.write_all(&hash.finalize())?;
+    f.commit()?;
+    Ok(())
+}
+
+/// Writes the server cache atomically.
+///
+/// # Errors
+/// I/O failures; sizes that do not match `meta` (a bug).
+pub fn write_server(
+    path: &Path,
+    meta: &CacheMeta,
+    values: &[u8],
+    digests: &[ItemDigest],
+) -> Result<(), UbError> {
+    if values.len() as u64 != meta.count * meta.tag_len as u64 || digests.len() as u64 != meta.count
+    {
+        return Err(bad(
+            path,
+            "internal error: sizes do not match the header".into(),
+        ));
+    }
+    write(
+        path,
+        &[&header(KIND_SERVER, meta), values, digests.as_flattened()],
+    )
+}
+
+/// Writes the client cache atomically.
+///
+/// # Errors
+/// As [`write_server`].
+pub fn write_client(path: &Path, meta: &CacheMeta, values: &[u8]) -> Result<(), UbError> {
+    if values.len() as u64 != meta.count * meta.tag_len as u64 {
+        return Err(bad(
+            path,
+            "internal error: sizes do not match the header".into(),
+        ));
+    }
+    write(path, &[&header(KIND_CLIENT, meta), values])
+}
+
+const REGENERATE: &str = "regenerate it: on the server run MODE_OFFLINE_GEN_CACHE (or \
+                          MODE_OFFLINE), on the client run MODE_OFFLINE_TRANSFER_CACHE";
+
+fn bad(path: &Path, problem: String) -> UbError {
+    UbError::Cache {
+        path: path.to_path_buf(),
+        problem,
+        fix: REGENERATE,
+    }
+}
+
+/// Reads and validates a server cache.
+///
+/// # Errors
+/// [`UbError::Cache`] for a missing, truncated, tampered or foreign file.
+pub fn read_server(path: &Path) -> Result<ServerCache, UbError> {
+    let (meta, body) = read(path, KIND_SERVER)?;
+    let vlen = (meta.count as usize) * meta.tag_len;
+    let (values, digests) = body.split_at(vlen);
+    let digests = digests
+        .chunks_exact(16)
+        .map(|c| {
+            let mut d = [0u8; 16];
+            d.copy_from_slice(c);
+            d
+        })
+        .collect();
+    Ok(ServerCache {
+        meta,
+        values: values.to_vec(),
+        digests,
+    })
+}
+
+/// Reads and validates a client cache.
+///
+/// # Errors
+/// As [`read_server`].
+pub fn read_client(path: &Path) -> Result<ClientCache, UbError> {
+    let (meta, values) = read(path, KIND_CLIENT)?;
+    Ok(ClientCache { meta, values })
+}
+
+/// The header and the body (values, and the digests for a server cache) of a checked file.
+fn read(path: &Path, kind: u8) -> Result<(CacheMeta, Vec<u8>), UbError> {
+    let what = if kind == KIND_SERVER {
+        "server"
+    } else {
+        "client"
+    };
+    let mut f = std::fs::File::open(path).map_err(|e| {
+        bad(
+            path,
+            format!("cannot open the {what} cache ({e}); check cache_path"),
+        )
+    })?;
+    let file_len = f
+        .metadata()
+        .map_err(|e| bad(path, format!("cannot read the {what} cache: {e}")))?
+        .len();
+    // The fixed part of the header, up to the curve name's length.
+    let mut head = [0u8; 12];
+    f.read_exact(&mut head)
+        .map_err(|_| bad(path, format!("not a blindjoin {what} cache (too short)")))?;
+    if &head[..8] != MAGIC {
+        return Err(bad(
+            path,
+            format!(
+                "not a blindjoin unbalanced-PSI cache (wrong magic; is this the {what} cache?)"
+            ),
+        ));
+    }
+    let version = u16::from_le_bytes([head[8], head[9]]);
+    if version != FORMAT_VERSION {
+        return Err(bad(
+            path,
+            format!("cache format version {version}; this build reads version {FORMAT_VERSION}"),
+        ));
+    }
+    if head[10] != kind {
+        let other = if head[10] == KIND_SERVER {
+            "a server cache"
+        } else {
+            "a client cache"
+        };
+        return Err(bad(
+            path,
+            format!("this is {other}, but this party needs the {what} cache; check cache_path"),
+        ));
+    }
+    let name_len = head[11] as usize;
+    if name_len == 0 || name_len > MAX_CURVE_NAME {
+        return Err(bad(path, "damaged header (curve name length)".into()));
+    }
+    let mut rest = vec![0u8; name_len + 8 + 1 + 16];
+    f.read_exact(&mut rest)
+        .map_err(|_| bad(path, "truncated header".into()))?;
+    let name = std::str::from_utf8(&rest[..name_len])
+        .map_err(|_| bad(path, "damaged header (curve name)".into()))?;
+    let curve: Curve = name
+        .parse()
+        .map_err(|_| bad(path, format!("damaged header (unknown curve {name:?})")))?;
+    let mut c8 = [0u8; 8];
+    c8.copy_from_slice(&rest[name_len..name_len + 8]);
+    let count = u64::from_le_bytes(c8);
+    let tag_len = rest[name_len + 8] as usize;
+    let mut key_check = [0u8; 16];
+    key_check.copy_from_slice(&rest[name_len + 9..]);
+    if count > MAX_SERVER_ITEMS || !(MIN_TAG_LEN..=MAX_TAG_LEN).contains(&tag_len) {
+        return Err(bad(
+            path,
+            format!("damaged header ({count} values of {tag_len} bytes)"),
+        ));
+    }
+    let per = tag_len as u64 + if kind == KIND_SERVER { 16 } else { 0 };
+    let header_len = (12 + rest.len()) as u64;
+    let want = header_len + count * per + 32;
+    if file_len != want {
+        return Err(bad(
+            path,
+            format!(
+                "the file has {file_len} bytes but its header announces {want} (truncated or \
+                 appended to)"
+            ),
+        ));
+    }
+    let mut body = vec![0u8; (count * per) as usize];
+    f.read_exact(&mut body)
+        .map_err(|e| bad(path, format!("cannot read the {what} cache: {e}")))?;
+    let mut sum = [0u8; 32];
+    f.read_exact(&mut sum)
+        .map_err(|e| bad(path, format!("cannot read the {what} cache: {e}")))?;
+    let mut hash = Sha256::new();
+    hash.update(head);
+    hash.update(&rest);
+    for chunk in body.chunks(1 << 20) {
+        hash.update(chunk);
+    }
+    if hash.finalize().as_slice() != sum {
+        return Err(bad(
+            path,
+            "the checksum does not match: the file is damaged or was modified".into(),
+        ));
+    }
+    let meta = CacheMeta {
+        curve,
+        count,
+        tag_len,
+        key_check,
+    };
+    let vlen = (count as usize) * tag_len;
+    check_sorted(&body[..vlen], tag_len)
+        .map_err(|p| bad(path, format!("value {p} is out of order")))?;
+    Ok((meta, body))
+}
+
+/// Checks that a cache was made under the key with key-check value `kcv`.
+///
+/// # Errors
+/// [`UbError::Cache`] naming the key file.
+pub fn check_key(
+    path: &Path,
+    meta: &CacheMeta,
+    kcv: &[u8; 16],
+    key_path: &Path,
+) -> Result<(), UbError> {
+    if &meta.key_check != kcv {
+        return Err(UbError::Cache {
+            path: path.to_path_buf(),
+            problem: format!(
+                "the cache was generated under another key than the one in {} (key-check \
+                 values differ)",
+                key_path.display()
+            ),
+            fix: "use the key file the cache was generated with, or regenerate the cache with \
+                  MODE_OFFLINE_GEN_CACHE and transfer it again",
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("bj-ub-cache-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d.join(name)
+    }
+
+    fn sample(n: u64) -> (CacheMeta, Vec<u8>, Vec<ItemDigest>) {
+        let meta = CacheMeta {
+            curve: Curve::FourQ,
+            count: n,
+            tag_len: 12,
+            key_check: [5; 16],
+        };
+        let mut values: Vec<u8> = Vec::new();
+        for i in 0..n {
+            values.extend_from_slice(&[0, 0, 0, 0]);
+            values.extend_from_slice(&i.to_be_bytes());
+        }
+        let digests = (0..n).map(|i| [i as u8; 16]).collect();
+        (meta, values, digests)
+    }
+
+    #[test]
+    fn round_trips() {
+        for n in [0, 1, 1000] {
+            let (meta, values, digests) = sample(n);
+            let p = tmp(&format!("s{n}"));
+            write_server(&p, &meta, &values, &digests).unwrap();
+            let s = read_server(&p).unwrap();
+            assert_eq!(
+                (s.meta, s.values, s.digests),
+                (meta.clone(), values.clone(), digests)
+            );
+            let q = tmp(&format!("c{n}"));
+            write_client(&q, &meta, &values).unwrap();
+            let c = read_client(&q).unwrap();
+            assert_eq!((c.meta, c.values), (meta, values));
+            // The kinds are not interchangeable.
+            assert!(read_client(&p).is_err());
+            assert!(read_server(&q).is_err());
+        }
+    }
+
+    #[test]
+    fn tampering_truncation_and_wrong_keys_are_caught() {
+        let (meta, values, digests) = sample(100);
+        let p = tmp("tamper");
+        write_server(&p, &meta, &values, &digests).unwrap();
+        let good = std::fs::read(&p).unwrap();
+        let expect_err = |bytes: &[u8], needle: &str| {
+            std::fs::write(&p, bytes).unwrap();
+            let e = read_server(&p).unwrap_err();
+            let s = e.to_string();
+            assert!(s.contains(needle), "{s}");
+            assert!(
+                s.contains("tamper") && s.contains("MODE_OFFLINE_GEN_CACHE"),
+                "{s}"
+            );
+        };
+        // A flipped bit anywhere in the body or the checksum.
+        for at in [60, 500, good.len() - 40, good.len() - 1] {
+            let mut b = good.clone();
+            b[at] ^= 1;
+            expect_err(&b, "checksum");
+        }
+        expect_err(&good[..good.len() - 1], "announces");
+        expect_err(&good[..5], "too short");
+        expect_err(&[good.clone(), vec![0]].concat(), "announces");
+        let mut b = good.clone();
+        b[0] = b'X';
+        expect_err(&b, "magic");
+        let mut b = good.clone();
+        b[8] = 9;
+        expect_err(&b, "version");
+        // A huge count with a short file: refused on the length, nothing allocated.
+        let mut b = good.clone();
+        let count_at = 12 + "CURVE_FOURQ".len();
+        b[count_at..count_at + 8].copy_from_slice(&(u32::MAX as u64).to_le_bytes());
+        expect_err(&b, "announces");
+        // Out of order values with a valid checksum.
+        let mut v = values.clone();
+        v.swap(11, 12 * 50 + 11);
+        write_server(&p, &meta, &v, &digests).unwrap();
+        assert!(read_server(&p).unwrap_err().to_string().contains("order"));
+        // A wrong key.
+        let e = check_key(&p, &meta, &[6; 16], Path::new("other.key")).unwrap_err();
+        assert!(e.to_string().contains("other.key"), "{e}");
+        check_key(&p, &meta, &[5; 16], Path::new("k")).unwrap();
+        assert!(read_server(&tmp("missing")).is_err());
+    }
+
+    #[test]
+    fn no_key_material_in_the_file() {
+        // The header holds exactly magic, version, kind, curve, count, ℓ and the key check.
+        let (meta, values, digests) = sample(0);
+        let p = tmp("nokey");
+        write_server(&p, &meta, &values, &digests).unwrap();
+        let b = std::fs::read(&p).unwrap();
+        assert_eq!(b.len(), 12 + 11 + 8 + 1 + 16 + 32);
+    }
+}

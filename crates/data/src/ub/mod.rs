@@ -1,0 +1,272 @@
+//! Unbalanced PSI (SecretFlow's `ub_psi_config`): the server's key file ([`key`]), the two cache
+//! files ([`cache`]) and the modes ([`run_ub`]: gen cache, transfer cache, offline, online, full).
+//! The protocol itself is [`blindjoin_protocols::ub_oprf`]; this module reads tables, keeps
+//! files and maps the protocol's indices back to rows, as the balanced data path does.
+
+pub mod cache;
+pub mod key;
+mod run;
+
+pub use run::run_ub;
+
+use crate::error::{ConfigError, DataError};
+use crate::spec::Parties;
+use blindjoin_crypto::{CryptoError, Curve};
+use blindjoin_link::{LinkError, TlsConfig};
+use blindjoin_protocols::ProtocolError;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+use thiserror::Error;
+
+/// SecretFlow's `UbPsiConfig.Mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UbMode {
+    /// Server only: evaluate the OPRF on the input and write the server cache. No network.
+    GenCache,
+    /// Server sends its cache; the client stores it.
+    TransferCache,
+    /// [`UbMode::GenCache`] then [`UbMode::TransferCache`].
+    Offline,
+    /// The client's query against the transferred cache.
+    Online,
+    /// Everything in one run (one connection).
+    Full,
+}
+
+impl UbMode {
+    /// SecretFlow's spelling.
+    pub fn config_name(self) -> &'static str {
+        match self {
+            UbMode::GenCache => "MODE_OFFLINE_GEN_CACHE",
+            UbMode::TransferCache => "MODE_OFFLINE_TRANSFER_CACHE",
+            UbMode::Offline => "MODE_OFFLINE",
+            UbMode::Online => "MODE_ONLINE",
+            UbMode::Full => "MODE_FULL",
+        }
+    }
+
+    /// Accepts SecretFlow's names with or without the `MODE_` prefix, case-insensitively.
+    pub fn parse(s: &str) -> Option<UbMode> {
+        let t = s.trim().to_ascii_uppercase();
+        Some(match t.strip_prefix("MODE_").unwrap_or(&t) {
+            "OFFLINE_GEN_CACHE" => UbMode::GenCache,
+            "OFFLINE_TRANSFER_CACHE" => UbMode::TransferCache,
+            "OFFLINE" => UbMode::Offline,
+            "ONLINE" => UbMode::Online,
+            "FULL" => UbMode::Full,
+            _ => return None,
+        })
+    }
+
+    /// Whether the server makes a new cache in this mode.
+    pub fn generates(self) -> bool {
+        matches!(self, UbMode::GenCache | UbMode::Offline | UbMode::Full)
+    }
+
+    /// Whether the cache is transferred in this mode.
+    pub fn transfers(self) -> bool {
+        matches!(self, UbMode::TransferCache | UbMode::Offline | UbMode::Full)
+    }
+
+    /// Whether the online query runs in this mode.
+    pub fn queries(self) -> bool {
+        matches!(self, UbMode::Online | UbMode::Full)
+    }
+}
+
+/// `ROLE_SERVER` (the large set, holds the key) or `ROLE_CLIENT`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UbRole {
+    /// Large set; owns the key and the server cache.
+    Server,
+    /// Small set; holds a copy of the evaluated cache.
+    Client,
+}
+
+impl UbRole {
+    /// SecretFlow's spelling.
+    pub fn config_name(self) -> &'static str {
+        match self {
+            UbRole::Server => "ROLE_SERVER",
+            UbRole::Client => "ROLE_CLIENT",
+        }
+    }
+}
+
+/// One party's validated unbalanced-PSI run.
+#[derive(Clone, Debug)]
+pub struct UbSpec {
+    /// What to do.
+    pub mode: UbMode,
+    /// Which side.
+    pub role: UbRole,
+    /// The OPRF group (ours: `blindjoin.curve`; FourQ by default, as SecretFlow's fixed choice).
+    pub curve: Curve,
+    /// The input table (server: gen modes, and online with `server_get_result`; client: online).
+    pub input: Option<PathBuf>,
+    /// Key columns.
+    pub keys: Vec<String>,
+    /// The server's key file (see [`key`]).
+    pub secret_key_path: Option<PathBuf>,
+    /// The cache file: the server's own cache on the server, the transferred copy on the client.
+    pub cache_path: PathBuf,
+    /// The server learns the result.
+    pub server_get_result: bool,
+    /// The client learns the result.
+    pub client_get_result: bool,
+    /// Sort the output by key (default true).
+    pub align: bool,
+    /// Output CSV, for the parties that learn the result.
+    pub output: Option<PathBuf>,
+    /// Network identities; `None` in gen-cache mode, which needs no peer.
+    pub parties: Option<Parties>,
+    /// How long to wait for the peer to connect.
+    pub connect_timeout: Duration,
+    /// How long to wait for one message.
+    pub recv_timeout: Duration,
+    /// How long the peer may be silent.
+    pub silence_timeout: Duration,
+    /// Mutual TLS.
+    pub tls: Option<TlsConfig>,
+    /// Where to write the JSON report.
+    pub report: Option<PathBuf>,
+    /// Largest cache the client accepts in transfer (bytes).
+    pub max_cache_bytes: u64,
+    /// Warnings for the user.
+    pub warnings: Vec<String>,
+}
+
+/// Largest client cache accepted by default: 16 GiB (2^30 server items at 16 bytes).
+pub const DEFAULT_MAX_CACHE_BYTES: u64 = 16 << 30;
+
+/// What can stop an unbalanced-PSI run.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum UbError {
+    /// The input, output, config or link, as in a balanced run.
+    #[error(transparent)]
+    Data(#[from] DataError),
+    /// A cache file is missing, damaged, from another version, or made under another key.
+    #[error("{path}: {problem}; {fix}")]
+    Cache {
+        /// The cache file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+        /// How to fix it.
+        fix: &'static str,
+    },
+    /// The key file is unusable (permissions, size, missing).
+    #[error("{path}: {problem}")]
+    KeyFile {
+        /// The key file.
+        path: PathBuf,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
+    /// The server's input no longer holds a key that its cache holds.
+    #[error(
+        "{path}: the input changed since its cache was generated ({problem}); run \
+         MODE_OFFLINE_GEN_CACHE (and the transfer) again"
+    )]
+    InputChanged {
+        /// The input.
+        path: PathBuf,
+        /// What differs.
+        problem: String,
+    },
+}
+
+impl From<ProtocolError> for UbError {
+    fn from(e: ProtocolError) -> Self {
+        UbError::Data(DataError::Protocol(e))
+    }
+}
+
+impl From<LinkError> for UbError {
+    fn from(e: LinkError) -> Self {
+        UbError::Data(DataError::Link(e))
+    }
+}
+
+impl From<ConfigError> for UbError {
+    fn from(e: ConfigError) -> Self {
+        UbError::Data(DataError::Config(e))
+    }
+}
+
+impl From<CryptoError> for UbError {
+    fn from(e: CryptoError) -> Self {
+        UbError::Data(DataError::Protocol(ProtocolError::Crypto(e)))
+    }
+}
+
+impl UbError {
+    /// Whether the user's config, files or input are at fault (exit code 2).
+    pub fn is_user_error(&self) -> bool {
+        match self {
+            UbError::Data(d) => d.is_user_error(),
+            UbError::Cache { .. } | UbError::KeyFile { .. } | UbError::InputChanged { .. } => true,
+        }
+    }
+}
+
+/// Time and traffic of one phase.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct UbPhase {
+    /// Wall seconds.
+    pub seconds: f64,
+    /// Bytes sent to the peer (framing included; 0 without a link).
+    pub bytes_sent: u64,
+    /// Bytes received.
+    pub bytes_received: u64,
+}
+
+/// What an unbalanced-PSI run did (printed as JSON, and written to the report path).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct UbReport {
+    /// blindjoin version.
+    pub version: String,
+    /// This party's id (empty in gen-cache mode).
+    pub party: String,
+    /// `ROLE_SERVER` / `ROLE_CLIENT`.
+    pub role: String,
+    /// `MODE_...`.
+    pub mode: String,
+    /// The OPRF group.
+    pub curve: String,
+    /// Rows in this party's input (-1 when no input was read).
+    pub original_count: i64,
+    /// Unique keys in it (-1 when no input was read).
+    pub original_key_count: i64,
+    /// Values in the cache (the server's unique keys).
+    pub cache_count: u64,
+    /// Bytes per cache value (ℓ).
+    pub cache_value_bytes: u64,
+    /// The client's unique keys (online; known to both parties).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_key_count: Option<u64>,
+    /// |X ∩ Y| in unique keys, when this party learns it (-1 otherwise).
+    pub intersection_key_count: i64,
+    /// Rows of this party's output (-1 when it writes none).
+    pub intersection_count: i64,
+    /// The output file.
+    pub output_path: Option<String>,
+    /// Generating the cache (server).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gen_cache: Option<UbPhase>,
+    /// Transferring it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer_cache: Option<UbPhase>,
+    /// The online query, from the hello to the result (protocol only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub online: Option<UbPhase>,
+    /// Reading the input (and, client, loading the cache) for the online phase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub online_prepare_s: Option<f64>,
+    /// Wall time of the whole run.
+    pub total_s: f64,
+    /// Peak resident memory (Linux; 0 elsewhere).
+    pub peak_rss_bytes: u64,
+}

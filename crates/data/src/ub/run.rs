@@ -1,0 +1,441 @@
+//! The modes of unbalanced PSI, for one party: gen cache (server, no network), transfer cache,
+//! offline (both), online, full (all on one connection). The protocol sees digests and the
+//! link; this module reads the tables, keeps the files and maps results back to rows.
+
+use super::cache::{self, ClientCache, ServerCache};
+use super::{UbError, UbMode, UbPhase, UbReport, UbRole, UbSpec, key};
+use crate::error::DataError;
+use crate::output::{AtomicFile, write_atomic};
+use crate::table::{Table, cmp_keys};
+use blindjoin_crypto::oprf::OprfScalar;
+use blindjoin_crypto::{ItemDigest, item_digest};
+use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
+use blindjoin_protocols::ub_oprf::{
+    CacheMeta, OnlineOptions, evaluate_server_set, online_client, online_server, recv_cache,
+    send_cache, tag_len,
+};
+use blindjoin_protocols::{Progress, ProtocolError};
+use rayon::prelude::*;
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Instant;
+
+/// How long a party that failed before using the link keeps trying to reach the peer to tell
+/// it so (as the balanced run).
+const ABORT_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs one party's unbalanced-PSI mode as `spec` says.
+///
+/// # Errors
+/// Any [`UbError`]; the peer is told about our failure when the link is up.
+pub fn run_ub(
+    spec: &UbSpec,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+) -> Result<UbReport, UbError> {
+    let start = Instant::now();
+    let mut report = UbReport {
+        version: env!("CARGO_PKG_VERSION").into(),
+        party: spec
+            .parties
+            .as_ref()
+            .map(|p| p.self_id.clone())
+            .unwrap_or_default(),
+        role: spec.role.config_name().into(),
+        mode: spec.mode.config_name().into(),
+        curve: spec.curve.config_name().into(),
+        original_count: -1,
+        original_key_count: -1,
+        intersection_key_count: -1,
+        intersection_count: -1,
+        ..UbReport::default()
+    };
+    let mut peer = Peer::start(spec, cancel)?;
+    let result = match spec.role {
+        UbRole::Server => server(spec, progress, &mut peer, &mut report),
+        UbRole::Client => client(spec, progress, &mut peer, &mut report),
+    };
+    // A run that failed before it needed the link still tells a connected peer why.
+    if result.is_err()
+        && let Some(rx) = peer.pending.take()
+        && let Ok(Ok(link)) = rx.recv_timeout(ABORT_GRACE)
+    {
+        peer.link = Some(link);
+    }
+    match (result, peer.link.as_mut()) {
+        (Ok(()), Some(l)) => l.close()?,
+        (Ok(()), None) => {}
+        (Err(e), Some(l)) => {
+            if cancel.is_cancelled() {
+                l.abort(&cancel.reason());
+            } else if !matches!(
+                e,
+                UbError::Data(DataError::Link(_) | DataError::Protocol(ProtocolError::Link(_)))
+            ) {
+                l.abort(&e.to_string());
+            }
+            return Err(e);
+        }
+        (Err(e), None) => return Err(e),
+    }
+    report.total_s = start.elapsed().as_secs_f64();
+    report.peak_rss_bytes = crate::report::peak_rss_bytes();
+    if let Some(p) = &spec.report {
+        let json = serde_json::to_vec_pretty(&report).map_err(|e| DataError::Io {
+            path: p.clone(),
+            action: "encoding the report",
+            source: std::io::Error::other(e),
+        })?;
+        write_atomic(p, &json)?;
+    }
+    Ok(report)
+}
+
+/// The link to the peer: connecting starts as soon as the run does (in a thread), so a server
+/// that spends minutes generating its cache in `MODE_FULL` does not leave the client's connect
+/// deadline to run out; [`Peer::get`] waits for it when first needed.
+struct Peer {
+    pending: Option<std::sync::mpsc::Receiver<Result<TcpLink, LinkError>>>,
+    link: Option<TcpLink>,
+}
+
+impl Peer {
+    fn start(spec: &UbSpec, cancel: &Cancel) -> Result<Peer, UbError> {
+        let mut peer = Peer {
+            pending: None,
+            link: None,
+        };
+        if spec.mode == UbMode::GenCache {
+            return Ok(peer);
+        }
+        let parties = spec.parties.as_ref().ok_or(ProtocolError::Unreachable(
+            "a mode that talks to the peer has no link_config",
+        ))?;
+        let opts = TcpOptions {
+            self_id: parties.self_id.clone(),
+            self_addr: parties.self_addr.clone(),
+            peer_id: parties.peer_id.clone(),
+            peer_addr: parties.peer_addr.clone(),
+            connect_timeout: spec.connect_timeout,
+            recv_timeout: spec.recv_timeout,
+            silence_timeout: spec.silence_timeout,
+            tls: spec.tls.clone(),
+            shape: None,
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let cancel = cancel.clone();
+        std::thread::Builder::new()
+            .name("connect".into())
+            .spawn(move || {
+                let _ = tx.send(TcpLink::establish_with_cancel(&opts, &cancel));
+            })
+            .map_err(|source| DataError::Io {
+                path: spec.cache_path.clone(),
+                action: "starting the connect thread",
+                source,
+            })?;
+        peer.pending = Some(rx);
+        Ok(peer)
+    }
+
+    fn get(&mut self) -> Result<&mut TcpLink, UbError> {
+        if let Some(rx) = self.pending.take() {
+            let link = rx.recv().map_err(|_| {
+                UbError::from(ProtocolError::Unreachable("the connect thread vanished"))
+            })??;
+            self.link = Some(link);
+        }
+        self.link
+            .as_mut()
+            .ok_or(UbError::from(ProtocolError::Unreachable(
+                "a mode that talks to the peer has no link",
+            )))
+    }
+}
+
+/// A phase's time and the link traffic it caused.
+struct PhaseClock {
+    start: Instant,
+    sent: u64,
+    received: u64,
+}
+
+impl PhaseClock {
+    fn start(link: Option<&TcpLink>) -> Self {
+        let s = link.map(|l| l.stats()).unwrap_or_default();
+        Self {
+            start: Instant::now(),
+            sent: s.bytes_sent,
+            received: s.bytes_received,
+        }
+    }
+
+    fn stop(self, link: Option<&TcpLink>) -> UbPhase {
+        let s = link.map(|l| l.stats()).unwrap_or_default();
+        UbPhase {
+            seconds: self.start.elapsed().as_secs_f64(),
+            bytes_sent: s.bytes_sent - self.sent.min(s.bytes_sent),
+            bytes_received: s.bytes_received - self.received.min(s.bytes_received),
+        }
+    }
+}
+
+/// A table with each row's digest and the sorted unique digests.
+struct Keyed {
+    table: Table,
+    row_digests: Vec<ItemDigest>,
+    unique: Vec<ItemDigest>,
+}
+
+fn read_keyed(path: &Path, keys: &[String], progress: &dyn Progress) -> Result<Keyed, UbError> {
+    progress.stage("reading the input", 0);
+    let table = Table::read(path, keys)?;
+    let row_digests: Vec<ItemDigest> = (0..table.len())
+        .into_par_iter()
+        .map(|i| item_digest(table.key(i)))
+        .collect();
+    let mut unique = row_digests.clone();
+    unique.par_sort_unstable();
+    unique.dedup();
+    Ok(Keyed {
+        table,
+        row_digests,
+        unique,
+    })
+}
+
+fn input<'a>(spec: &'a UbSpec, why: &str) -> Result<&'a Path, UbError> {
+    spec.input.as_deref().ok_or_else(|| {
+        UbError::Data(DataError::Config(crate::error::ConfigError::Invalid {
+            field: "ub_psi_config.input_config.path".into(),
+            message: format!("missing; {why}"),
+        }))
+    })
+}
+
+fn server(
+    spec: &UbSpec,
+    progress: &dyn Progress,
+    peer: &mut Peer,
+    report: &mut UbReport,
+) -> Result<(), UbError> {
+    let mut keyed: Option<Keyed> = None;
+    let mut key: Option<OprfScalar> = None;
+    let cache: ServerCache = if spec.mode.generates() {
+        let clock = PhaseClock::start(None);
+        let k = match &spec.secret_key_path {
+            Some(p) => key::load_or_create(p, spec.curve, true)?.0,
+            None => OprfScalar::random(spec.curve)?,
+        };
+        let kd = read_keyed(
+            input(spec, "the server reads its table to generate the cache")?,
+            &spec.keys,
+            progress,
+        )?;
+        let tl = tag_len(kd.unique.len() as u64);
+        let (values, order) = evaluate_server_set(&k, &kd.unique, tl, progress)?;
+        let digests: Vec<ItemDigest> = order.par_iter().map(|&i| kd.unique[i as usize]).collect();
+        let meta = CacheMeta {
+            curve: spec.curve,
+            count: kd.unique.len() as u64,
+            tag_len: tl,
+            key_check: k.key_check_value()?,
+        };
+        progress.stage("writing the server cache", 0);
+        cache::write_server(&spec.cache_path, &meta, &values, &digests)?;
+        report.original_count = kd.table.len() as i64;
+        report.original_key_count = kd.unique.len() as i64;
+        report.gen_cache = Some(clock.stop(None));
+        keyed = Some(kd);
+        key = Some(k);
+        ServerCache {
+            meta,
+            values,
+            digests,
+        }
+    } else {
+        let c = cache::read_server(&spec.cache_path)?;
+        if let Some(p) = &spec.secret_key_path {
+            let k = key::load_or_create(p, spec.curve, false)?.0;
+            cache::check_key(&spec.cache_path, &c.meta, &k.key_check_value()?, p)?;
+            key = Some(k);
+        }
+        if c.meta.curve != spec.curve {
+            return Err(UbError::Cache {
+                path: spec.cache_path.clone(),
+                problem: format!(
+                    "the cache was generated on {}, this run asks for {}",
+                    c.meta.curve, spec.curve
+                ),
+                fix: "set blindjoin.curve to the cache's curve, or regenerate the cache",
+            });
+        }
+        c
+    };
+    report.cache_count = cache.meta.count;
+    report.cache_value_bytes = cache.meta.tag_len as u64;
+    if spec.mode == UbMode::GenCache {
+        return Ok(());
+    }
+    // Read the table before the query (and while the link comes up), so the online time is
+    // the protocol's alone and the client does not wait for our table.
+    let prep = Instant::now();
+    if spec.mode.queries() && spec.server_get_result && keyed.is_none() {
+        keyed = Some(read_keyed(
+            input(
+                spec,
+                "the server learns the result (server_get_result) and writes its rows, so it \
+                 needs the table the cache was generated from",
+            )?,
+            &spec.keys,
+            progress,
+        )?);
+    }
+    if spec.mode.queries() {
+        report.online_prepare_s = Some(prep.elapsed().as_secs_f64());
+    }
+    let l = peer.get()?;
+    if spec.mode.transfers() {
+        let clock = PhaseClock::start(Some(l));
+        progress.stage("sending the cache", 0);
+        send_cache(l, &cache.meta, &cache.values)?;
+        report.transfer_cache = Some(clock.stop(Some(l)));
+    }
+    if !spec.mode.queries() {
+        return Ok(());
+    }
+    let key = key.ok_or_else(|| UbError::KeyFile {
+        path: Default::default(),
+        problem: "ub_psi_config.server_secret_key_path is required on the server in MODE_ONLINE \
+                  (the key the cache was generated with)"
+            .into(),
+    })?;
+    let opts = OnlineOptions {
+        client_get_result: spec.client_get_result,
+        server_get_result: spec.server_get_result,
+    };
+    let clock = PhaseClock::start(Some(l));
+    let out = online_server(l, &key, &cache.meta, opts, progress)?;
+    report.online = Some(clock.stop(Some(l)));
+    report.client_key_count = Some(out.peer_count);
+    if let (Some(positions), Some(kd)) = (out.intersection, keyed.as_ref()) {
+        let matched: HashSet<ItemDigest> = positions
+            .iter()
+            .filter_map(|&p| cache.digests.get(p).copied())
+            .collect();
+        let present: HashSet<&ItemDigest> = kd.unique.iter().collect();
+        if let Some(missing) = matched.iter().find(|d| !present.contains(d)) {
+            let _ = missing;
+            return Err(UbError::InputChanged {
+                path: kd.table.path.clone(),
+                problem: "a key in the cache is no longer in the table".into(),
+            });
+        }
+        report.intersection_key_count = matched.len() as i64;
+        write_matches(spec, kd, &matched, report)?;
+    }
+    Ok(())
+}
+
+fn client(
+    spec: &UbSpec,
+    progress: &dyn Progress,
+    peer: &mut Peer,
+    report: &mut UbReport,
+) -> Result<(), UbError> {
+    let cache: ClientCache = if spec.mode.transfers() {
+        let l = peer.get()?;
+        let clock = PhaseClock::start(Some(l));
+        progress.stage("receiving the cache", 0);
+        let (meta, values) = recv_cache(l, spec.max_cache_bytes)?;
+        if meta.curve != spec.curve {
+            return Err(ProtocolError::Mismatch {
+                field: "blindjoin.curve",
+                ours: spec.curve.to_string(),
+                theirs: meta.curve.to_string(),
+                our_role: "ROLE_CLIENT".into(),
+                their_role: "ROLE_SERVER".into(),
+            }
+            .into());
+        }
+        cache::write_client(&spec.cache_path, &meta, &values)?;
+        report.transfer_cache = Some(clock.stop(Some(l)));
+        ClientCache { meta, values }
+    } else {
+        let prep = Instant::now();
+        let c = cache::read_client(&spec.cache_path)?;
+        report.online_prepare_s = Some(prep.elapsed().as_secs_f64());
+        c
+    };
+    report.cache_count = cache.meta.count;
+    report.cache_value_bytes = cache.meta.tag_len as u64;
+    if !spec.mode.queries() {
+        return Ok(());
+    }
+    let prep = Instant::now();
+    let kd = read_keyed(
+        input(
+            spec,
+            "the client's table is queried in MODE_ONLINE and MODE_FULL",
+        )?,
+        &spec.keys,
+        progress,
+    )?;
+    report.original_count = kd.table.len() as i64;
+    report.original_key_count = kd.unique.len() as i64;
+    report.client_key_count = Some(kd.unique.len() as u64);
+    *report.online_prepare_s.get_or_insert(0.0) += prep.elapsed().as_secs_f64();
+    let l = peer.get()?;
+    let opts = OnlineOptions {
+        client_get_result: spec.client_get_result,
+        server_get_result: spec.server_get_result,
+    };
+    let clock = PhaseClock::start(Some(l));
+    let out = online_client(l, &cache.meta, &cache.values, &kd.unique, opts, progress)?;
+    report.online = Some(clock.stop(Some(l)));
+    if let Some(mine) = out.intersection {
+        let matched: HashSet<ItemDigest> = mine.iter().map(|&i| kd.unique[i]).collect();
+        report.intersection_key_count = matched.len() as i64;
+        write_matches(spec, &kd, &matched, report)?;
+    } else if let Some(c) = out.count {
+        // The client always learns the count (see the protocol's leakage); report it.
+        report.intersection_key_count = c as i64;
+    }
+    Ok(())
+}
+
+/// Writes the rows whose key matched (all rows of a key, duplicates included), sorted by key
+/// when aligned (ties in file order), else in file order.
+fn write_matches(
+    spec: &UbSpec,
+    kd: &Keyed,
+    matched: &HashSet<ItemDigest>,
+    report: &mut UbReport,
+) -> Result<(), UbError> {
+    let Some(path) = &spec.output else {
+        return Ok(());
+    };
+    let mut rows: Vec<usize> = (0..kd.table.len())
+        .into_par_iter()
+        .filter(|&i| matched.contains(&kd.row_digests[i]))
+        .collect();
+    if spec.align {
+        rows.par_sort_by(|&a, &b| cmp_keys(kd.table.key(a), kd.table.key(b)).then(a.cmp(&b)));
+    }
+    let mut f = AtomicFile::create(path)?;
+    let mut buf = Vec::with_capacity(1 << 20);
+    crate::csv::write_record(&mut buf, kd.table.header.iter().map(|h| h.as_bytes()));
+    for &i in &rows {
+        buf.extend_from_slice(kd.table.raw_row(i));
+        buf.push(b'\n');
+        if buf.len() >= 1 << 20 {
+            f.write_all(&buf)?;
+            buf.clear();
+        }
+    }
+    f.write_all(&buf)?;
+    f.commit()?;
+    report.intersection_count = rows.len() as i64;
+    report.output_path = Some(path.display().to_string());
+    Ok(())
+}

@@ -1,0 +1,752 @@
+//! Unbalanced PSI from a Diffie–Hellman OPRF, with offline and online phases: Jarecki–Liu, "Fast
+//! Secure Computation of Set Intersection" (SCN 2010), as made practical for a large server set
+//! by Resende–Aranha, "Faster Unbalanced Private Set Intersection" (FC 2018), and run by
+//! SecretFlow as its ECDH-OPRF UB-PSI (`ub_psi_config`). Model: semi-honest; security from the
+//! one-more-Gap-DH assumption in the random-oracle model (the OPRF is 2HashDH, see
+//! [`blindjoin_crypto::oprf`]).
+//!
+//! Server S holds the large set Y and key `k`; client C holds the small set X.
+//! - **Offline** ([`evaluate_server_set`]): S computes `F_k(y) = T(H(y)^k)` for every y,
+//!   truncated to ℓ bytes ([`tag_len`]), and orders them by value. Sorting by a pseudorandom
+//!   value is as good as SecretFlow's random shuffle — the position of a tag says nothing
+//!   the tag itself does not — and lets C look values up by binary search without an index. S
+//!   keeps the permutation (which item sits at which position) to itself.
+//! - **Transfer** ([`send_cache`] / [`recv_cache`]): S streams the ordered values; C stores them.
+//!   Done once, reused for every later query under the same key.
+//! - **Online** ([`online_client`] / [`online_server`]): C sends `H(x)^r` for each x (one fresh `r`
+//!   per run), S returns `(H(x)^r)^k`, C unblinds with `1/r` to `H(x)^k`, computes `F_k(x)` and
+//!   looks it up in the cache. C learns its items in X ∩ Y. With `server_get_result`, C sends the
+//!   matched cache positions back and S maps them through its permutation to its items.
+//! - **Shuffle variant** (`client_get_result = false`, `server_get_result = true`): S waits for
+//!   all of C's blinded points and returns the evaluations in a fresh secret random order π, so
+//!   C finds which cache positions match but not which of its own items they belong to; it sends
+//!   those positions and only S learns the result (SecretFlow's
+//!   `RecvBlindAndShuffleSendEvaluate`).
+//!
+//! Leakage: C learns |Y| (the cache), X ∩ Y when `client_get_result`, and |X ∩ Y| always. S
+//! learns |X|, and with `server_get_result` X ∩ Y (as its own items). The blinded points are
+//! uniform, so S learns nothing else about X.
+//!
+//! Online cost: C → S `32·|X|` bytes of points, S → C `32·|X|`, plus the positions of the
+//! matches when S gets the result — independent of |Y|. C does two scalar multiplications and
+//! one hash-to-curve per item; S one scalar multiplication.
+//!
+//! ℓ: a false match needs one of C's |X| values to hit one of S's |Y| ℓ-byte values; we fix
+//! ℓ = ⌈(λ + ⌈log2 |Y|⌉ + 32)/8⌉ bytes with λ = 40 when the cache is made (12 bytes for |Y| ≤ 2^24,
+//! as SecretFlow's fixed 12), which bounds the expected false matches by 2^-40 for any client of
+//! up to 2^32 items — the most the online phase accepts (positions are 32-bit).
+
+use crate::ecdh::expect_type;
+use crate::shuffle::random_permutation;
+use crate::{ItemDigest, Progress, ProtocolError};
+use blindjoin_crypto::Curve;
+use blindjoin_crypto::oprf::{OprfScalar, POINT_LEN, tag};
+use blindjoin_link::{Link, Reader, put_bytes_u16, put_u64, recv_bulk, send_bulk};
+use rayon::prelude::*;
+
+/// Statistical security λ of the false-match bound.
+const STAT_SEC: u32 = 40;
+/// log2 of the largest client set the tag length is sized for.
+pub const MAX_CLIENT_LOG2: u32 = 32;
+/// Largest client set the online phase accepts (positions on the wire are `u32`).
+pub const MAX_CLIENT_ITEMS: u64 = u32::MAX as u64;
+/// Largest server set a cache may hold (positions are `u32`).
+pub const MAX_SERVER_ITEMS: u64 = u32::MAX as u64;
+/// Shortest and longest truncated OPRF value.
+pub const MIN_TAG_LEN: usize = 8;
+/// See [`MIN_TAG_LEN`].
+pub const MAX_TAG_LEN: usize = 16;
+/// Items per online message.
+pub const ONLINE_BATCH: usize = 4096;
+
+const MSG_CACHE_HEAD: u8 = 0x41;
+const MSG_CACHE_TAGS: u8 = 0x42;
+const MSG_HELLO: u8 = 0x43;
+const MSG_BLINDED: u8 = 0x44;
+const MSG_EVALUATED: u8 = 0x45;
+/// Wire version of this protocol's messages.
+const WIRE_VERSION: u8 = 1;
+
+/// ℓ in bytes for a server set of `n_server` items (see the module doc).
+pub fn tag_len(n_server: u64) -> usize {
+    let log = 64 - n_server.max(1).saturating_sub(1).leading_zeros();
+    ((STAT_SEC + log + MAX_CLIENT_LOG2).div_ceil(8) as usize).clamp(MIN_TAG_LEN, MAX_TAG_LEN)
+}
+
+/// What both parties must agree on about a cache; the server's cache file and the client's
+/// both carry it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheMeta {
+    /// The OPRF group.
+    pub curve: Curve,
+    /// Values in the cache (unique server items).
+    pub count: u64,
+    /// ℓ, bytes per value.
+    pub tag_len: usize,
+    /// [`OprfScalar::key_check_value`] of the key the cache was made with.
+    pub key_check: [u8; 16],
+}
+
+/// The offline evaluation: `(values, order)` where `values` holds the ℓ-byte `F_k(y)` of every
+/// item in increasing order and `order[p]` is the index into `items` of the value at position
+/// `p` (the server's secret permutation).
+///
+/// # Errors
+/// Too many items, or a crypto failure.
+pub fn evaluate_server_set(
+    key: &OprfScalar,
+    items: &[ItemDigest],
+    tag_len: usize,
+    progress: &dyn Progress,
+) -> Result<(Vec<u8>, Vec<u32>), ProtocolError> {
+    if items.len() as u64 > MAX_SERVER_ITEMS {
+        return Err(ProtocolError::Config(format!(
+            "unbalanced PSI caches at most {MAX_SERVER_ITEMS} unique keys"
+        )));
+    }
+    if !(MIN_TAG_LEN..=MAX_TAG_LEN).contains(&tag_len) {
+        return Err(ProtocolError::Config(format!(
+            "the OPRF value length must be {MIN_TAG_LEN}..={MAX_TAG_LEN} bytes"
+        )));
+    }
+    progress.stage(
+        "evaluating the OPRF on the server's items",
+        items.len() as u64,
+    );
+    let mut values = vec![0u8; items.len() * tag_len];
+    // Chunks bound the 32-byte points in memory at once.
+    const CHUNK: usize = 1 << 16;
+    let mut points = vec![0u8; CHUNK.min(items.len()) * POINT_LEN];
+    for (its, vals) in items.chunks(CHUNK).zip(values.chunks_mut(CHUNK * tag_len)) {
+        let pts = &mut points[..its.len() * POINT_LEN];
+        key.hash_and_mul(its, pts)?;
+        pts.par_chunks(POINT_LEN)
+            .zip(vals.par_chunks_mut(tag_len))
+            .for_each(|(p, v)| v.copy_from_slice(&tag(p)[..tag_len]));
+        progress.advance(its.len() as u64);
+    }
+    let mut order: Vec<u32> = (0..items.len() as u32).collect();
+    let value = |i: u32| &values[i as usize * tag_len..(i as usize + 1) * tag_len];
+    order.par_sort_unstable_by(|&a, &b| value(a).cmp(value(b)));
+    let mut sorted = vec![0u8; values.len()];
+    sorted
+        .par_chunks_mut(tag_len)
+        .zip(order.par_iter())
+        .for_each(|(s, &i)| s.copy_from_slice(value(i)));
+    Ok((sorted, order))
+}
+
+fn put_meta(msg: &mut Vec<u8>, meta: &CacheMeta) {
+    msg.push(WIRE_VERSION);
+    put_bytes_u16(msg, meta.curve.config_name().as_bytes());
+    put_u64(msg, meta.count);
+    msg.push(meta.tag_len as u8);
+    msg.extend_from_slice(&meta.key_check);
+}
+
+fn read_meta(r: &mut Reader<'_>) -> Result<CacheMeta, ProtocolError> {
+    let version = r.u8()?;
+    if version != WIRE_VERSION {
+        return Err(ProtocolError::PeerMisbehaved(format!(
+            "speaks unbalanced-PSI wire version {version}, this build {WIRE_VERSION}; run the same \
+             blindjoin version on both sides"
+        )));
+    }
+    let name = r.str_u16(64)?;
+    let curve: Curve = name
+        .parse()
+        .map_err(|_| ProtocolError::PeerMisbehaved(format!("names an unknown curve {name:?}")))?;
+    let count = r.u64()?;
+    let tag_len = r.u8()? as usize;
+    let mut key_check = [0u8; 16];
+    key_check.copy_from_slice(r.take(16)?);
+    if count > MAX_SERVER_ITEMS || !(MIN_TAG_LEN..=MAX_TAG_LEN).contains(&tag_len) {
+        return Err(ProtocolError::PeerMisbehaved(format!(
+            "announces a cache of {count} values of {tag_len} bytes (limits: {MAX_SERVER_ITEMS} \
+             values of {MIN_TAG_LEN}..={MAX_TAG_LEN} bytes)"
+        )));
+    }
+    Ok(CacheMeta {
+        curve,
+        count,
+        tag_len,
+        key_check,
+    })
+}
+
+/// Transfer, server side: the cache's metadata, then its values.
+///
+/// # Errors
+/// Link failures; `values` not of the announced size.
+pub fn send_cache(
+    link: &mut dyn Link,
+    meta: &CacheMeta,
+    values: &[u8],
+) -> Result<(), ProtocolError> {
+    if values.len() as u64 != meta.count * meta.tag_len as u64 {
+        return Err(ProtocolError::Unreachable(
+            "the cache's values do not match its metadata",
+        ));
+    }
+    let mut head = vec![MSG_CACHE_HEAD];
+    put_meta(&mut head, meta);
+    link.send(&head)?;
+    send_bulk(link, MSG_CACHE_TAGS, values)?;
+    Ok(())
+}
+
+/// Transfer, client side: the metadata and the values. `max_bytes` bounds what we accept to
+/// store; memory grows only as values arrive. The values must be in increasing order (what
+/// [`evaluate_server_set`] makes), which [`online_client`]'s lookup relies on.
+///
+/// # Errors
+/// Link failures, a malformed or oversized cache, values out of order.
+pub fn recv_cache(
+    link: &mut dyn Link,
+    max_bytes: u64,
+) -> Result<(CacheMeta, Vec<u8>), ProtocolError> {
+    let head = link.recv()?;
+    let mut r = Reader::new(&head, "cache header");
+    expect_type(&mut r, MSG_CACHE_HEAD)?;
+    let meta = read_meta(&mut r)?;
+    r.finish()?;
+    let bytes = meta.count * meta.tag_len as u64;
+    if bytes > max_bytes {
+        return Err(ProtocolError::PeerMisbehaved(format!(
+            "announces a cache of {bytes} bytes; this client accepts at most {max_bytes}"
+        )));
+    }
+    let values = recv_bulk(link, MSG_CACHE_TAGS, bytes as usize, "cache values")?;
+    check_sorted(&values, meta.tag_len)
+        .map_err(|p| ProtocolError::PeerMisbehaved(format!("cache value {p} is out of order")))?;
+    Ok((meta, values))
+}
+
+/// `Err(p)` if value `p` is smaller than value `p − 1`.
+pub fn check_sorted(values: &[u8], tag_len: usize) -> Result<(), usize> {
+    if tag_len == 0 || !values.len().is_multiple_of(tag_len) {
+        return Err(0);
+    }
+    let bad = values
+        .par_chunks(tag_len)
+        .zip(values.par_chunks(tag_len).skip(1))
+        .position_any(|(a, b)| a > b);
+    match bad {
+        Some(p) => Err(p + 1),
+        None => Ok(()),
+    }
+}
+
+/// Who learns what in the online phase. Both parties must pass the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OnlineOptions {
+    /// The client learns its items in the intersection.
+    pub client_get_result: bool,
+    /// The server learns its items in the intersection. With `client_get_result = false`, the
+    /// shuffle variant runs.
+    pub server_get_result: bool,
+}
+
+impl OnlineOptions {
+    /// Whether the shuffle variant runs.
+    pub fn shuffled(self) -> bool {
+        !self.client_get_result
+    }
+
+    fn check(self) -> Result<(), ProtocolError> {
+        if !self.client_get_result && !self.server_get_result {
+            return Err(ProtocolError::Config(
+                "client_get_result and server_get_result are both false: nobody would learn \
+                 anything; set one of them"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What a party learned online.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OnlineOutput {
+    /// Client: sorted indices into its items; server: sorted cache positions (map them through
+    /// the order of [`evaluate_server_set`]). `None` when this party does not learn the result.
+    pub intersection: Option<Vec<usize>>,
+    /// |X ∩ Y| in unique items when this party learns it (the client always does).
+    pub count: Option<u64>,
+    /// The peer's set size.
+    pub peer_count: u64,
+}
+
+fn hello(meta: &CacheMeta, opts: OnlineOptions, n_client: u64) -> Vec<u8> {
+    let mut msg = vec![MSG_HELLO];
+    put_meta(&mut msg, meta);
+    msg.push(u8::from(opts.client_get_result));
+    msg.push(u8::from(opts.server_get_result));
+    put_u64(&mut msg, n_client);
+    msg
+}
+
+/// Exchanges hellos and checks the peer agrees; returns the client's set size.
+fn exchange_hello(
+    link: &mut dyn Link,
+    meta: &CacheMeta,
+    opts: OnlineOptions,
+    n_client: u64,
+    server: bool,
+) -> Result<u64, ProtocolError> {
+    link.send(&hello(meta, opts, n_client))?;
+    let msg = link.recv()?;
+    let mut r = Reader::new(&msg, "unbalanced-PSI hello");
+    expect_type(&mut r, MSG_HELLO)?;
+    let theirs = read_meta(&mut r)?;
+    let (cg, sg) = (r.u8()? != 0, r.u8()? != 0);
+    let their_n = r.u64()?;
+    r.finish()?;
+    let (our_role, their_role) = if server {
+        ("ROLE_SERVER", "ROLE_CLIENT")
+    } else {
+        ("ROLE_CLIENT", "ROLE_SERVER")
+    };
+    let mismatch = |field, ours: String, theirs: String| ProtocolError::Mismatch {
+        field,
+        ours,
+        theirs,
+        our_role: our_role.into(),
+        their_role: their_role.into(),
+    };
+    if theirs.curve != meta.curve {
+        return Err(mismatch(
+            "the cache's curve",
+            meta.curve.to_string(),
+            theirs.curve.to_string(),
+        ));
+    }
+    if theirs.key_check != meta.key_check
+        || theirs.count != meta.count
+        || theirs.tag_len != meta.tag_len
+    {
+        let show = |m: &CacheMeta| {
+            format!(
+                "a cache of {} values, key check {}",
+                m.count,
+                hex(&m.key_check)
+            )
+        };
+        return Err(mismatch(
+            "the cache (the client's copy is not the server's current one: run \
+             MODE_OFFLINE_TRANSFER_CACHE again)",
+            show(meta),
+            show(&theirs),
+        ));
+    }
+    if (cg, sg) != (opts.client_get_result, opts.server_get_result) {
+        let show = |c: bool, s: bool| format!("client_get_result={c}, server_get_result={s}");
+        return Err(mismatch(
+            "who gets the result",
+            show(opts.client_get_result, opts.server_get_result),
+            show(cg, sg),
+        ));
+    }
+    if server {
+        if their_n > MAX_CLIENT_ITEMS {
+            return Err(ProtocolError::PeerMisbehaved(format!(
+                "announces {their_n} items; the online phase takes at most {MAX_CLIENT_ITEMS}"
+            )));
+        }
+        Ok(their_n)
+    } else {
+        Ok(n_client)
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Online, client side: `cache` is the transferred values (sorted, `meta.count` of them).
+///
+/// # Errors
+/// Link failures, a disagreeing or misbehaving server, a cache that does not match `meta`.
+pub fn online_client(
+    link: &mut dyn Link,
+    meta: &CacheMeta,
+    cache: &[u8],
+    items: &[ItemDigest],
+    opts: OnlineOptions,
+    progress: &dyn Progress,
+) -> Result<OnlineOutput, ProtocolError> {
+    opts.check()?;
+    if cache.len() as u64 != meta.count * meta.tag_len as u64 {
+        return Err(ProtocolError::Unreachable(
+            "the client cache does not match its metadata",
+        ));
+    }
+    if items.len() as u64 > MAX_CLIENT_ITEMS {
+        return Err(ProtocolError::Config(format!(
+            "the online phase takes at most {MAX_CLIENT_ITEMS} unique keys"
+        )));
+    }
+    exchange_hello(link, meta, opts, items.len() as u64, false)?;
+    let r = OprfScalar::random(meta.curve)?;
+    progress.stage("blinding the client's items", items.len() as u64);
+    for chunk in items.chunks(ONLINE_BATCH) {
+        let mut msg = vec![0u8; 1 + chunk.len() * POINT_LEN];
+        msg[0] = MSG_BLINDED;
+        r.hash_and_mul(chunk, &mut msg[1..])?;
+        link.send(&msg)?;
+        progress.advance(chunk.len() as u64);
+    }
+    progress.stage("unblinding and looking up", items.len() as u64);
+    let tl = meta.tag_len;
+    // Matched client items (in their order; in the shuffle variant they stay unknown) and the
+    // matched cache positions.
+    let mut mine = Vec::new();
+    let mut positions: Vec<u32> = Vec::new();
+    let mut next = 0usize;
+    while next < items.len() {
+        let msg = link.recv()?;
+        let mut rd = Reader::new(&msg, "evaluated points");
+        expect_type(&mut rd, MSG_EVALUATED)?;
+        let pts = rd.take(rd.left())?;
+        let k = pts.len() / POINT_LEN;
+        if pts.is_empty() || !pts.len().is_multiple_of(POINT_LEN) || k > items.len() - next {
+            return Err(ProtocolError::PeerMisbehaved(format!(
+                "sent {} bytes of evaluated points where {} points were still due",
+                pts.len(),
+                items.len() - next
+            )));
+        }
+        let mut unblinded = vec![0u8; pts.len()];
+        r.mul_inverse(pts, &mut unblinded)?;
+        let hits: Vec<(usize, Vec<u32>)> = unblinded
+            .par_chunks(POINT_LEN)
+            .enumerate()
+            .filter_map(|(j, p)| find(cache, tl, &tag(p)[..tl]).map(|h| (next + j, h)))
+            .collect();
+        for (i, h) in hits {
+            // Without the shuffle, position i of the reply is our item i.
+            mine.push(i);
+            positions.extend(h);
+        }
+        next += k;
+        progress.advance(k as u64);
+    }
+    positions.sort_unstable();
+    positions.dedup();
+    let count = mine.len() as u64;
+    if opts.server_get_result {
+        crate::positions::send(link, &positions, meta.count as usize)?;
+    }
+    Ok(OnlineOutput {
+        intersection: opts.client_get_result.then_some(mine),
+        count: Some(count),
+        peer_count: meta.count,
+    })
+}
+
+/// The positions of the values equal to `v` in the sorted `cache` (usually none or one).
+fn find(cache: &[u8], tl: usize, v: &[u8]) -> Option<Vec<u32>> {
+    let n = cache.len() / tl;
+    let at = |p: usize| &cache[p * tl..(p + 1) * tl];
+    let (mut lo, mut hi) = (0usize, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if at(mid) < v {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    let mut out = Vec::new();
+    let mut p = lo;
+    while p < n && at(p) == v {
+        out.push(p as u32);
+        p += 1;
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// Online, server side, with its key and its cache's metadata. Returns the matched cache
+/// positions when `server_get_result`.
+///
+/// # Errors
+/// Link failures, a disagreeing or misbehaving client.
+pub fn online_server(
+    link: &mut dyn Link,
+    key: &OprfScalar,
+    meta: &CacheMeta,
+    opts: OnlineOptions,
+    progress: &dyn Progress,
+) -> Result<OnlineOutput, ProtocolError> {
+    opts.check()?;
+    let n_client = exchange_hello(link, meta, opts, 0, true)? as usize;
+    progress.stage("evaluating the client's blinded items", n_client as u64);
+    // Shuffle variant: all evaluations, in the client's order, before any leaves.
+    let mut held: Vec<u8> = Vec::new();
+    let mut next = 0usize;
+    while next < n_client {
+        let msg = link.recv()?;
+        let mut rd = Reader::new(&msg, "blinded points");
+        expect_type(&mut rd, MSG_BLINDED)?;
+        let pts = rd.take(rd.left())?;
+        let k = pts.len() / POINT_LEN;
+        if pts.is_empty() || !pts.len().is_multiple_of(POINT_LEN) || k > n_client - next {
+            return Err(ProtocolError::PeerMisbehaved(format!(
+                "sent {} bytes of blinded points where {} points were still due",
+                pts.len(),
+                n_client - next
+            )));
+        }
+        let mut out = vec![0u8; 1 + pts.len()];
+        out[0] = MSG_EVALUATED;
+        key.mul(pts, &mut out[1..])?;
+        if opts.shuffled() {
+            held.extend_from_slice(&out[1..]);
+        } else {
+            link.send(&out)?;
+        }
+        next += k;
+        progress.advance(k as u64);
+    }
+    if opts.shuffled() {
+        let pi = random_permutation(n_client)?;
+        for chunk in pi.chunks(ONLINE_BATCH) {
+            let mut msg = Vec::with_capacity(1 + chunk.len() * POINT_LEN);
+            msg.push(MSG_EVALUATED);
+            for &i in chunk {
+                msg.extend_from_slice(&held[i * POINT_LEN..(i + 1) * POINT_LEN]);
+            }
+            link.send(&msg)?;
+        }
+        drop(held);
+    }
+    let intersection = if opts.server_get_result {
+        let p = crate::positions::receive(link, meta.count as usize)?;
+        if p.len() > n_client {
+            return Err(ProtocolError::PeerMisbehaved(format!(
+                "reports {} matches for {n_client} items",
+                p.len()
+            )));
+        }
+        Some(p)
+    } else {
+        None
+    };
+    Ok(OnlineOutput {
+        count: intersection.as_ref().map(|p| p.len() as u64),
+        intersection,
+        peer_count: n_client as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NoProgress;
+    use blindjoin_crypto::item_digest;
+    use blindjoin_link::mem_pair;
+    use std::collections::HashSet;
+
+    fn set(range: std::ops::Range<u64>) -> Vec<ItemDigest> {
+        range.map(|i| item_digest(&i.to_le_bytes())).collect()
+    }
+
+    /// Offline, transfer, online over an in-memory link; returns (client's, server's) items in
+    /// the intersection (the server's mapped through its permutation) and the client's count.
+    fn run(
+        curve: Curve,
+        server: &[ItemDigest],
+        client: &[ItemDigest],
+        opts: OnlineOptions,
+    ) -> (Option<Vec<usize>>, Option<Vec<usize>>, u64) {
+        let key = OprfScalar::from_seed(curve, b"0123456789abcdef0123456789abcdef").unwrap();
+        let tl = tag_len(server.len() as u64);
+        let (values, order) = evaluate_server_set(&key, server, tl, &NoProgress).unwrap();
+        let meta = CacheMeta {
+            curve,
+            count: server.len() as u64,
+            tag_len: tl,
+            key_check: key.key_check_value().unwrap(),
+        };
+        let (mut ls, mut lc) = mem_pair();
+        let client = client.to_vec();
+        let t = std::thread::spawn(move || {
+            let (meta, cache) = recv_cache(&mut lc, 1 << 30).unwrap();
+            online_client(&mut lc, &meta, &cache, &client, opts, &NoProgress).unwrap()
+        });
+        send_cache(&mut ls, &meta, &values).unwrap();
+        let s = online_server(&mut ls, &key, &meta, opts, &NoProgress).unwrap();
+        let c = t.join().unwrap();
+        let theirs = s.intersection.map(|ps| {
+            let mut v: Vec<usize> = ps.into_iter().map(|p| order[p] as usize).collect();
+            v.sort_unstable();
+            v
+        });
+        (c.intersection, theirs, c.count.unwrap())
+    }
+
+    fn plain(server: &[ItemDigest], client: &[ItemDigest]) -> (Vec<usize>, Vec<usize>) {
+        let s: HashSet<_> = server.iter().collect();
+        let c: HashSet<_> = client.iter().collect();
+        let mine = (0..client.len())
+            .filter(|&i| s.contains(&client[i]))
+            .collect();
+        let theirs = (0..server.len())
+            .filter(|&i| c.contains(&server[i]))
+            .collect();
+        (mine, theirs)
+    }
+
+    const BOTH: OnlineOptions = OnlineOptions {
+        client_get_result: true,
+        server_get_result: true,
+    };
+    const CLIENT: OnlineOptions = OnlineOptions {
+        client_get_result: true,
+        server_get_result: false,
+    };
+    const SHUFFLE: OnlineOptions = OnlineOptions {
+        client_get_result: false,
+        server_get_result: true,
+    };
+
+    #[test]
+    fn matches_the_plaintext_intersection() {
+        let cases = [
+            (set(0..0), set(0..0)),
+            (set(0..0), set(0..5)),
+            (set(0..5), set(0..0)),
+            (set(0..1), set(0..1)),
+            (set(0..1), set(1..2)),
+            (set(0..1000), set(500..1500)),
+            (set(0..1000), set(0..1000)),
+            (set(0..1000), set(5000..6000)),
+            (set(0..3000), set(2990..3010)),
+            (set(0..10), set(0..1000)),
+        ];
+        for (server, client) in &cases {
+            let (mine, theirs) = plain(server, client);
+            for opts in [BOTH, CLIENT, SHUFFLE] {
+                let (c, s, count) = run(Curve::FourQ, server, client, opts);
+                assert_eq!(count, mine.len() as u64);
+                assert_eq!(c, opts.client_get_result.then(|| mine.clone()));
+                assert_eq!(s, opts.server_get_result.then(|| theirs.clone()));
+            }
+        }
+        let (server, client) = (set(0..300), set(250..400));
+        let (mine, theirs) = plain(&server, &client);
+        let (c, s, _) = run(Curve::Ristretto255, &server, &client, BOTH);
+        assert_eq!((c.unwrap(), s.unwrap()), (mine, theirs));
+    }
+
+    #[test]
+    fn tag_length_bounds_false_matches() {
+        assert_eq!(tag_len(1 << 24), 12);
+        assert_eq!(tag_len(1 << 20), 12);
+        assert_eq!(tag_len(0), 9);
+        assert_eq!(tag_len(1 << 32), 13);
+        assert_eq!(tag_len(u64::MAX), 16);
+    }
+
+    #[test]
+    fn nobody_learning_is_refused() {
+        let none = OnlineOptions {
+            client_get_result: false,
+            server_get_result: false,
+        };
+        assert!(none.check().is_err());
+    }
+
+    fn meta(count: u64, key_check: [u8; 16]) -> CacheMeta {
+        CacheMeta {
+            curve: Curve::FourQ,
+            count,
+            tag_len: 12,
+            key_check,
+        }
+    }
+
+    #[test]
+    fn a_stale_client_cache_or_other_options_are_refused_on_both_sides() {
+        let (mut ls, mut lc) = mem_pair();
+        let key = OprfScalar::random(Curve::FourQ).unwrap();
+        let t = std::thread::spawn(move || {
+            online_client(&mut lc, &meta(0, [1; 16]), &[], &[], BOTH, &NoProgress)
+        });
+        let s = online_server(&mut ls, &key, &meta(0, [2; 16]), BOTH, &NoProgress);
+        assert!(matches!(s, Err(ProtocolError::Mismatch { .. })), "{s:?}");
+        assert!(matches!(
+            t.join().unwrap(),
+            Err(ProtocolError::Mismatch { .. })
+        ));
+        let (mut ls, mut lc) = mem_pair();
+        let t = std::thread::spawn(move || {
+            online_client(&mut lc, &meta(0, [1; 16]), &[], &[], CLIENT, &NoProgress)
+        });
+        let s = online_server(&mut ls, &key, &meta(0, [1; 16]), SHUFFLE, &NoProgress);
+        assert!(matches!(s, Err(ProtocolError::Mismatch { .. })));
+        assert!(t.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn hostile_peers_get_typed_errors() {
+        // A cache header announcing more than the client accepts.
+        let (mut ls, mut lc) = mem_pair();
+        send_cache(&mut ls, &meta(1 << 20, [0; 16]), &vec![0u8; 12 << 20]).unwrap();
+        assert!(matches!(
+            recv_cache(&mut lc, 1000),
+            Err(ProtocolError::PeerMisbehaved(_))
+        ));
+        // Values out of order.
+        let (mut ls, mut lc) = mem_pair();
+        let mut vals = vec![0u8; 24];
+        vals[0] = 9;
+        send_cache(&mut ls, &meta(2, [0; 16]), &vals).unwrap();
+        assert!(matches!(
+            recv_cache(&mut lc, 1000),
+            Err(ProtocolError::PeerMisbehaved(_))
+        ));
+        // A bad tag length or wire version in the header.
+        for (pos, byte) in [(1usize, 9u8), (2 + 2 + 11 + 8, 200)] {
+            let (mut ls, mut lc) = mem_pair();
+            let mut head = vec![MSG_CACHE_HEAD];
+            put_meta(&mut head, &meta(1, [0; 16]));
+            head[pos] = byte;
+            ls.send(&head).unwrap();
+            assert!(recv_cache(&mut lc, 1000).is_err());
+        }
+        // A server that returns invalid points or too many.
+        for reply in [vec![0xffu8; 32], vec![0u8; 64]] {
+            let (mut ls, mut lc) = mem_pair();
+            let m = meta(0, [0; 16]);
+            let t = std::thread::spawn(move || {
+                online_client(&mut lc, &m, &[], &set(0..1), CLIENT, &NoProgress)
+            });
+            ls.send(&hello(&meta(0, [0; 16]), CLIENT, 0)).unwrap();
+            let _ = ls.recv().unwrap();
+            let _ = ls.recv().unwrap();
+            let mut msg = vec![MSG_EVALUATED];
+            msg.extend_from_slice(&reply);
+            ls.send(&msg).unwrap();
+            assert!(t.join().unwrap().is_err());
+        }
+        // A client that sends more points than announced, or junk.
+        let key = OprfScalar::random(Curve::FourQ).unwrap();
+        for junk in [vec![0u8; 64], vec![7u8; 33]] {
+            let (mut ls, mut lc) = mem_pair();
+            lc.send(&hello(&meta(0, [0; 16]), CLIENT, 1)).unwrap();
+            let mut msg = vec![MSG_BLINDED];
+            msg.extend_from_slice(&junk);
+            lc.send(&msg).unwrap();
+            assert!(online_server(&mut ls, &key, &meta(0, [0; 16]), CLIENT, &NoProgress).is_err());
+        }
+        // A client announcing more items than the online phase takes.
+        let (mut ls, mut lc) = mem_pair();
+        lc.send(&hello(&meta(0, [0; 16]), CLIENT, u64::MAX))
+            .unwrap();
+        assert!(matches!(
+            online_server(&mut ls, &key, &meta(0, [0; 16]), CLIENT, &NoProgress),
+            Err(ProtocolError::PeerMisbehaved(_))
+        ));
+    }
+}
