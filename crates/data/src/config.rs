@@ -189,32 +189,8 @@ pub fn parse_launch_config(
     source: &str,
     base_dir: &Path,
 ) -> Result<RunSpec, ConfigError> {
-    let (cleaned, comma_lines) = strip_trailing_commas(text);
-    let mut warnings: Vec<String> = comma_lines
-        .iter()
-        .map(|l| format!("{source}:{l}: trailing comma ignored (strict JSON does not allow it)"))
-        .collect();
-    let de = &mut serde_json::Deserializer::from_str(&cleaned);
-    let cfg: LaunchConfig = serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        ConfigError::Syntax {
-            path: source.to_string(),
-            message: if path == "." {
-                inner.to_string()
-            } else {
-                format!("field `{path}`: {inner}")
-            },
-        }
-    })?;
-    let resolve = |p: &str| -> PathBuf {
-        let p = Path::new(p);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            base_dir.join(p)
-        }
-    };
+    let (cfg, mut warnings) = deserialize_config::<LaunchConfig>(text, source)?;
+    let resolve = |p: &str| resolve_path(base_dir, p);
 
     for (field, present) in [
         ("legacy_psi_config", cfg.legacy_psi_config.is_some()),
@@ -781,6 +757,44 @@ fn not_yet(field: &str, value: &str, hint: &str) -> ConfigError {
         field: field.to_string(),
         value: value.to_string(),
         hint: hint.to_string(),
+    }
+}
+
+/// Parses a JSON config into `T`, forgiving trailing commas (each one becomes a warning naming
+/// its line) and naming the offending field in a syntax error. Shared by every launch-config
+/// parser (two-party, three-party, unbalanced).
+pub(crate) fn deserialize_config<T: serde::de::DeserializeOwned>(
+    text: &str,
+    source: &str,
+) -> Result<(T, Vec<String>), ConfigError> {
+    let (cleaned, comma_lines) = strip_trailing_commas(text);
+    let warnings = comma_lines
+        .iter()
+        .map(|l| format!("{source}:{l}: trailing comma ignored (strict JSON does not allow it)"))
+        .collect();
+    let de = &mut serde_json::Deserializer::from_str(&cleaned);
+    let cfg = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        ConfigError::Syntax {
+            path: source.to_string(),
+            message: if path == "." {
+                inner.to_string()
+            } else {
+                format!("field `{path}`: {inner}")
+            },
+        }
+    })?;
+    Ok((cfg, warnings))
+}
+
+/// A path from a config: as given when absolute, else relative to the config file's folder.
+pub(crate) fn resolve_path(base_dir: &Path, p: &str) -> PathBuf {
+    let p = Path::new(p);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base_dir.join(p)
     }
 }
 

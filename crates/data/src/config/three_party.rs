@@ -18,7 +18,7 @@ use crate::spec::{RunSpec, TableFormat};
 use blindjoin_link::{PartyAddr, TlsConfig};
 use blindjoin_protocols::{Reveal, Role};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The `protocol_config.protocol` names that select the three-party protocol.
 pub const THREE_PARTY_PROTOCOLS: [&str; 2] = ["PROTOCOL_ECDH_3PC", "ECDH_PSI_3PC"];
@@ -201,14 +201,7 @@ pub fn parse_three_party_config(
     let spec = super::parse_launch_config(&v.to_string(), source, base_dir)?;
     refuse_unsupported(&spec, named)?;
 
-    let resolve = |p: &str| -> PathBuf {
-        let p = Path::new(p);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            base_dir.join(p)
-        }
-    };
+    let resolve = |p: &str| super::resolve_path(base_dir, p);
     let (tls_server, tls_client) = if link.enable_ssl.unwrap_or(false) {
         let (c, s) = (link.client_ssl_opts.as_ref(), link.server_ssl_opts.as_ref());
         (

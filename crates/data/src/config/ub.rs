@@ -15,7 +15,7 @@ use blindjoin_crypto::Curve;
 use blindjoin_link::DEFAULT_SILENCE_TIMEOUT;
 use serde::Deserialize;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 #[derive(Deserialize)]
@@ -85,32 +85,8 @@ pub fn parse_ub_launch_config(
     source: &str,
     base_dir: &Path,
 ) -> Result<UbSpec, ConfigError> {
-    let (cleaned, comma_lines) = strip_trailing_commas(text);
-    let mut warnings: Vec<String> = comma_lines
-        .iter()
-        .map(|l| format!("{source}:{l}: trailing comma ignored (strict JSON does not allow it)"))
-        .collect();
-    let de = &mut serde_json::Deserializer::from_str(&cleaned);
-    let cfg: UbLaunch = serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        ConfigError::Syntax {
-            path: source.to_string(),
-            message: if path == "." {
-                inner.to_string()
-            } else {
-                format!("field `{path}`: {inner}")
-            },
-        }
-    })?;
-    let resolve = |p: &str| -> PathBuf {
-        let p = Path::new(p);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            base_dir.join(p)
-        }
-    };
+    let (cfg, mut warnings) = super::deserialize_config::<UbLaunch>(text, source)?;
+    let resolve = |p: &str| super::resolve_path(base_dir, p);
     for (field, present) in [
         ("psi_config", cfg.psi_config.is_some()),
         ("legacy_psi_config", cfg.legacy_psi_config.is_some()),
