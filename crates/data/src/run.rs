@@ -39,7 +39,15 @@ pub fn run_with_cancel(
     progress: &dyn Progress,
     cancel: &Cancel,
 ) -> Result<Report, DataError> {
-    let result = run_inner(spec, progress, cancel);
+    reported_as_cancelled(run_inner(spec, progress, cancel), cancel)
+}
+
+/// A run that failed after `cancel` fired failed *because* of it, whatever error surfaced first
+/// (a broken link, an aborted receive): report it as [`LinkError::Cancelled`].
+pub(crate) fn reported_as_cancelled<T>(
+    result: Result<T, DataError>,
+    cancel: &Cancel,
+) -> Result<T, DataError> {
     match result {
         Err(_) if cancel.is_cancelled() => Err(DataError::Link(LinkError::Cancelled {
             reason: cancel.reason(),

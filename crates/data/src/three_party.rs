@@ -43,13 +43,7 @@ pub fn run_three_party(
     progress: &dyn Progress,
     cancel: &Cancel,
 ) -> Result<ThreePartyOutcome, DataError> {
-    let result = run_inner(t, progress, cancel);
-    match result {
-        Err(_) if cancel.is_cancelled() => Err(DataError::Link(LinkError::Cancelled {
-            reason: cancel.reason(),
-        })),
-        other => other,
-    }
+    crate::run::reported_as_cancelled(run_inner(t, progress, cancel), cancel)
 }
 
 type Links = [Option<TcpLink>; 3];

@@ -87,21 +87,15 @@ pub(crate) fn mul_many(points: &[Point], k: &Scalar) -> Vec<Point> {
     #[cfg(target_arch = "x86_64")]
     if available() {
         let (digits, negative) = recode_endo(decompose(k));
-        let mut out = Vec::with_capacity(points.len());
-        for chunk in points.chunks(8) {
-            if chunk.len() <= 2 {
-                // Eight lanes cost about three serial multiplications: not worth it here.
-                out.extend(chunk.iter().map(|p| super::mul::mul(p, k)));
-                continue;
-            }
-            let mut group = [chunk[0]; 8];
-            group[..chunk.len()].copy_from_slice(chunk);
+        let all: Result<_, std::convert::Infallible> = in_groups_of_eight(
+            points,
+            |p| Ok(super::mul::mul(p, k)),
             // SAFETY: `available()` confirmed avx512f and avx512ifma, the features `imp::mul8`
             // is compiled for.
-            let r = unsafe { imp::mul8(&group, &digits, &negative) };
-            out.extend_from_slice(&r[..chunk.len()]);
-        }
-        return out;
+            |group| Ok(unsafe { imp::mul8(group, &digits, &negative) }),
+        );
+        let Ok(all) = all;
+        return all;
     }
     points.iter().map(|p| super::mul::mul(p, k)).collect()
 }
@@ -114,29 +108,41 @@ pub(crate) fn mul_many(points: &[Point], k: &Scalar) -> Vec<Point> {
 pub(crate) fn hash_many(items: &[ItemDigest]) -> Result<Vec<Point>, CryptoError> {
     #[cfg(target_arch = "x86_64")]
     if available() {
-        let mut out = Vec::with_capacity(items.len());
-        for chunk in items.chunks(8) {
-            if chunk.len() <= 2 {
-                for it in chunk {
-                    out.push(super::hash::hash_to_subgroup(it)?);
-                }
-                continue;
-            }
+        return in_groups_of_eight(items, super::hash::hash_to_subgroup, |group| {
             let mut fields = [[Fp2::ZERO; 2]; 8];
-            for (f, it) in fields.iter_mut().zip(chunk) {
+            for (f, it) in fields.iter_mut().zip(group) {
                 *f = super::hash::item_to_fields(it)?;
-            }
-            for j in chunk.len()..8 {
-                fields[j] = fields[0];
             }
             // SAFETY: `available()` confirmed avx512f and avx512ifma, the features `imp::hash8`
             // is compiled for.
-            let r = unsafe { imp::hash8(&fields) };
-            out.extend_from_slice(&r[..chunk.len()]);
-        }
-        return Ok(out);
+            Ok(unsafe { imp::hash8(&fields) })
+        });
     }
     items.iter().map(super::hash::hash_to_subgroup).collect()
+}
+
+/// Runs `kernel` on the items eight at a time (the last group padded with copies of its first
+/// item, whose results are dropped); a group of one or two items takes `one` per item instead,
+/// since eight lanes cost about three serial evaluations.
+#[cfg(target_arch = "x86_64")]
+fn in_groups_of_eight<T: Copy, R: Copy, E>(
+    items: &[T],
+    one: impl Fn(&T) -> Result<R, E>,
+    kernel: impl Fn(&[T; 8]) -> Result<[R; 8], E>,
+) -> Result<Vec<R>, E> {
+    let mut out = Vec::with_capacity(items.len());
+    for chunk in items.chunks(8) {
+        if chunk.len() <= 2 {
+            for it in chunk {
+                out.push(one(it)?);
+            }
+            continue;
+        }
+        let mut group = [chunk[0]; 8];
+        group[..chunk.len()].copy_from_slice(chunk);
+        out.extend_from_slice(&kernel(&group)?[..chunk.len()]);
+    }
+    Ok(out)
 }
 
 /// Serial-path reference for tests: `k·P` for each point without the kernel.

@@ -186,14 +186,7 @@ fn batch_boundaries() {
 
 #[test]
 fn every_curve() {
-    for curve in [
-        Curve::Curve25519,
-        Curve::Ristretto255,
-        Curve::Secp256k1,
-        Curve::P256,
-        Curve::Sm2,
-        Curve::FourQ,
-    ] {
+    for curve in Curve::ALL {
         let outs = run3([set(0..30), set(10..40), set(20..50)], "bob", curve, 8);
         let want: Vec<usize> = (10..20).collect();
         assert_eq!(outs[1].as_ref().unwrap(), &Some(want), "{curve}");
