@@ -16,7 +16,7 @@ const HOSTILE_N: usize = 60;
 
 /// What the hostile link does to the message it picks.
 #[derive(Clone, Copy, Debug)]
-enum Mangle {
+pub(crate) enum Mangle {
     /// Drops the last byte.
     Truncate,
     /// Appends 1000 bytes.
@@ -30,7 +30,7 @@ enum Mangle {
 }
 
 /// A link that applies `mangle` to its `target`-th outgoing message (0 = the hello).
-struct Hostile<L: Link> {
+pub(crate) struct Hostile<L: Link> {
     inner: L,
     sent: usize,
     target: usize,
@@ -41,6 +41,23 @@ struct Hostile<L: Link> {
 }
 
 impl<L: Link> Hostile<L> {
+    /// Wraps `inner`; `hello_tail` only matters for [`Mangle::Claim`].
+    pub(crate) fn new(inner: L, target: usize, mangle: Mangle, hello_tail: usize) -> Self {
+        Hostile {
+            inner,
+            sent: 0,
+            target,
+            mangle,
+            held: None,
+            hello_tail,
+        }
+    }
+
+    /// Whether the target message was sent (and so changed).
+    pub(crate) fn struck(&self) -> bool {
+        self.sent > self.target
+    }
+
     fn mangled(&mut self, payload: &[u8]) -> Vec<u8> {
         let mut m = payload.to_vec();
         match self.mangle {
@@ -174,14 +191,7 @@ fn against_hostile(
         items("hostile", HOSTILE_N, 30),
     );
     let hostile = std::thread::spawn(move || {
-        let mut link = Hostile {
-            inner: lb,
-            sent: 0,
-            target,
-            mangle,
-            held: None,
-            hello_tail: 2 + s.variant.len() + 8,
-        };
+        let mut link = Hostile::new(lb, target, mangle, 2 + s.variant.len() + 8);
         let _ = party(&mut link, s, hostile_role, &theirs);
     });
     let (tx, rx) = mpsc::channel();

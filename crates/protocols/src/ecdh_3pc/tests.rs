@@ -217,3 +217,125 @@ fn mismatched_setup_fails_on_every_link_it_touches() {
     assert!(a.contains("disagree"), "{a}");
     assert!(b.is_err() && c.is_err());
 }
+
+/// One party of three whose link to one peer mangles one outgoing message: the honest parties
+/// end within a bound, never panic, and a truncated or padded message is an error to someone
+/// (a replaced one may go unnoticed: the protocol is semi-honest).
+#[test]
+fn a_hostile_party_ends_the_run_with_typed_errors() {
+    use crate::hostile_tests::{Hostile, Mangle};
+    use blindjoin_link::mem_pair_with_timeout;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let inputs = [set(0..24), set(8..30), set(12..40)];
+    let setup = "alice,bob,carol>alice";
+    let ids: Vec<String> = IDS.iter().map(|s| s.to_string()).collect();
+    let seat_of = seats(&ids, "alice").unwrap();
+    let mut cases = 0;
+    for hostile in 0..3 {
+        for hostile_link in 0..2 {
+            // Each party sends its hello and at most two messages per link at these sizes.
+            for target in 0..3 {
+                for mangle in [Mangle::Truncate, Mangle::Pad, Mangle::Replace] {
+                    // Short: a party whose peer failed waits at most this long.
+                    let t = Duration::from_millis(700);
+                    let (ab, ba) = mem_pair_with_timeout(t);
+                    let (ac, ca) = mem_pair_with_timeout(t);
+                    let (bc, cb) = mem_pair_with_timeout(t);
+                    let mut ends: Vec<Vec<Option<MemLink>>> = vec![
+                        vec![None, Some(ab), Some(ac)],
+                        vec![Some(ba), None, Some(bc)],
+                        vec![Some(ca), Some(cb), None],
+                    ];
+                    let (tx, rx) = mpsc::channel();
+                    for (party, items) in inputs.iter().cloned().enumerate() {
+                        let pos = seat_of.iter().position(|&p| p == party).unwrap();
+                        let seat = Seat::ALL[pos];
+                        let others = seat.others().map(|s| seat_of[s.index()]);
+                        let l0 = ends[party][others[0]].take().unwrap();
+                        let l1 = ends[party][others[1]].take().unwrap();
+                        let tx = tx.clone();
+                        std::thread::spawn(move || {
+                            let outcome = if party == hostile {
+                                let (mut h, mut o) = (
+                                    Hostile::new(l0, target, mangle, 0),
+                                    Hostile::new(l1, usize::MAX, mangle, 0),
+                                );
+                                if hostile_link == 1 {
+                                    std::mem::swap(&mut h, &mut o);
+                                }
+                                let _ = party_run(&mut h, &mut o, seat, setup, &items);
+                                Outcome::Hostile {
+                                    struck: h.struck() || o.struck(),
+                                }
+                            } else {
+                                let (mut l0, mut l1) = (l0, l1);
+                                Outcome::Honest(party_run(&mut l0, &mut l1, seat, setup, &items))
+                            };
+                            let _ = tx.send(outcome);
+                        });
+                    }
+                    drop(tx);
+                    let mut honest_errors = 0;
+                    let mut struck = false;
+                    for _ in 0..3 {
+                        let outcome = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| {
+                            panic!("hang: party {hostile} link {hostile_link} msg {target} {mangle:?}")
+                        });
+                        match outcome {
+                            Outcome::Honest(Err(_)) => honest_errors += 1,
+                            Outcome::Honest(Ok(_)) => {}
+                            Outcome::Hostile { struck: s } => struck = s,
+                        }
+                    }
+                    if struck && !matches!(mangle, Mangle::Replace) {
+                        assert!(
+                            honest_errors > 0,
+                            "party {hostile} link {hostile_link} msg {target} {mangle:?} went unnoticed"
+                        );
+                    }
+                    cases += usize::from(struck);
+                }
+            }
+        }
+    }
+    assert!(cases >= 24, "only {cases} messages were mangled");
+}
+
+/// How a party of [`a_hostile_party_ends_the_run_with_typed_errors`] ended.
+enum Outcome {
+    Honest(Result<Option<Vec<usize>>, ProtocolError>),
+    /// Whether the mangled message was sent at all.
+    Hostile {
+        struck: bool,
+    },
+}
+
+/// One party's handshake and run; links are closed on success and dropped either way.
+fn party_run(
+    l0: &mut dyn Link,
+    l1: &mut dyn Link,
+    seat: Seat,
+    setup: &str,
+    items: &[ItemDigest],
+) -> Result<Option<Vec<usize>>, ProtocolError> {
+    let agreed = handshake_3pc(
+        [&mut *l0, &mut *l1],
+        seat,
+        Curve::Curve25519,
+        1,
+        setup,
+        items.len() as u64,
+    )?;
+    let out = run_3pc(
+        [&mut *l0, &mut *l1],
+        &agreed,
+        &PsiOptions::default(),
+        items,
+        &NoProgress,
+    )?;
+    l0.close()?;
+    l1.close()?;
+    Ok(out)
+}
