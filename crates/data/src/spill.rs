@@ -47,7 +47,15 @@ pub struct SpilledTable {
 enum Store {
     Disk(SpillDir),
     /// Shards in memory, each taken out when its unit loads.
-    Memory(Vec<Vec<u8>>),
+    Memory(Vec<MemShard>),
+}
+
+/// A shard in memory: its rows already indexed (no row heads to write and parse again).
+#[derive(Default)]
+struct MemShard {
+    /// Each row's key, then its raw bytes.
+    bytes: Vec<u8>,
+    rows: Vec<SpillRow>,
 }
 
 /// Where [`spill`] puts the shards.
@@ -62,20 +70,32 @@ pub enum SpillTo {
 /// A shard being written.
 enum Sink {
     File(PathBuf, BufWriter<File>),
-    Memory(Vec<u8>),
+    Memory(MemShard),
 }
 
 impl Sink {
-    fn write_row(&mut self, head: &[u8], key: &[u8], raw: &[u8]) -> Result<(), DataError> {
+    fn write_row(
+        &mut self,
+        order: u128,
+        row: u64,
+        key: &[u8],
+        raw: &[u8],
+    ) -> Result<(), DataError> {
         match self {
-            Sink::Memory(v) => {
-                v.extend_from_slice(head);
-                v.extend_from_slice(key);
-                v.extend_from_slice(raw);
+            Sink::Memory(m) => {
+                m.rows.push(SpillRow {
+                    order,
+                    row,
+                    at: m.bytes.len(),
+                    key_len: key.len() as u32,
+                    raw_len: raw.len() as u32,
+                });
+                m.bytes.extend_from_slice(key);
+                m.bytes.extend_from_slice(raw);
                 Ok(())
             }
             Sink::File(path, w) => w
-                .write_all(head)
+                .write_all(&head(order, row, key, raw))
                 .and_then(|()| w.write_all(key))
                 .and_then(|()| w.write_all(raw))
                 .map_err(|source| DataError::Io {
@@ -85,6 +105,16 @@ impl Sink {
                 }),
         }
     }
+}
+
+/// A spilled row's head in a shard file: order key, row number, key length, raw length.
+fn head(order: u128, row: u64, key: &[u8], raw: &[u8]) -> [u8; HEAD] {
+    let mut h = [0u8; HEAD];
+    h[..16].copy_from_slice(&order.to_le_bytes());
+    h[16..24].copy_from_slice(&row.to_le_bytes());
+    h[24..28].copy_from_slice(&(key.len() as u32).to_le_bytes());
+    h[28..32].copy_from_slice(&(raw.len() as u32).to_le_bytes());
+    h
 }
 
 /// One row in a loaded shard group.
@@ -206,12 +236,15 @@ fn spill_in_blocks(
     let buffer = ((64usize << 20) / shards).clamp(64 << 10, 1 << 20);
     let mut writers = (0..shards)
         .map(|s| match &to {
-            // A row takes its raw bytes, its key (about as long as a field) and a 32-byte head:
-            // reserve twice the input's share up front (only touched pages cost memory), so
-            // the shard never grows by copying.
-            SpillTo::Memory => Ok(Sink::Memory(Vec::with_capacity(
-                usize::try_from(size / shards as u64 * 2).unwrap_or(0) + (64 << 10),
-            ))),
+            // A row takes its raw bytes and its key (about as long as a field): reserve twice
+            // the input's share up front (only touched pages cost memory), so the shard rarely
+            // grows by copying.
+            SpillTo::Memory => Ok(Sink::Memory(MemShard {
+                bytes: Vec::with_capacity(
+                    usize::try_from(size / shards as u64 * 2).unwrap_or(0) + (64 << 10),
+                ),
+                rows: Vec::new(),
+            })),
             SpillTo::Disk(dir) => {
                 let p = dir.shard(s);
                 File::create(&p)
@@ -275,12 +308,7 @@ fn spill_in_blocks(
             let rec = parsed.records[i];
             let key = parsed.key(i);
             let raw = &tail[rec.start..rec.end];
-            let mut head = [0u8; HEAD];
-            head[..16].copy_from_slice(&order.to_le_bytes());
-            head[16..24].copy_from_slice(&(rows + i as u64).to_le_bytes());
-            head[24..28].copy_from_slice(&(key.len() as u32).to_le_bytes());
-            head[28..32].copy_from_slice(&(raw.len() as u32).to_le_bytes());
-            writers[shard].write_row(&head, key, raw)?;
+            writers[shard].write_row(order, rows + i as u64, key, raw)?;
         }
         rows += parsed.records.len() as u64;
         progress.advance(used as u64);
@@ -414,7 +442,11 @@ impl SpilledTable {
     /// Bytes held in memory (0 when on disk).
     pub fn bytes_in_memory(&self) -> usize {
         match &self.store {
-            Store::Memory(shards) => shards.iter().map(Vec::len).sum(),
+            // As many bytes as the same rows take in a shard file.
+            Store::Memory(shards) => shards
+                .iter()
+                .map(|m| m.bytes.len() + m.rows.len() * HEAD)
+                .sum(),
             Store::Disk(_) => 0,
         }
     }
@@ -476,20 +508,31 @@ impl SpilledTable {
     pub fn load_unit(&mut self, unit: usize, b: usize) -> Result<LoadedGroup, DataError> {
         let m = b.min(self.shards);
         let per = self.shards / m;
-        let mut bytes = Vec::new();
-        for s in unit * per..(unit + 1) * per {
-            let dir = match &mut self.store {
-                Store::Memory(shards) => {
-                    // Each shard belongs to one unit: move it out rather than copy it.
-                    let shard = shards.get_mut(s).map(std::mem::take).unwrap_or_default();
-                    if bytes.is_empty() {
-                        bytes = shard;
-                    } else {
-                        bytes.extend_from_slice(&shard);
-                    }
-                    continue;
+        let units = unit * per..(unit + 1) * per;
+        if let Store::Memory(shards) = &mut self.store {
+            // Each shard belongs to one unit: move it out rather than copy it.
+            let mut group = MemShard::default();
+            for s in units {
+                let shard = shards.get_mut(s).map(std::mem::take).unwrap_or_default();
+                if group.rows.is_empty() {
+                    group = shard;
+                } else {
+                    let base = group.bytes.len();
+                    group.bytes.extend_from_slice(&shard.bytes);
+                    group.rows.extend(shard.rows.iter().map(|r| SpillRow {
+                        at: r.at + base,
+                        ..*r
+                    }));
                 }
-                Store::Disk(dir) => dir,
+            }
+            let MemShard { bytes, mut rows } = group;
+            rows.par_sort_unstable_by_key(|r| (r.order, r.row));
+            return Ok(LoadedGroup { bytes, rows });
+        }
+        let mut bytes = Vec::new();
+        for s in units {
+            let Store::Disk(dir) = &self.store else {
+                break;
             };
             let p = dir.shard(s);
             let mut f = File::open(&p).map_err(|source| DataError::Io {
