@@ -6,22 +6,28 @@ use anyhow::{Context, Result};
 use blindjoin_data::Rr22Mode;
 use blindjoin_data::{
     Cancel, DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT,
-    DEFAULT_SILENCE_TIMEOUT, LinkShape, Parties, Protocol, Report, Reveal, Role, RunSpec,
-    SpillMode, TableFormat, TlsConfig, parse_curve, parse_launch_config,
+    DEFAULT_SILENCE_TIMEOUT, LinkShape, ParsedConfig, Parties, Protocol, Report, Reveal, Role,
+    RunSpec, SpillMode, TableFormat, TlsConfig, parse_any_launch_config, parse_curve,
 };
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Args)]
-// --- three-party (threepc branch) ---
 #[command(after_long_help = crate::three_party::HELP)]
-// --- end three-party ---
 pub(crate) struct RunArgs {
     /// A SecretFlow PSI v2 launch config (JSON). Mutually exclusive with the run flags below.
     /// With three `link_config.parties` and protocol PROTOCOL_ECDH_3PC it runs three-party
     /// ECDH-PSI (see the end of `--help` for who learns what).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["role", "input", "output", "keys", "self_addr", "peer_addr"])]
+    /// The link flags (timeouts, `--bandwidth/--latency`, `--tls-*`) and `--report` override
+    /// the config's settings, for every kind of config; the other run flags are refused with it
+    /// (the config says those things).
+    #[arg(long, value_name = "FILE", conflicts_with_all = [
+        "role", "input", "output", "keys", "self_addr", "peer_addr", "self_id", "peer_id",
+        "protocol", "curve", "rr22_mode", "bucket_size", "spill", "spill_dir", "recovery_dir",
+        "cardinality_only", "intersection_threshold", "count_path", "min_intersection",
+        "broadcast_result", "no_align", "batch_size", "secret_key",
+    ])]
     pub(crate) config: Option<PathBuf>,
     /// This party's role.
     #[arg(long, value_enum)]
@@ -160,19 +166,56 @@ enum RoleArg {
 }
 
 pub(crate) fn run(args: RunArgs) -> Result<()> {
-    // --- three-party (threepc branch) ---
-    if let Some(t) = crate::three_party::from_args(&args).context(UserError)? {
-        return crate::three_party::run(&args, t);
+    let Some(path) = &args.config else {
+        let spec = spec_from_args(&args).context(UserError)?;
+        return run_two_party(&args, spec);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the config file {}", path.display()))
+        .context(UserError)?;
+    let base = path.parent().map(PathBuf::from).unwrap_or_default();
+    let mut parsed = parse_any_launch_config(&text, &path.display().to_string(), &base)
+        .map_err(anyhow::Error::from)
+        .context(UserError)?;
+    if let Some(r) = &args.report {
+        parsed.set_report(r.clone());
     }
-    // --- end three-party ---
-    // --- unbalanced PSI (ub_psi_config): crate::ub_cmd ---
-    if let Some(path) = &args.config
-        && let Some(r) = crate::ub_cmd::run_if_ub(path, args.quiet, args.report.as_deref())
-    {
-        return r;
+    let link = LinkFlags::from_args(&args).context(UserError)?;
+    match parsed {
+        ParsedConfig::TwoParty(mut spec) => {
+            link.apply(
+                &mut spec.connect_timeout,
+                &mut spec.recv_timeout,
+                &mut spec.silence_timeout,
+                &mut spec.link_shape,
+            );
+            if let Some(tls) = link.tls {
+                spec.tls = Some(tls);
+            }
+            run_two_party(&args, *spec)
+        }
+        ParsedConfig::ThreeParty(mut t) => {
+            let s = &mut t.spec;
+            link.apply(
+                &mut s.connect_timeout,
+                &mut s.recv_timeout,
+                &mut s.silence_timeout,
+                &mut s.link_shape,
+            );
+            if let Some(tls) = link.tls {
+                t.tls_server = Some(tls.clone());
+                t.tls_client = Some(tls);
+            }
+            crate::three_party::run(&args, *t)
+        }
+        ParsedConfig::Unbalanced(mut u) => {
+            crate::ub_cmd::apply_link_flags(&mut u, link).context(UserError)?;
+            crate::ub_cmd::run(*u, args.quiet)
+        }
     }
-    // --- end unbalanced PSI ---
-    let spec = spec_from_args(&args).context(UserError)?;
+}
+
+fn run_two_party(args: &RunArgs, spec: RunSpec) -> Result<()> {
     for w in &spec.warnings {
         eprintln!("blindjoin: warning: {w}");
     }
@@ -204,6 +247,72 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
     }
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
+}
+
+/// The link flags that override a config's settings: `--connect-timeout`, `--recv-timeout`,
+/// `--peer-silence-timeout`, `--bandwidth/--latency` and `--tls-cert/--tls-key/--tls-ca`.
+pub(crate) struct LinkFlags {
+    connect_timeout: Option<Duration>,
+    recv_timeout: Option<Duration>,
+    silence_timeout: Option<Duration>,
+    shape: Option<LinkShape>,
+    pub(crate) tls: Option<TlsConfig>,
+}
+
+impl LinkFlags {
+    /// The flags given, checked (positive timeouts, a valid rate and delay).
+    pub(crate) fn from_args(a: &RunArgs) -> Result<LinkFlags> {
+        let opt = |v: Option<f64>, flag: &str| -> Result<Option<Duration>> {
+            v.map(|s| secs(Some(s), Duration::ZERO, flag)).transpose()
+        };
+        Ok(LinkFlags {
+            connect_timeout: opt(a.connect_timeout, "--connect-timeout")?,
+            recv_timeout: opt(a.recv_timeout, "--recv-timeout")?,
+            silence_timeout: opt(a.peer_silence_timeout, "--peer-silence-timeout")?,
+            shape: shape_from_args(a)?,
+            tls: tls_from_args(a),
+        })
+    }
+
+    /// The names of the flags given, for a refusal.
+    pub(crate) fn given(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for (flag, present) in [
+            ("--connect-timeout", self.connect_timeout.is_some()),
+            ("--recv-timeout", self.recv_timeout.is_some()),
+            ("--peer-silence-timeout", self.silence_timeout.is_some()),
+            ("--bandwidth/--latency", self.shape.is_some()),
+            ("--tls-cert/--tls-key/--tls-ca", self.tls.is_some()),
+        ] {
+            if present {
+                v.push(flag);
+            }
+        }
+        v
+    }
+
+    /// Overrides the timeouts and the link shaping the flags give (TLS is the caller's: its
+    /// place differs between config kinds).
+    pub(crate) fn apply(
+        &self,
+        connect: &mut Duration,
+        recv: &mut Duration,
+        silence: &mut Duration,
+        shape: &mut Option<LinkShape>,
+    ) {
+        if let Some(t) = self.connect_timeout {
+            *connect = t;
+        }
+        if let Some(t) = self.recv_timeout {
+            *recv = t;
+        }
+        if let Some(t) = self.silence_timeout {
+            *silence = t;
+        }
+        if self.shape.is_some() {
+            *shape = self.shape;
+        }
+    }
 }
 
 /// What the peer is told when this party is interrupted.
@@ -290,30 +399,8 @@ pub(crate) fn tls_from_args(a: &RunArgs) -> Option<TlsConfig> {
     })
 }
 
+/// A two-party run from flags (no `--config`).
 fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
-    if let Some(path) = &a.config {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading the config file {}", path.display()))?;
-        let base = path.parent().map(PathBuf::from).unwrap_or_default();
-        let mut spec = parse_launch_config(&text, &path.display().to_string(), &base)?;
-        if a.report.is_some() {
-            spec.report = a.report.clone();
-        }
-        if let Some(t) = a.recv_timeout {
-            spec.recv_timeout = secs(Some(t), spec.recv_timeout, "--recv-timeout")?;
-        }
-        if let Some(t) = a.connect_timeout {
-            spec.connect_timeout = secs(Some(t), spec.connect_timeout, "--connect-timeout")?;
-        }
-        if let Some(t) = a.peer_silence_timeout {
-            spec.silence_timeout = secs(Some(t), spec.silence_timeout, "--peer-silence-timeout")?;
-        }
-        spec.link_shape = shape_from_args(a)?;
-        if let Some(tls) = tls_from_args(a) {
-            spec.tls = Some(tls);
-        }
-        return Ok(spec);
-    }
     let missing = |flag: &str| anyhow::anyhow!("{flag} is required (or give --config FILE)");
     let role = match a.role.ok_or_else(|| missing("--role"))? {
         RoleArg::Receiver => Role::Receiver,

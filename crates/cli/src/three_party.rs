@@ -1,11 +1,12 @@
 //! `blindjoin run --config FILE` with a three-party config (`PROTOCOL_ECDH_3PC`): one of the
-//! three parties; see `blindjoin_protocols::ecdh_3pc` for the protocol and its leakage.
+//! three parties; see `blindjoin_protocols::ecdh_3pc` for the protocol and its leakage. The
+//! link flags (`--recv-timeout`, TLS, ...) are applied in `run_cmd::run`; TLS files from
+//! `--tls-*` serve both where this party listens and where it connects.
 
 use crate::progress::Bars;
-use crate::run_cmd::{RunArgs, cancel_on_signal, secs, shape_from_args, tls_from_args};
-use anyhow::{Context, Result};
-use blindjoin_data::{ThreePartySpec, parse_three_party_config};
-use std::path::PathBuf;
+use crate::run_cmd::{RunArgs, cancel_on_signal};
+use anyhow::Result;
+use blindjoin_data::ThreePartySpec;
 
 /// The end of `blindjoin run --help`: what the three-party protocol reveals, to whom.
 pub(crate) const HELP: &str = "\
@@ -21,38 +22,6 @@ count, |P âˆ© Q|, goes to helper Q, which learns no items; the receiver gets P â
 with random points to min(|P|, |Q|) (the cost: up to min(|P|, |Q|) more curve multiplications at
 Q and at R, and as many points on the Q-R link). Inner join only; no broadcast_result, no
 recovery.";
-
-/// The three-party spec when `--config` names a three-party config; `None` otherwise.
-pub(crate) fn from_args(a: &RunArgs) -> Result<Option<ThreePartySpec>> {
-    let Some(path) = &a.config else {
-        return Ok(None);
-    };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the config file {}", path.display()))?;
-    let base = path.parent().map(PathBuf::from).unwrap_or_default();
-    let Some(mut t) = parse_three_party_config(&text, &path.display().to_string(), &base)? else {
-        return Ok(None);
-    };
-    let spec = &mut t.spec;
-    if a.report.is_some() {
-        spec.report = a.report.clone();
-    }
-    if let Some(s) = a.recv_timeout {
-        spec.recv_timeout = secs(Some(s), spec.recv_timeout, "--recv-timeout")?;
-    }
-    if let Some(s) = a.connect_timeout {
-        spec.connect_timeout = secs(Some(s), spec.connect_timeout, "--connect-timeout")?;
-    }
-    if let Some(s) = a.peer_silence_timeout {
-        spec.silence_timeout = secs(Some(s), spec.silence_timeout, "--peer-silence-timeout")?;
-    }
-    spec.link_shape = shape_from_args(a)?;
-    if let Some(tls) = tls_from_args(a) {
-        t.tls_server = Some(tls.clone());
-        t.tls_client = Some(tls);
-    }
-    Ok(Some(t))
-}
 
 /// Runs this party; prints a one-line summary (per-link bytes) on stderr and the report on
 /// stdout.

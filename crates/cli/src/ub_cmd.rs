@@ -3,29 +3,43 @@
 
 use crate::UserError;
 use crate::progress::Bars;
-use anyhow::{Context, Result};
-use blindjoin_data::ub::{UbReport, run_ub};
-use blindjoin_data::{is_ub_launch_config, parse_ub_launch_config};
-use std::path::{Path, PathBuf};
+use crate::run_cmd::LinkFlags;
+use anyhow::Result;
+use blindjoin_data::ub::{UbMode, UbReport, UbSpec, run_ub};
 
-/// Runs the config at `path` if it is an unbalanced-PSI config; `None` if it is not (the
-/// balanced path takes it). `report` overrides the config's report path.
-pub(crate) fn run_if_ub(path: &Path, quiet: bool, report: Option<&Path>) -> Option<Result<()>> {
-    let text = std::fs::read_to_string(path).ok()?;
-    if !is_ub_launch_config(&text) {
-        return None;
+/// Applies `--connect-timeout`, `--recv-timeout`, `--peer-silence-timeout`,
+/// `--bandwidth/--latency` and `--tls-*` to an unbalanced run. `MODE_OFFLINE_GEN_CACHE` talks to
+/// no peer, so there they are refused rather than ignored.
+pub(crate) fn apply_link_flags(spec: &mut UbSpec, link: LinkFlags) -> Result<()> {
+    if spec.mode == UbMode::GenCache {
+        let given = link.given();
+        if !given.is_empty() {
+            anyhow::bail!(
+                "{} cannot apply: {} runs alone and opens no connection; drop {} here and give \
+                 {} to the run that talks to the peer (transfer cache, online or full)",
+                given.join(", "),
+                UbMode::GenCache.config_name(),
+                if given.len() == 1 { "it" } else { "them" },
+                if given.len() == 1 { "it" } else { "them" },
+            );
+        }
+        return Ok(());
     }
-    Some(run(path, &text, quiet, report))
+    link.apply(
+        &mut spec.connect_timeout,
+        &mut spec.recv_timeout,
+        &mut spec.silence_timeout,
+        &mut spec.link_shape,
+    );
+    if let Some(tls) = link.tls {
+        spec.tls = Some(tls);
+    }
+    Ok(())
 }
 
-fn run(path: &Path, text: &str, quiet: bool, report: Option<&Path>) -> Result<()> {
-    let base = path.parent().map(PathBuf::from).unwrap_or_default();
-    let mut spec = parse_ub_launch_config(text, &path.display().to_string(), &base)
-        .map_err(anyhow::Error::from)
-        .context(UserError)?;
-    if let Some(r) = report {
-        spec.report = Some(r.to_path_buf());
-    }
+/// Runs one party of an unbalanced-PSI config; prints a summary on stderr (unless `quiet`) and
+/// the report on stdout.
+pub(crate) fn run(spec: UbSpec, quiet: bool) -> Result<()> {
     for w in &spec.warnings {
         eprintln!("blindjoin: warning: {w}");
     }

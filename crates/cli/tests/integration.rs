@@ -4,10 +4,13 @@
 // Test helpers outside `#[test]` functions: failing loudly is what a test should do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use support::{write_ca, write_cert};
 
 const BIN: &str = env!("CARGO_BIN_EXE_blindjoin");
 
@@ -694,33 +697,6 @@ fn joins_pair_duplicates_and_pad_like_sql() {
         assert_eq!(pairs(&out_r[1..]), want_r, "{join}: receiver");
         assert_eq!(pairs(&out_s[1..]), want_s, "{join}: sender");
     }
-}
-
-/// Writes `certs/<name>.crt` and `.key` into `dir`, signed by `ca` and naming `name` (DNS SAN
-/// and CN).
-fn write_cert(dir: &Path, name: &str, ca: &rcgen::Issuer<'_, rcgen::KeyPair>) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, name);
-    let cert = params.signed_by(&key, ca).unwrap();
-    std::fs::write(dir.join(format!("certs/{name}.crt")), cert.pem()).unwrap();
-    std::fs::write(dir.join(format!("certs/{name}.key")), key.serialize_pem()).unwrap();
-}
-
-/// A CA whose certificate is `certs/<name>.crt`.
-fn write_ca(dir: &Path, name: &str) -> rcgen::Issuer<'static, rcgen::KeyPair> {
-    std::fs::create_dir_all(dir.join("certs")).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, format!("{name} CA"));
-    let cert = params.self_signed(&key).unwrap();
-    std::fs::write(dir.join(format!("certs/{name}.crt")), cert.pem()).unwrap();
-    rcgen::Issuer::new(params, key)
 }
 
 /// SecretFlow-style `enable_ssl` with both option blocks, paths relative to the config file.

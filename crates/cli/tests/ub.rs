@@ -1,7 +1,7 @@
 //! Unbalanced PSI end to end: two real `blindjoin` processes on 127.0.0.1 with SecretFlow-style
 //! `ub_psi_config` files, through gen cache → transfer cache → online (twice, the cache reused),
 //! the shuffle variant, and full; plus the refusals a user meets first (key file permissions,
-//! a stale client cache).
+//! a stale client cache); and full mode over mutual TLS from the command line's link flags.
 
 // Test helpers outside `#[test]` functions: failing loudly is what a test should do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -11,7 +11,7 @@ mod support;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use support::{BIN, free_port, tmp, wait};
+use support::{BIN, free_port, tmp, wait, write_ca, write_cert};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -68,9 +68,16 @@ const CLIENT: &str = r#""input_config": {"type": "IO_TYPE_FILE_CSV", "path": "cl
     "output_config": {"type": "IO_TYPE_FILE_CSV", "path": "client_out.csv"}"#;
 
 fn start(dir: &Path, config: &str) -> Child {
+    start_with(dir, config, &[])
+}
+
+/// `blindjoin run --config dir/CONFIG` with `extra` flags (run in `dir`, so relative paths work).
+fn start_with(dir: &Path, config: &str, extra: &[&str]) -> Child {
     Command::new(BIN)
+        .current_dir(dir)
         .args(["run", "--quiet", "--config"])
         .arg(dir.join(config))
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -331,6 +338,95 @@ fn wide_key_permissions_and_stale_caches_are_refused() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("client_cache") && err.contains("checksum"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--tls-cert/--tls-key/--tls-ca` (the CLI's), `--recv-timeout` and `--connect-timeout` apply
+/// to unbalanced configs: full mode over mutual TLS gives the client the exact intersection, a
+/// certificate from another CA is refused by both sides (so the flags really reached the link),
+/// and gen cache, which has no link, refuses link flags instead of ignoring them.
+#[test]
+fn full_mode_over_mutual_tls_from_cli_flags() {
+    let dir = tmp("ub", "tls");
+    tables(&dir);
+    let ca = write_ca(&dir, "ca");
+    write_cert(&dir, "server", &ca);
+    write_cert(&dir, "client", &ca);
+    let other = write_ca(&dir, "other");
+    write_cert(&dir, "impostor", &other);
+    let client_only = r#","server_get_result": false, "client_get_result": true"#;
+    let tls = |name: &'static str| -> [&'static str; 10] {
+        let (crt, key): (&'static str, &'static str) = match name {
+            "server" => ("certs/server.crt", "certs/server.key"),
+            "client" => ("certs/client.crt", "certs/client.key"),
+            _ => ("certs/impostor.crt", "certs/impostor.key"),
+        };
+        [
+            "--tls-cert",
+            crt,
+            "--tls-key",
+            key,
+            "--tls-ca",
+            "certs/ca.crt",
+            "--recv-timeout",
+            "60",
+            "--connect-timeout",
+            "30",
+        ]
+    };
+
+    let p = ports();
+    let fs = SERVER.to_string() + client_only;
+    let fc = CLIENT.to_string() + client_only;
+    config(&dir, "fs.json", "ROLE_SERVER", "MODE_FULL", p, &fs);
+    config(&dir, "fc.json", "ROLE_CLIENT", "MODE_FULL", p, &fc);
+    let s = start_with(&dir, "fs.json", &tls("server"));
+    let c = start_with(&dir, "fc.json", &tls("client"));
+    let ((ok_s, err_s), (ok_c, err_c)) = (wait(s, LIMIT), wait(c, LIMIT));
+    assert!(ok_s && ok_c, "{err_s}\n{err_c}");
+    assert_eq!(ids(&dir.join("client_out.csv"), 1), expected());
+    assert!(!dir.join("server_out.csv").exists());
+    std::fs::remove_file(dir.join("client_out.csv")).unwrap();
+
+    // The client shows a certificate from another CA: both stop, each saying why.
+    let p = ports();
+    config(&dir, "fs.json", "ROLE_SERVER", "MODE_FULL", p, &fs);
+    config(&dir, "fc.json", "ROLE_CLIENT", "MODE_FULL", p, &fc);
+    let s = start_with(&dir, "fs.json", &tls("server"));
+    let c = start_with(&dir, "fc.json", &tls("impostor"));
+    let ((ok_s, err_s), (ok_c, err_c)) = (wait(s, LIMIT), wait(c, LIMIT));
+    assert!(!ok_s && !ok_c, "{err_s}\n{err_c}");
+    let both = format!("{err_s}\n{err_c}");
+    assert!(both.contains("not signed by a CA"), "{both}");
+    assert!(!dir.join("client_out.csv").exists());
+
+    // Gen cache opens no connection: a link flag there is refused, naming it (exit code 2).
+    config(
+        &dir,
+        "gen.json",
+        "ROLE_SERVER",
+        "MODE_OFFLINE_GEN_CACHE",
+        p,
+        SERVER,
+    );
+    let o = Command::new(BIN)
+        .current_dir(&dir)
+        .args([
+            "run",
+            "--quiet",
+            "--recv-timeout",
+            "5",
+            "--config",
+            "gen.json",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--recv-timeout") && err.contains("MODE_OFFLINE_GEN_CACHE"),
         "{err}"
     );
     std::fs::remove_dir_all(&dir).unwrap();

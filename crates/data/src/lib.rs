@@ -27,18 +27,15 @@ mod runs;
 mod spec;
 mod spill;
 mod table;
-// --- three-party (threepc branch) ---
 mod three_party;
-// --- end three-party ---
 
-// --- three-party (threepc branch) ---
 pub use config::{THREE_PARTY_PROTOCOLS, ThreePartySpec, parse_three_party_config};
 pub use three_party::{ThreePartyOutcome, run_three_party};
-// --- end three-party ---
 // Unbalanced PSI (ub_psi_config): key file, caches, modes.
 pub mod ub;
 
 pub use config::{DEFAULT_BUCKET_SIZE, parse_curve, parse_launch_config};
+pub use config::{ParsedConfig, parse_any_launch_config};
 pub use config::{is_ub_launch_config, parse_ub_launch_config};
 pub use error::{ConfigError, DataError};
 pub use output::{AtomicFile, write_atomic};

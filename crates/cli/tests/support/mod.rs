@@ -99,3 +99,30 @@ pub fn signal(c: &Child, signal: &str) {
         .unwrap();
     assert!(st.success(), "kill {signal} failed");
 }
+
+/// Writes `certs/<name>.crt` and `.key` into `dir`, signed by `ca` and naming `name` (DNS SAN
+/// and CN).
+pub fn write_cert(dir: &Path, name: &str, ca: &rcgen::Issuer<'_, rcgen::KeyPair>) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    let cert = params.signed_by(&key, ca).unwrap();
+    std::fs::write(dir.join(format!("certs/{name}.crt")), cert.pem()).unwrap();
+    std::fs::write(dir.join(format!("certs/{name}.key")), key.serialize_pem()).unwrap();
+}
+
+/// A CA whose certificate is `certs/<name>.crt`.
+pub fn write_ca(dir: &Path, name: &str) -> rcgen::Issuer<'static, rcgen::KeyPair> {
+    std::fs::create_dir_all(dir.join("certs")).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, format!("{name} CA"));
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(dir.join(format!("certs/{name}.crt")), cert.pem()).unwrap();
+    rcgen::Issuer::new(params, key)
+}

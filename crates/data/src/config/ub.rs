@@ -437,6 +437,7 @@ pub fn parse_ub_launch_config(
             DEFAULT_SILENCE_TIMEOUT,
         )?,
         tls,
+        link_shape: None,
         report: e.and_then(|e| e.report_path.as_deref()).map(resolve),
         max_cache_bytes: match e.and_then(|e| e.max_cache_bytes.as_ref()) {
             None => DEFAULT_MAX_CACHE_BYTES,

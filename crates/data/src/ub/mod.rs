@@ -12,7 +12,7 @@ pub use run::run_ub;
 use crate::error::{ConfigError, DataError};
 use crate::spec::Parties;
 use blindjoin_crypto::{CryptoError, Curve};
-use blindjoin_link::{LinkError, TlsConfig};
+use blindjoin_link::{LinkError, LinkShape, TlsConfig};
 use blindjoin_protocols::ProtocolError;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -129,6 +129,9 @@ pub struct UbSpec {
     pub silence_timeout: Duration,
     /// Mutual TLS.
     pub tls: Option<TlsConfig>,
+    /// Simulated WAN (bandwidth, latency) on this party's receive side, for benchmarks; only
+    /// `blindjoin run --bandwidth/--latency` sets it (the config has no such field).
+    pub link_shape: Option<LinkShape>,
     /// Where to write the JSON report.
     pub report: Option<PathBuf>,
     /// Largest cache the client accepts in transfer (bytes).

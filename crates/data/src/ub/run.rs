@@ -33,6 +33,20 @@ pub fn run_ub(
     progress: &dyn Progress,
     cancel: &Cancel,
 ) -> Result<UbReport, UbError> {
+    match run_inner(spec, progress, cancel) {
+        // As the two- and three-party runs: a cancelled run reports the cancel, not whatever
+        // the cancel made fail.
+        Err(_) if cancel.is_cancelled() => {
+            Err(UbError::Data(DataError::Link(LinkError::Cancelled {
+                reason: cancel.reason(),
+            })))
+        }
+        other => other,
+    }
+}
+
+/// The body of [`run_ub`]; errors are reported as they happened.
+fn run_inner(spec: &UbSpec, progress: &dyn Progress, cancel: &Cancel) -> Result<UbReport, UbError> {
     let start = Instant::now();
     let mut report = UbReport {
         version: env!("CARGO_PKG_VERSION").into(),
@@ -120,7 +134,7 @@ impl Peer {
             recv_timeout: spec.recv_timeout,
             silence_timeout: spec.silence_timeout,
             tls: spec.tls.clone(),
-            shape: None,
+            shape: spec.link_shape,
         };
         let (tx, rx) = std::sync::mpsc::channel();
         let cancel = cancel.clone();
