@@ -1,7 +1,8 @@
 //! Three `blindjoin run` processes on 127.0.0.1 with SecretFlow-style three-party configs
 //! (`PROTOCOL_ECDH_3PC`): the receiver's output holds exactly its rows whose key all three
 //! tables hold; the helpers write nothing; a party configured with another receiver makes every
-//! party fail, in bounded time.
+//! party fail, in bounded time; the ring runs over mutual TLS, and a certificate from another CA
+//! stops all three with errors that say so.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -155,4 +156,87 @@ fn a_party_with_another_receiver_makes_all_three_fail() {
         assert!(!err.contains("panicked"), "{me}: {err}");
     }
     assert!(!dir.join("alice_out.csv").exists());
+}
+
+/// Turns on mutual TLS in a three-party config: this party's certificate (`certs/<cert>.crt`)
+/// both where it listens and where it connects, every peer checked against `certs/ca.crt`.
+fn with_tls(config: &str, cert: &str) {
+    let ssl = format!(
+        r#""enable_ssl": true,
+    "client_ssl_opts": {{ "certificate_path": "certs/{cert}.crt", "private_key_path": "certs/{cert}.key",
+                          "ca_file_path": "certs/ca.crt" }},
+    "server_ssl_opts": {{ "certificate_path": "certs/{cert}.crt", "private_key_path": "certs/{cert}.key",
+                          "ca_file_path": "certs/ca.crt" }},
+    "connect_retry_times": 30"#
+    );
+    let text = std::fs::read_to_string(config).unwrap();
+    assert!(text.contains(r#""connect_retry_times": 30"#));
+    std::fs::write(config, text.replace(r#""connect_retry_times": 30"#, &ssl)).unwrap();
+}
+
+/// All three links of the ring over mutual TLS: the exact three-way rows; and a party whose
+/// certificate comes from another CA stops every party, in bounded time, without output.
+#[test]
+fn three_parties_over_mutual_tls() {
+    let dir = tmp("3pc", "tls");
+    let st = Command::new(BIN)
+        .args(["gen", "--parties", "3", "--rows", "400", "--overlap", "90"])
+        .args(["--seed", "4", "--out-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let ca = support::write_ca(&dir, "ca");
+    for id in IDS {
+        support::write_cert(&dir, id, &ca);
+    }
+    let other = support::write_ca(&dir, "other");
+    support::write_cert(&dir, "impostor", &other);
+
+    let ports = [free_port(), free_port(), free_port()];
+    let children: Vec<Child> = IDS
+        .iter()
+        .map(|me| {
+            let c = config(&dir, me, "bob", &ports, "CURVE_25519");
+            with_tls(&c, me);
+            start(&c)
+        })
+        .collect();
+    for (me, c) in IDS.iter().zip(children) {
+        let (ok, err) = wait(c, Duration::from_secs(120));
+        assert!(ok, "{me}: {err}");
+    }
+    let sets: Vec<HashSet<String>> = IDS
+        .iter()
+        .map(|p| ids(&dir.join(format!("{p}.csv"))).into_iter().collect())
+        .collect();
+    let want: Vec<String> = ids(&dir.join("bob.csv"))
+        .into_iter()
+        .filter(|k| sets.iter().all(|s| s.contains(k)))
+        .collect();
+    assert_eq!(want.len(), 90);
+    assert_eq!(ids(&dir.join("bob_out.csv")), want);
+    std::fs::remove_file(dir.join("bob_out.csv")).unwrap();
+
+    // carol shows a certificate from another CA.
+    let ports = [free_port(), free_port(), free_port()];
+    let start_at = std::time::Instant::now();
+    let children: Vec<Child> = IDS
+        .iter()
+        .map(|me| {
+            let c = config(&dir, me, "bob", &ports, "CURVE_25519");
+            with_tls(&c, if *me == "carol" { "impostor" } else { me });
+            start(&c)
+        })
+        .collect();
+    let mut errors = String::new();
+    for (me, c) in IDS.iter().zip(children) {
+        let (ok, err) = wait(c, Duration::from_secs(90));
+        assert!(!ok, "{me} succeeded against an impostor");
+        assert!(!err.contains("panicked"), "{me}: {err}");
+        errors += &format!("{me}: {err}\n");
+    }
+    assert!(errors.contains("not signed by a CA"), "{errors}");
+    assert!(start_at.elapsed() < Duration::from_secs(90));
+    assert!(!dir.join("bob_out.csv").exists());
 }
