@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use support::{write_ca, write_cert};
+use support::{read_scores, write_ca, write_cert, write_scores};
 
 const BIN: &str = env!("CARGO_BIN_EXE_blindjoin");
 
@@ -916,54 +916,6 @@ fn cardinality_only_prints_the_size_and_writes_no_output() {
         let count = std::fs::read_to_string(dir.join(format!("{me}.count"))).unwrap();
         assert_eq!(count, "real_count,final_count\n300,0\n");
     }
-}
-
-/// A Parquet table with `id` (int64) and `score` (float64 = id · 1.5) for ids `ids`.
-fn write_scores(path: &Path, ids: std::ops::Range<i64>) {
-    use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
-    let id: ArrayRef = std::sync::Arc::new(Int64Array::from_iter_values(ids.clone()));
-    let score: ArrayRef =
-        std::sync::Arc::new(Float64Array::from_iter_values(ids.map(|i| i as f64 * 1.5)));
-    let batch = RecordBatch::try_from_iter([("id", id), ("score", score)]).unwrap();
-    let mut w = parquet::arrow::ArrowWriter::try_new(
-        std::fs::File::create(path).unwrap(),
-        batch.schema(),
-        None,
-    )
-    .unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-}
-
-/// A `write_scores` table's rows, checking the column types survived.
-fn read_scores(path: &Path) -> Vec<(i64, f64)> {
-    use arrow_array::{Float64Array, Int64Array};
-    let file = std::fs::File::open(path).unwrap();
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-        .unwrap()
-        .build()
-        .unwrap();
-    let mut out = Vec::new();
-    for batch in reader {
-        let batch = batch.unwrap();
-        let id = batch
-            .column(0)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .unwrap();
-        let score = batch
-            .column(1)
-            .as_any()
-            .downcast_ref::<Float64Array>()
-            .unwrap();
-        out.extend(
-            id.values()
-                .iter()
-                .copied()
-                .zip(score.values().iter().copied()),
-        );
-    }
-    out
 }
 
 #[test]

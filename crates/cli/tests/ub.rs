@@ -431,3 +431,40 @@ fn full_mode_over_mutual_tls_from_cli_flags() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Parquet in and out (`IO_TYPE_FILE_PARQUET`), full mode, both parties learning the result:
+/// each writes exactly its matching rows, as Parquet, with the input's column types.
+#[test]
+fn full_mode_reads_and_writes_parquet() {
+    let dir = tmp("ub", "parquet");
+    support::write_scores(&dir.join("server.parquet"), 0..3000);
+    support::write_scores(&dir.join("client.parquet"), 2900..3100);
+    let to_parquet = |body: &str, me: &str| {
+        body.replace("IO_TYPE_FILE_CSV", "IO_TYPE_FILE_PARQUET")
+            .replace(&format!("\"{me}.csv\""), &format!("\"{me}.parquet\""))
+            .replace(
+                &format!("\"{me}_out.csv\""),
+                &format!("\"{me}_out.parquet\""),
+            )
+            + r#","server_get_result": true, "client_get_result": true"#
+    };
+    let p = ports();
+    let (fs, fc) = (to_parquet(SERVER, "server"), to_parquet(CLIENT, "client"));
+    config(&dir, "fs.json", "ROLE_SERVER", "MODE_FULL", p, &fs);
+    config(&dir, "fc.json", "ROLE_CLIENT", "MODE_FULL", p, &fc);
+    let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "fs.json", "fc.json");
+    assert!(ok_s && ok_c, "{err_s}\n{err_c}");
+    let want: Vec<(i64, f64)> = (2900..3000).map(|i| (i, i as f64 * 1.5)).collect();
+    for me in ["server", "client"] {
+        let got = support::read_scores(&dir.join(format!("{me}_out.parquet")));
+        assert_eq!(got, want, "{me}: the matching rows, by key, types kept");
+    }
+    // No CSV copy of a Parquet input is left beside the cache.
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".blindjoin-parquet"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -209,15 +209,27 @@ fn spills(spec: &RunSpec, input: &Path) -> bool {
 
 /// The CSV the pipeline reads: the input itself, or a Parquet input converted into a private
 /// file in `dir` (see [`crate::parquet_io`]), removed when this is dropped.
-enum CsvInput {
+pub(crate) enum CsvInput {
     Direct(PathBuf),
     Converted(PathBuf),
 }
 
 impl CsvInput {
     fn open(spec: &RunSpec, dir: &Path, progress: &dyn Progress) -> Result<CsvInput, DataError> {
-        if spec.input_format == TableFormat::Csv {
-            return Ok(CsvInput::Direct(spec.input.clone()));
+        Self::of(&spec.input, spec.input_format, &spec.keys, dir, progress)
+    }
+
+    /// The CSV to read for `input`: the file itself, or a CSV copy in `dir` of a Parquet file
+    /// (removed when this drops).
+    pub(crate) fn of(
+        input: &Path,
+        format: TableFormat,
+        keys: &[String],
+        dir: &Path,
+        progress: &dyn Progress,
+    ) -> Result<CsvInput, DataError> {
+        if format == TableFormat::Csv {
+            return Ok(CsvInput::Direct(input.to_path_buf()));
         }
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -235,12 +247,12 @@ impl CsvInput {
             .map_err(|e| io("creating the Parquet input's CSV copy", e))?;
         let converted = CsvInput::Converted(path.clone());
         let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-        crate::parquet_io::parquet_to_csv(&spec.input, &spec.keys, &mut w, progress)?;
+        crate::parquet_io::parquet_to_csv(input, keys, &mut w, progress)?;
         std::io::Write::flush(&mut w).map_err(|e| io("writing the Parquet input's CSV copy", e))?;
         Ok(converted)
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         match self {
             CsvInput::Direct(p) | CsvInput::Converted(p) => p,
         }

@@ -126,3 +126,51 @@ pub fn write_ca(dir: &Path, name: &str) -> rcgen::Issuer<'static, rcgen::KeyPair
     std::fs::write(dir.join(format!("certs/{name}.crt")), cert.pem()).unwrap();
     rcgen::Issuer::new(params, key)
 }
+
+/// A Parquet table with `id` (int64) and `score` (float64 = id · 1.5) for ids `ids`.
+pub fn write_scores(path: &Path, ids: std::ops::Range<i64>) {
+    use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
+    let id: ArrayRef = std::sync::Arc::new(Int64Array::from_iter_values(ids.clone()));
+    let score: ArrayRef =
+        std::sync::Arc::new(Float64Array::from_iter_values(ids.map(|i| i as f64 * 1.5)));
+    let batch = RecordBatch::try_from_iter([("id", id), ("score", score)]).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(path).unwrap(),
+        batch.schema(),
+        None,
+    )
+    .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+/// A `write_scores` table's rows, checking the column types survived.
+pub fn read_scores(path: &Path) -> Vec<(i64, f64)> {
+    use arrow_array::{Float64Array, Int64Array};
+    let file = std::fs::File::open(path).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        let id = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        let score = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap();
+        out.extend(
+            id.values()
+                .iter()
+                .copied()
+                .zip(score.values().iter().copied()),
+        );
+    }
+    out
+}

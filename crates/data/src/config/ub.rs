@@ -161,17 +161,10 @@ pub fn parse_ub_launch_config(
         UbRole::Server => mode.generates(),
         UbRole::Client => mode.queries(),
     };
+    let mut input_format = TableFormat::Csv;
     let input = match &ub.input_config {
         Some(io) if !io.path.trim().is_empty() => {
-            if io_type(&f("input_config.type"), io.kind.as_deref())? != TableFormat::Csv
-                || TableFormat::from_path(Path::new(&io.path)) != TableFormat::Csv
-            {
-                return Err(not_yet(
-                    &f("input_config.type"),
-                    "IO_TYPE_FILE_PARQUET",
-                    "unbalanced PSI reads CSV; convert the table (or use psi_config for Parquet)",
-                ));
-            }
+            input_format = io_type(&f("input_config.type"), io.kind.as_deref())?;
             Some(resolve(&io.path))
         }
         _ if needs_input => {
@@ -256,15 +249,10 @@ pub fn parse_ub_launch_config(
             UbRole::Server => server_get_result,
             UbRole::Client => client_get_result,
         };
+    let mut output_format = TableFormat::Csv;
     let output = match &ub.output_config {
         Some(io) if !io.path.trim().is_empty() => {
-            if io_type(&f("output_config.type"), io.kind.as_deref())? != TableFormat::Csv {
-                return Err(not_yet(
-                    &f("output_config.type"),
-                    "IO_TYPE_FILE_PARQUET",
-                    "unbalanced PSI writes CSV",
-                ));
-            }
+            output_format = io_type(&f("output_config.type"), io.kind.as_deref())?;
             Some(resolve(&io.path))
         }
         _ => None,
@@ -417,6 +405,8 @@ pub fn parse_ub_launch_config(
         role,
         curve,
         input,
+        input_format,
+        output_format,
         keys,
         secret_key_path,
         cache_path,

@@ -10,7 +10,7 @@ mod run;
 pub use run::run_ub;
 
 use crate::error::{ConfigError, DataError};
-use crate::spec::Parties;
+use crate::spec::{Parties, TableFormat};
 use blindjoin_crypto::{CryptoError, Curve};
 use blindjoin_link::{LinkError, LinkShape, TlsConfig};
 use blindjoin_protocols::ProtocolError;
@@ -105,6 +105,10 @@ pub struct UbSpec {
     pub curve: Curve,
     /// The input table (server: gen modes, and online with `server_get_result`; client: online).
     pub input: Option<PathBuf>,
+    /// The input's format (`input_config.type`).
+    pub input_format: TableFormat,
+    /// The output's format (`output_config.type`).
+    pub output_format: TableFormat,
     /// Key columns.
     pub keys: Vec<String>,
     /// The server's key file (see [`key`]).
@@ -117,7 +121,7 @@ pub struct UbSpec {
     pub client_get_result: bool,
     /// Sort the output by key (default true).
     pub align: bool,
-    /// Output CSV, for the parties that learn the result.
+    /// Output file, for the parties that learn the result.
     pub output: Option<PathBuf>,
     /// Network identities; `None` in gen-cache mode, which needs no peer.
     pub parties: Option<Parties>,

@@ -6,6 +6,9 @@ use super::cache::{self, ClientCache, ServerCache};
 use super::{UbError, UbMode, UbPhase, UbReport, UbRole, UbSpec, key};
 use crate::error::DataError;
 use crate::output::{AtomicFile, write_atomic};
+use crate::parquet_io::ParquetWriter;
+use crate::run::CsvInput;
+use crate::spec::TableFormat;
 use crate::table::{Table, cmp_keys};
 use blindjoin_crypto::oprf::OprfScalar;
 use blindjoin_crypto::{ItemDigest, item_digest};
@@ -201,9 +204,17 @@ struct Keyed {
     unique: Vec<ItemDigest>,
 }
 
-fn read_keyed(path: &Path, keys: &[String], progress: &dyn Progress) -> Result<Keyed, UbError> {
+/// Reads and keys the input table. A Parquet input is first converted to a private CSV copy
+/// beside the cache file (removed at once), as the balanced run does in its spill directory.
+fn read_keyed(spec: &UbSpec, path: &Path, progress: &dyn Progress) -> Result<Keyed, UbError> {
+    let dir = match spec.cache_path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let csv = CsvInput::of(path, spec.input_format, &spec.keys, &dir, progress)?;
     progress.stage("reading the input", 0);
-    let table = Table::read(path, keys)?;
+    let table = Table::read(csv.path(), &spec.keys)?;
+    drop(csv);
     let row_digests: Vec<ItemDigest> = (0..table.len())
         .into_par_iter()
         .map(|i| item_digest(table.key(i)))
@@ -242,8 +253,8 @@ fn server(
             None => OprfScalar::random(spec.curve)?,
         };
         let kd = read_keyed(
+            spec,
             input(spec, "the server reads its table to generate the cache")?,
-            &spec.keys,
             progress,
         )?;
         let tl = tag_len(kd.unique.len() as u64);
@@ -296,12 +307,12 @@ fn server(
     let prep = Instant::now();
     if spec.mode.queries() && spec.server_get_result && keyed.is_none() {
         keyed = Some(read_keyed(
+            spec,
             input(
                 spec,
                 "the server learns the result (server_get_result) and writes its rows, so it \
                  needs the table the cache was generated from",
             )?,
-            &spec.keys,
             progress,
         )?);
     }
@@ -388,11 +399,11 @@ fn client(
     }
     let prep = Instant::now();
     let kd = read_keyed(
+        spec,
         input(
             spec,
             "the client's table is queried in MODE_ONLINE and MODE_FULL",
         )?,
-        &spec.keys,
         progress,
     )?;
     report.original_count = kd.table.len() as i64;
@@ -436,20 +447,58 @@ fn write_matches(
     if spec.align {
         rows.par_sort_by(|&a, &b| cmp_keys(kd.table.key(a), kd.table.key(b)).then(a.cmp(&b)));
     }
-    let mut f = AtomicFile::create(path)?;
+    let mut out = match spec.output_format {
+        TableFormat::Csv => Output::Csv(AtomicFile::create(path)?),
+        TableFormat::Parquet => {
+            // A Parquet input's column types carry over; a CSV input's columns are text.
+            let schema = match (spec.input_format, &spec.input) {
+                (TableFormat::Parquet, Some(input)) => Some(crate::parquet_io::read_schema(input)?),
+                _ => None,
+            };
+            Output::Parquet(Box::new(ParquetWriter::create(path, schema, "NULL")?))
+        }
+    };
     let mut buf = Vec::with_capacity(1 << 20);
     crate::csv::write_record(&mut buf, kd.table.header.iter().map(|h| h.as_bytes()));
     for &i in &rows {
         buf.extend_from_slice(kd.table.raw_row(i));
         buf.push(b'\n');
         if buf.len() >= 1 << 20 {
-            f.write_all(&buf)?;
+            out.put(&buf, path)?;
             buf.clear();
         }
     }
-    f.write_all(&buf)?;
-    f.commit()?;
+    out.put(&buf, path)?;
+    out.commit()?;
     report.intersection_count = rows.len() as i64;
     report.output_path = Some(path.display().to_string());
     Ok(())
+}
+
+/// The output file being written: CSV bytes as they are, or parsed into Parquet.
+enum Output {
+    Csv(AtomicFile),
+    Parquet(Box<ParquetWriter>),
+}
+
+impl Output {
+    fn put(&mut self, bytes: &[u8], path: &Path) -> Result<(), UbError> {
+        use std::io::Write;
+        match self {
+            Output::Csv(f) => Ok(f.write_all(bytes)?),
+            Output::Parquet(w) => w.write_all(bytes).map_err(|e| {
+                UbError::Data(w.take_error().unwrap_or_else(|| DataError::ParquetOutput {
+                    path: path.to_path_buf(),
+                    message: e.to_string(),
+                }))
+            }),
+        }
+    }
+
+    fn commit(self) -> Result<(), UbError> {
+        match self {
+            Output::Csv(f) => Ok(f.commit()?),
+            Output::Parquet(w) => w.commit().map(|_| ()).map_err(UbError::Data),
+        }
+    }
 }
