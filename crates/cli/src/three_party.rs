@@ -20,8 +20,9 @@ learns (semi-honest, no two parties colluding):
 SecretFlow's ECDH_PSI_3PC leaks |A ∩ B| of two parties to the third, C. Here the one pairwise
 count, |P ∩ Q|, goes to helper Q, which learns no items; the receiver gets P ∩ Q masked and padded
 with random points to min(|P|, |Q|) (the cost: up to min(|P|, |Q|) more curve multiplications at
-Q and at R, and as many points on the Q-R link). Inner join only; no broadcast_result, no
-recovery.";
+Q and at R, and as many points on the Q-R link). Inputs of more than 2^20 rows run in hash
+buckets, and then every party also learns how many keys each other party has per bucket (and Q
+|P ∩ Q| per bucket), as in two-party runs. Inner join only; no broadcast_result, no recovery.";
 
 /// Runs this party; prints a one-line summary (per-link bytes) on stderr and the report on
 /// stdout.

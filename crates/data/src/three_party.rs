@@ -3,11 +3,17 @@
 //! protocol on the unique keys, and — the receiver only — write its rows whose key all three
 //! parties hold. The helpers write nothing.
 //!
-//! The run is one pass over the whole input (no hash buckets): every key of the input is held in
-//! memory at once, about 100 bytes per row plus the row itself, and the protocol's own buffers
-//! (one point per item of the largest set at Q). Links close in seat order (R–P, R–Q, P–Q), the
-//! same order at every party, so no two parties wait on each other's close in a cycle.
+//! Large inputs run in hash buckets, as two-party runs do ([`crate::bucket`]): the parties first
+//! swap their row counts, all derive the bucket count from the largest and `bucket_size`
+//! (default 2^20), then run the protocol once per bucket on that bucket's unique keys, each
+//! bucket preceded by a handshake that swaps its key counts. So memory follows the bucket (and,
+//! with a spilled input, the on-disk shards), not the table, and every party learns how many of
+//! each other party's keys fall in each bucket (a histogram of a public hash, as in two-party
+//! runs). The receiver's matches go to sorted runs, one per bucket, merged into the output at
+//! the end. Links close in seat order (R–P, R–Q, P–Q), the same order at every party, so no two
+//! parties wait on each other's close in a cycle.
 
+use crate::bucket::bucket_count;
 use crate::config::ThreePartySpec;
 use crate::error::DataError;
 use crate::output::AtomicFile;
@@ -15,10 +21,11 @@ use crate::process::key_groups;
 use crate::report::{Report, Stages, peak_rss_bytes};
 use crate::run::prepare;
 use crate::runs::{Runs, SortBy};
+use crate::spill::GroupBucket;
 use crate::table::sort_by_key;
 use blindjoin_link::{Cancel, Link, LinkError, LinkStats, TcpLink, TcpOptions, establish_three};
 use blindjoin_protocols::ecdh_3pc::{Seat, handshake_3pc, run_3pc, seats};
-use blindjoin_protocols::{Progress, ProtocolError, PsiOptions};
+use blindjoin_protocols::{NoProgress, Progress, ProtocolError, PsiOptions};
 use std::time::{Duration, Instant};
 
 /// How long a party whose input is bad keeps trying to reach the others to tell them so.
@@ -166,81 +173,115 @@ pub(crate) fn run_on_links<L: Link>(
     });
     let (l0, l1) = two_links(links, o0, o1)?;
 
-    // The whole input as one bucket: its rows grouped by key, one digest per key.
-    let t_join = Instant::now();
-    let group = table.load_unit(0, 1)?;
-    let rows = group.bucket(0, 1);
-    let (ends, digests) = key_groups(&rows);
-    let grouping_s = t_join.elapsed().as_secs_f64();
-
+    // Every party's row count first: all derive the same bucket count from the largest.
     let t_hs = Instant::now();
-    let agreed = handshake_3pc(
+    let totals = handshake_3pc(
         [&mut *l0, &mut *l1],
         seat,
         curve,
         spec.keys.len() as u32,
         &t.setup(),
-        digests.len() as u64,
+        table.rows,
     )?;
     stages.connect_s = (start.elapsed().as_secs_f64() - read_s).max(t_hs.elapsed().as_secs_f64());
+    let largest = totals.sizes.iter().copied().max().unwrap_or(0);
+    let b = bucket_count(largest, 0, spec.bucket_size)?;
 
-    let t_psi = Instant::now();
+    let output = match (t.is_receiver(), &spec.output) {
+        (false, _) => None,
+        (true, Some(out)) => Some(out.clone()),
+        (true, None) => {
+            return Err(DataError::Config(crate::error::ConfigError::Invalid {
+                field: "psi_config.output_config.path".into(),
+                message: "missing; this party receives the intersection".into(),
+            }));
+        }
+    };
+    let sort = if spec.align {
+        SortBy::Key
+    } else {
+        SortBy::Bytes
+    };
+    let mut runs = match (&output, table.dir()) {
+        (None, _) => None,
+        (Some(_), Some(dir)) => Some(Runs::on_disk(dir.join("three-party-matched"), sort)?),
+        (Some(_), None) => Some(Runs::in_memory(sort, 0)),
+    };
     let opts = PsiOptions {
         batch_size: spec.batch_size,
         ..PsiOptions::default()
     };
-    let found = run_3pc([&mut *l0, &mut *l1], &agreed, &opts, &digests, progress)?;
-    stages.protocol_s = t_psi.elapsed().as_secs_f64();
+    if b > 1 {
+        progress.stage("running the protocol (buckets)", b as u64);
+    }
+    let bucket_progress: &dyn Progress = if b > 1 { &NoProgress } else { progress };
+    let (mut keys, mut matched_keys, mut peer_keys) = (0u64, 0u64, 0u64);
+    let mut bucket_s = Vec::with_capacity(b);
+    let mut join_s = 0.0;
+    let m = b.min(table.shards());
+    let per = b / m;
+    for unit in 0..m {
+        let t_load = Instant::now();
+        let group = table.load_unit(unit, b)?;
+        join_s += t_load.elapsed().as_secs_f64();
+        for k in unit * per..(unit + 1) * per {
+            let t_bucket = Instant::now();
+            let rows = group.bucket(k, b);
+            let (ends, digests) = key_groups(&rows);
+            keys += digests.len() as u64;
+            let agreed = handshake_3pc(
+                [&mut *l0, &mut *l1],
+                seat,
+                curve,
+                spec.keys.len() as u32,
+                &t.setup(),
+                digests.len() as u64,
+            )?;
+            peer_keys += agreed
+                .sizes
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != my_pos)
+                .map(|(_, &n)| n)
+                .sum::<u64>();
+            let t_psi = Instant::now();
+            let found = run_3pc(
+                [&mut *l0, &mut *l1],
+                &agreed,
+                &opts,
+                &digests,
+                bucket_progress,
+            )?;
+            let psi_s = t_psi.elapsed().as_secs_f64();
+            stages.protocol_s += psi_s;
+            if let (Some(mut found), Some(runs)) = (found, runs.as_mut()) {
+                found.sort_unstable();
+                found.dedup();
+                if found.last().is_some_and(|&g| g >= digests.len()) {
+                    return Err(DataError::Protocol(ProtocolError::Unreachable(
+                        "the protocol returned an item index out of range",
+                    )));
+                }
+                matched_keys += found.len() as u64;
+                push_matches(runs, &rows, &ends, &found, spec.align)?;
+                runs.end_run();
+            }
+            if b > 1 {
+                progress.advance(1);
+            }
+            let took = t_bucket.elapsed().as_secs_f64();
+            join_s += (took - psi_s).max(0.0);
+            bucket_s.push(took);
+        }
+    }
     // Seat order is the same total order at every party, so closing in it cannot deadlock.
     l0.close()?;
     l1.close()?;
 
     let t_write = Instant::now();
     let mut written = (-1i64, -1i64, None);
-    if let Some(mut found) = found {
-        found.sort_unstable();
-        found.dedup();
-        if found.last().is_some_and(|&g| g >= digests.len()) {
-            return Err(DataError::Protocol(ProtocolError::Unreachable(
-                "the protocol returned an item index out of range",
-            )));
-        }
-        let out = spec.output.as_ref().ok_or_else(|| {
-            DataError::Config(crate::error::ConfigError::Invalid {
-                field: "psi_config.output_config.path".into(),
-                message: "missing; this party receives the intersection".into(),
-            })
-        })?;
-        let range = |g: usize| (if g == 0 { 0 } else { ends[g - 1] }, ends[g]);
-        let mut runs;
-        if spec.align {
-            // Sorted by key, as the two-party aligned output.
-            let mut groups: Vec<(usize, usize)> = found.iter().map(|&g| range(g)).collect();
-            sort_by_key(&mut groups, |(a, _)| rows.key(a));
-            runs = Runs::in_memory(SortBy::Key, 0);
-            for (a, b) in groups {
-                runs.push(rows.key(a), 1, true, (a..b).map(|i| rows.raw(i)))?;
-            }
-        } else {
-            let mut keep: Vec<usize> = found
-                .iter()
-                .flat_map(|&g| {
-                    let (a, b) = range(g);
-                    a..b
-                })
-                .collect();
-            keep.sort_unstable_by_key(|&i| rows.row(i));
-            runs = Runs::in_memory(SortBy::Bytes, 0);
-            for i in keep {
-                runs.push(
-                    &rows.row(i).to_be_bytes(),
-                    1,
-                    true,
-                    std::iter::once(rows.raw(i)),
-                )?;
-            }
-        }
-        let mut f = AtomicFile::create(out)?;
+    if let (Some(out), Some(mut runs)) = (output, runs) {
+        let mut f = AtomicFile::create(&out)?;
         let mut line = Vec::new();
         crate::csv::write_record(&mut line, table.header.iter().map(|h| h.as_bytes()));
         crate::output::Sink::put(&mut f, &line)?;
@@ -248,12 +289,12 @@ pub(crate) fn run_on_links<L: Link>(
         f.commit()?;
         written = (
             n as i64,
-            found.len() as i64,
+            matched_keys as i64,
             Some(out.display().to_string()),
         );
     }
     stages.write_output_s = t_write.elapsed().as_secs_f64();
-    stages.join_s = grouping_s;
+    stages.join_s = join_s;
     stages.total_s = start.elapsed().as_secs_f64();
 
     let per_link: Vec<(String, LinkStats)> = [&*l0, &*l1]
@@ -263,13 +304,6 @@ pub(crate) fn run_on_links<L: Link>(
     let (sent, received) = per_link.iter().fold((0, 0), |(s, r), (_, st)| {
         (s + st.bytes_sent, r + st.bytes_received)
     });
-    let others: i64 = agreed
-        .sizes
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| i != my_pos)
-        .map(|(_, &n)| n as i64)
-        .sum();
     let report = Report {
         version: env!("CARGO_PKG_VERSION").to_string(),
         party: t.parties[t.me].id.clone(),
@@ -282,20 +316,20 @@ pub(crate) fn run_on_links<L: Link>(
         protocol: "PROTOCOL_ECDH_3PC".into(),
         curve: Some(curve.to_string()),
         mode: Some(format!("seat {seat:?}")),
-        buckets: 1,
+        buckets: b as u64,
         spilled: table.dir().is_some(),
         resumed_at_bucket: 0,
         original_count: table.rows as i64,
-        original_key_count: digests.len() as i64,
+        original_key_count: keys as i64,
         intersection_count: written.0,
         intersection_key_count: written.1,
-        peer_key_count: others,
+        peer_key_count: peer_keys as i64,
         output_path: written.2,
         aligned: spec.align,
         bytes_sent: sent,
         bytes_received: received,
         stages,
-        bucket_s: Vec::new(),
+        bucket_s,
         peak_rss_bytes: peak_rss_bytes(),
         bucket_peak_rss_bytes: Vec::new(),
         cardinality: None,
@@ -310,6 +344,43 @@ pub(crate) fn run_on_links<L: Link>(
         report,
         links: per_link,
     })
+}
+
+/// Appends a bucket's matched groups (`found`, indices into `ends`) to `runs`: by key when
+/// aligned, else by row number, so merging the buckets' runs gives one global order.
+fn push_matches(
+    runs: &mut Runs,
+    rows: &GroupBucket<'_>,
+    ends: &[usize],
+    found: &[usize],
+    align: bool,
+) -> Result<(), DataError> {
+    let range = |g: usize| (if g == 0 { 0 } else { ends[g - 1] }, ends[g]);
+    if align {
+        let mut groups: Vec<(usize, usize)> = found.iter().map(|&g| range(g)).collect();
+        sort_by_key(&mut groups, |(a, _)| rows.key(a));
+        for (a, b) in groups {
+            runs.push(rows.key(a), 1, true, (a..b).map(|i| rows.raw(i)))?;
+        }
+    } else {
+        let mut keep: Vec<usize> = found
+            .iter()
+            .flat_map(|&g| {
+                let (a, b) = range(g);
+                a..b
+            })
+            .collect();
+        keep.sort_unstable_by_key(|&i| rows.row(i));
+        for i in keep {
+            runs.push(
+                &rows.row(i).to_be_bytes(),
+                1,
+                true,
+                std::iter::once(rows.raw(i)),
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// Mutable borrows of the links to parties `a` and `b` (distinct, both present).

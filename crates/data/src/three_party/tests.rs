@@ -49,6 +49,17 @@ fn config(me: &str, receiver: &str, align: bool) -> String {
 /// Writes party inputs (keys, with a payload column and duplicate rows where asked), runs the
 /// three parties, and returns the receiver's output lines after the header.
 fn run3(d: &Path, keys: [Vec<String>; 3], receiver: &str, align: bool) -> Vec<String> {
+    run3_with(d, keys, receiver, align, None)
+}
+
+/// [`run3`] with every party's `bucket_size` and spill mode set (`Some((bucket_size, spill))`).
+fn run3_with(
+    d: &Path,
+    keys: [Vec<String>; 3],
+    receiver: &str,
+    align: bool,
+    buckets: Option<(u64, crate::spec::SpillMode)>,
+) -> Vec<String> {
     for (i, ks) in keys.iter().enumerate() {
         let mut s = String::from("id,payload\n");
         for (j, k) in ks.iter().enumerate() {
@@ -75,9 +86,15 @@ fn run3(d: &Path, keys: [Vec<String>; 3], receiver: &str, align: bool) -> Vec<St
             let text = config(IDS[i], receiver, align);
             let d = d.to_path_buf();
             std::thread::spawn(move || {
-                let t = parse_three_party_config(&text, "t.json", &d)
+                let mut t = parse_three_party_config(&text, "t.json", &d)
                     .unwrap()
                     .unwrap();
+                if let Some((size, spill)) = buckets {
+                    t.spec.bucket_size = size;
+                    t.spec.spill = spill;
+                    t.spec.spill_dir = Some(d.join(format!("spill-{i}")));
+                    std::fs::create_dir_all(d.join(format!("spill-{i}"))).unwrap();
+                }
                 let p = prepare(&t.spec, &NoProgress).unwrap();
                 run_on_links(&t, p, &mut links, &NoProgress, Instant::now())
             })
@@ -86,6 +103,13 @@ fn run3(d: &Path, keys: [Vec<String>; 3], receiver: &str, align: bool) -> Vec<St
     for (i, h) in handles.into_iter().enumerate() {
         let out = h.join().unwrap().unwrap();
         assert_eq!(out.links.len(), 2);
+        if let Some((size, _)) = buckets {
+            let want = (keys.iter().map(Vec::len).max().unwrap_or(0) as u64)
+                .div_ceil(size)
+                .max(1)
+                .next_power_of_two();
+            assert_eq!(out.report.buckets, want, "party {i}");
+        }
         if IDS[i] != receiver {
             assert_eq!(out.report.intersection_count, -1);
             assert!(!d.join(format!("{}.out", IDS[i])).exists());
@@ -145,4 +169,32 @@ fn empty_tables_and_no_overlap() {
     assert!(run3(&d, [keys(0..10), vec![], keys(0..10)], "alice", true).is_empty());
     assert!(run3(&d, [vec![], keys(0..10), keys(0..10)], "alice", true).is_empty());
     assert!(run3(&d, [keys(0..10), keys(10..20), keys(0..20)], "carol", true).is_empty());
+}
+
+/// Small buckets (in memory, and spilled to disk shards): the same rows as one bucket, in the
+/// same order, for every receiver, aligned or not.
+#[test]
+fn buckets_give_the_same_output_as_one_bucket() {
+    use crate::spec::SpillMode;
+    let d = dir("buckets");
+    let mut a = keys(0..300);
+    a.extend(keys(7..12)); // duplicates
+    let b = keys((0..200).chain(400..450));
+    let c = keys((50..260).chain(400..430));
+    for (receiver, align) in [("alice", true), ("bob", false), ("carol", true)] {
+        let inputs = [a.clone(), b.clone(), c.clone()];
+        let whole = run3(&d, inputs.clone(), receiver, align);
+        assert!(!whole.is_empty());
+        for spill in [SpillMode::Never, SpillMode::Always] {
+            let got = run3_with(&d, inputs.clone(), receiver, align, Some((16, spill)));
+            assert_eq!(got, whole, "receiver {receiver}, align {align}, {spill:?}");
+        }
+    }
+    // The spill folders hold nothing once the runs are over.
+    for i in 0..3 {
+        let left = std::fs::read_dir(d.join(format!("spill-{i}")))
+            .unwrap()
+            .count();
+        assert_eq!(left, 0, "party {i} left spill files");
+    }
 }
