@@ -16,7 +16,7 @@ use crate::csv::{CsvError, CsvReader, FieldSpan, RecordSpan};
 use crate::error::DataError;
 use crate::rows::order_key;
 use crate::table::KeyColumns;
-use blindjoin_crypto::item_digest;
+use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_protocols::Progress;
 use rayon::prelude::*;
 use std::fs::File;
@@ -264,69 +264,15 @@ fn spill_in_blocks(
         },
         size,
     );
-
-    let mut block = Vec::with_capacity(block_bytes + (1 << 20));
-    let mut eof = fill(&mut file, &mut block, block_bytes).map_err(io("reading the input"))?;
-    // The header must be whole in the first block: grow it until the header line ends.
-    let (header, key_cols, mut consumed, mut line) = loop {
-        let ends_line = |r: &CsvReader<'_>| r.offset() < block.len() || block.ends_with(b"\n");
-        match CsvReader::new(&block, path) {
-            Ok(reader) if eof || ends_line(&reader) => {
-                let key_cols = KeyColumns::find(&reader, keys)?;
-                break (
-                    reader.header().to_vec(),
-                    key_cols,
-                    reader.offset(),
-                    reader.line(),
-                );
-            }
-            Err(e) if eof || !matches!(e, CsvError::UnterminatedQuote { .. }) => {
-                return Err(e.into());
-            }
-            _ => {
-                let target = block.len() * 2;
-                eof = fill(&mut file, &mut block, target).map_err(io("reading the input"))?;
-            }
-        }
-    };
-    let mut rows = 0u64;
-    let mut want = block_bytes;
-    let mut parsed = ParsedBlock::default();
-    loop {
-        let tail = &block[consumed..];
-        // Parse up to the last line end (or everything at the end of the file); a quoted field
-        // that spans the cut shows up as an unterminated quote and waits for the next block.
-        let limit = if eof {
-            tail.len()
-        } else {
-            tail.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)
-        };
-        let (used, next_line) =
-            parsed.parse(&tail[..limit], path, &header, line, &key_cols, eof)?;
-        let hashes = parsed.hash(shards);
-        for (i, (order, shard)) in hashes.into_iter().enumerate() {
-            let rec = parsed.records[i];
-            let key = parsed.key(i);
-            let raw = &tail[rec.start..rec.end];
-            writers[shard].write_row(order, rows + i as u64, key, raw)?;
-        }
-        rows += parsed.records.len() as u64;
-        progress.advance(used as u64);
-        consumed += used;
-        line = next_line;
-        if eof && consumed == block.len() {
-            break;
-        }
-        // Keep the unparsed tail, then top the block up; a record longer than the block
-        // doubles it.
-        block.drain(..consumed);
-        if used == 0 {
-            want = want.saturating_mul(2);
-        }
-        consumed = 0;
-        let target = want.max(block.len() + block_bytes / 2);
-        eof = fill(&mut file, &mut block, target).map_err(io("reading the input"))?;
-    }
+    let (header, rows) = scan_blocks(
+        path,
+        &mut file,
+        keys,
+        shards,
+        progress,
+        block_bytes,
+        |order, shard, row, key, raw| writers[shard].write_row(order, row, key, raw),
+    )?;
     let mut in_memory = Vec::new();
     for w in writers {
         match w {
@@ -353,6 +299,126 @@ fn spill_in_blocks(
         store,
         shards,
     })
+}
+
+/// Streams `file` (the CSV at `path`) in blocks of about `block_bytes`: parses each block's whole
+/// records, keys and hashes them (on all cores) and hands every row to `emit` in file order as
+/// (order key, shard of `shards`, row number, canonical key, raw bytes). Returns the header and
+/// the row count. Memory stays at about two blocks whatever the file's size.
+fn scan_blocks(
+    path: &Path,
+    file: &mut File,
+    keys: &[String],
+    shards: usize,
+    progress: &dyn Progress,
+    block_bytes: usize,
+    mut emit: impl FnMut(u128, usize, u64, &[u8], &[u8]) -> Result<(), DataError>,
+) -> Result<(Vec<String>, u64), DataError> {
+    let io = |action: &'static str| {
+        let path = path.to_path_buf();
+        move |source| DataError::Io {
+            path,
+            action,
+            source,
+        }
+    };
+    let mut block = Vec::with_capacity(block_bytes + (1 << 20));
+    let mut eof = fill(file, &mut block, block_bytes).map_err(io("reading the input"))?;
+    // The header must be whole in the first block: grow it until the header line ends.
+    let (header, key_cols, mut consumed, mut line) = loop {
+        let ends_line = |r: &CsvReader<'_>| r.offset() < block.len() || block.ends_with(b"\n");
+        match CsvReader::new(&block, path) {
+            Ok(reader) if eof || ends_line(&reader) => {
+                let key_cols = KeyColumns::find(&reader, keys)?;
+                break (
+                    reader.header().to_vec(),
+                    key_cols,
+                    reader.offset(),
+                    reader.line(),
+                );
+            }
+            Err(e) if eof || !matches!(e, CsvError::UnterminatedQuote { .. }) => {
+                return Err(e.into());
+            }
+            _ => {
+                let target = block.len() * 2;
+                eof = fill(file, &mut block, target).map_err(io("reading the input"))?;
+            }
+        }
+    };
+    let mut rows = 0u64;
+    let mut want = block_bytes;
+    let mut parsed = ParsedBlock::default();
+    loop {
+        let tail = &block[consumed..];
+        // Parse up to the last line end (or everything at the end of the file); a quoted field
+        // that spans the cut shows up as an unterminated quote and waits for the next block.
+        let limit = if eof {
+            tail.len()
+        } else {
+            tail.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)
+        };
+        let (used, next_line) =
+            parsed.parse(&tail[..limit], path, &header, line, &key_cols, eof)?;
+        let hashes = parsed.hash(shards);
+        for (i, (order, shard)) in hashes.into_iter().enumerate() {
+            let rec = parsed.records[i];
+            let key = parsed.key(i);
+            let raw = &tail[rec.start..rec.end];
+            emit(order, shard, rows + i as u64, key, raw)?;
+        }
+        rows += parsed.records.len() as u64;
+        progress.advance(used as u64);
+        consumed += used;
+        line = next_line;
+        if eof && consumed == block.len() {
+            break;
+        }
+        // Keep the unparsed tail, then top the block up; a record longer than the block
+        // doubles it.
+        block.drain(..consumed);
+        if used == 0 {
+            want = want.saturating_mul(2);
+        }
+        consumed = 0;
+        let target = want.max(block.len() + block_bytes / 2);
+        eof = fill(file, &mut block, target).map_err(io("reading the input"))?;
+    }
+    Ok((header, rows))
+}
+
+/// The header and every row's key digest, in file order, of the CSV at `path`, streamed in
+/// blocks: the rows themselves are never all in memory (a server making an unbalanced-PSI cache
+/// from a large table needs only the digests).
+///
+/// # Errors
+/// As [`spill`], without the disk.
+pub fn key_digests(
+    path: &Path,
+    keys: &[String],
+    progress: &dyn Progress,
+) -> Result<(Vec<String>, Vec<ItemDigest>), DataError> {
+    let mut file = File::open(path).map_err(|source| DataError::Io {
+        path: path.to_path_buf(),
+        action: "reading the input",
+        source,
+    })?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    progress.stage("reading input", size);
+    let mut digests = Vec::new();
+    let (header, _) = scan_blocks(
+        path,
+        &mut file,
+        keys,
+        1,
+        progress,
+        BLOCK_BYTES,
+        |order, _, _, _, _| {
+            digests.push(crate::rows::digest_of_order(order));
+            Ok(())
+        },
+    )?;
+    Ok((header, digests))
 }
 
 /// Appends to `block` until it holds `target` bytes or the file ends; returns whether it ended.
@@ -674,6 +740,24 @@ mod tests {
         }
         out.sort();
         out
+    }
+
+    #[test]
+    fn key_digests_are_the_tables_digests_in_file_order() {
+        let d = dir("digests");
+        let p = d.join("t.csv");
+        let mut text = "v,id\n".to_string();
+        for i in 0..5000 {
+            text.push_str(&format!("x{i},\"k{}\"\n", i % 4000));
+        }
+        std::fs::write(&p, &text).unwrap();
+        let (header, got) = key_digests(&p, &["id".into()], &NoProgress).unwrap();
+        let t = Table::read(&p, &["id".into()]).unwrap();
+        assert_eq!(header, t.header);
+        let want: Vec<ItemDigest> = (0..t.len()).map(|i| item_digest(t.key(i))).collect();
+        assert_eq!(got, want);
+        std::fs::write(&p, "v,id\nx,\n").unwrap();
+        assert!(key_digests(&p, &["id".into()], &NoProgress).is_err(), "an empty key");
     }
 
     #[test]

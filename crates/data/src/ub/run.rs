@@ -204,14 +204,47 @@ struct Keyed {
     unique: Vec<ItemDigest>,
 }
 
+/// The input's row count and its unique key digests (sorted), streamed: the rows are never all
+/// in memory. A Parquet input is converted first, as in [`read_keyed`].
+fn read_unique_digests(
+    spec: &UbSpec,
+    path: &Path,
+    progress: &dyn Progress,
+) -> Result<(u64, Vec<ItemDigest>), UbError> {
+    let csv = CsvInput::of(
+        path,
+        spec.input_format,
+        &spec.keys,
+        &parquet_copy_dir(spec),
+        progress,
+    )?;
+    let (_, mut digests) = crate::spill::key_digests(csv.path(), &spec.keys, progress)?;
+    drop(csv);
+    let rows = digests.len() as u64;
+    digests.par_sort_unstable();
+    digests.dedup();
+    digests.shrink_to_fit();
+    Ok((rows, digests))
+}
+
+/// Where a Parquet input's CSV copy goes: beside the cache file.
+fn parquet_copy_dir(spec: &UbSpec) -> std::path::PathBuf {
+    match spec.cache_path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    }
+}
+
 /// Reads and keys the input table. A Parquet input is first converted to a private CSV copy
 /// beside the cache file (removed at once), as the balanced run does in its spill directory.
 fn read_keyed(spec: &UbSpec, path: &Path, progress: &dyn Progress) -> Result<Keyed, UbError> {
-    let dir = match spec.cache_path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let csv = CsvInput::of(path, spec.input_format, &spec.keys, &dir, progress)?;
+    let csv = CsvInput::of(
+        path,
+        spec.input_format,
+        &spec.keys,
+        &parquet_copy_dir(spec),
+        progress,
+    )?;
     progress.stage("reading the input", 0);
     let table = Table::read(csv.path(), &spec.keys)?;
     drop(csv);
@@ -252,26 +285,32 @@ fn server(
             Some(p) => key::load_or_create(p, spec.curve, true)?.0,
             None => OprfScalar::random(spec.curve)?,
         };
-        let kd = read_keyed(
-            spec,
-            input(spec, "the server reads its table to generate the cache")?,
-            progress,
-        )?;
-        let tl = tag_len(kd.unique.len() as u64);
-        let (values, order) = evaluate_server_set(&k, &kd.unique, tl, progress)?;
-        let digests: Vec<ItemDigest> = order.par_iter().map(|&i| kd.unique[i as usize]).collect();
+        let table = input(spec, "the server reads its table to generate the cache")?;
+        // The rows themselves are needed only when this run goes on to write them; otherwise
+        // the table is streamed for its key digests alone.
+        let (rows, unique) = if spec.mode.queries() && spec.server_get_result {
+            let kd = read_keyed(spec, table, progress)?;
+            let counts = (kd.table.len() as u64, kd.unique.clone());
+            keyed = Some(kd);
+            counts
+        } else {
+            read_unique_digests(spec, table, progress)?
+        };
+        let tl = tag_len(unique.len() as u64);
+        let (values, order) = evaluate_server_set(&k, &unique, tl, progress)?;
+        let digests: Vec<ItemDigest> = order.par_iter().map(|&i| unique[i as usize]).collect();
+        drop(unique);
         let meta = CacheMeta {
             curve: spec.curve,
-            count: kd.unique.len() as u64,
+            count: digests.len() as u64,
             tag_len: tl,
             key_check: k.key_check_value()?,
         };
         progress.stage("writing the server cache", 0);
         cache::write_server(&spec.cache_path, &meta, &values, &digests)?;
-        report.original_count = kd.table.len() as i64;
-        report.original_key_count = kd.unique.len() as i64;
+        report.original_count = rows as i64;
+        report.original_key_count = digests.len() as i64;
         report.gen_cache = Some(clock.stop(None));
-        keyed = Some(kd);
         key = Some(k);
         ServerCache {
             meta,
