@@ -4,7 +4,8 @@ Thin Python layer over the Rust ``blindjoin`` engine. Each party calls one of th
 its own process (usually on its own machine); the two calls meet over TCP.
 
 - :func:`run` -- a SecretFlow PSI v2 launch config (dict, JSON text or file), as
-  ``blindjoin run --config``.
+  ``blindjoin run --config``: two-party (``psi_config``), three-party (``psi_config`` with
+  ``PROTOCOL_ECDH_3PC``) or unbalanced PSI (``ub_psi_config``).
 - :func:`psi_csv` -- SecretFlow's ``spu.psi_csv(...)`` arguments: one party, or every party
   from this one process when the per-party dicts name them all.
 - :class:`SPU` -- ``blindjoin.SPU(cluster_def).psi_csv(...)``, SecretFlow's call with ``spu``
@@ -12,7 +13,8 @@ its own process (usually on its own machine); the two calls meet over TCP.
 - :func:`intersect` -- in-memory rows (list of dicts, a pandas DataFrame or a pyarrow Table).
 
 Errors: :class:`Error` and its subclasses :class:`ConfigError`, :class:`InputError`,
-:class:`LinkError`, :class:`PeerError`, :class:`ProtocolError`; a missing input file raises
+:class:`LinkError`, :class:`PeerError`, :class:`ProtocolError`, :class:`CacheError` (unbalanced
+PSI's cache and key files); a missing input file raises
 :class:`FileNotFoundError`. Messages are the ones the CLI prints.
 
 Progress: pass ``progress=callable(stage: str, total: int, elapsed_ms: int)``, called when a stage
@@ -42,6 +44,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _native
 from ._native import (
+    CacheError,
     CancelToken,
     ConfigError,
     Error,
@@ -54,6 +57,7 @@ from ._native import (
 __all__ = [
     "run",
     "check_config",
+    "config_kind",
     "psi_csv",
     "SPU",
     "PYU",
@@ -65,6 +69,7 @@ __all__ = [
     "LinkError",
     "PeerError",
     "ProtocolError",
+    "CacheError",
     "__version__",
 ]
 
@@ -103,11 +108,20 @@ def run(
     progress: Optional[ProgressCallback] = None,
     cancel: Optional[CancelToken] = None,
 ) -> Dict[str, Any]:
-    """Run this party of a two-party PSI from a SecretFlow PSI v2 launch config.
+    """Run this party of a PSI from a SecretFlow PSI v2 launch config, as ``blindjoin run --config``.
 
     ``config`` is a dict, a JSON string, or a path to a JSON file (the format of
     ``blindjoin run --config``; see ``docs/config.md``). Relative paths inside it resolve against
-    the current directory (dict or string) or the file's directory (path).
+    the current directory (dict or string) or the file's directory (path). Any kind the CLI runs:
+
+    - two-party (``psi_config`` with ECDH, KKRT or RR22);
+    - three-party (``psi_config`` with ``protocol_config.protocol = "PROTOCOL_ECDH_3PC"``, three
+      ``link_config.parties`` and ``protocol_config.receiver``): only the receiver learns the
+      three-way intersection; the helpers' reports have ``intersection_count`` -1;
+    - unbalanced PSI (``ub_psi_config``, SecretFlow's modes ``MODE_OFFLINE_GEN_CACHE``,
+      ``MODE_OFFLINE_TRANSFER_CACHE``, ``MODE_OFFLINE``, ``MODE_ONLINE``, ``MODE_FULL``): the
+      report has ``role``, ``mode``, ``cache_count``, ``intersection_key_count`` and per-phase
+      ``gen_cache`` / ``transfer_cache`` / ``online`` times and bytes.
 
     ``report_path`` overrides where the JSON report is written (default: ``<output>.report.json``
     or ``blindjoin.report_path``). Returns the report as a dict: SecretFlow's ``original_count``,
@@ -134,9 +148,19 @@ def run(
 
 
 def check_config(config: Config) -> List[str]:
-    """Validate a launch config without running it. Returns its warnings; raises ConfigError."""
+    """Validate a launch config of any kind (two-party, three-party, unbalanced) without running
+    it. Returns its warnings; raises :class:`ConfigError` naming the field that is wrong."""
     text, source, base = _config_text(config)
-    return list(_native.check_config(text, source, base))
+    _, warnings = _native.check_config(text, source, base)
+    return list(warnings)
+
+
+def config_kind(config: Config) -> str:
+    """Validate a launch config and say which kind of run it is: ``"two-party"``,
+    ``"three-party"`` or ``"unbalanced"``. Raises :class:`ConfigError` like :func:`check_config`."""
+    text, source, base = _config_text(config)
+    kind, _ = _native.check_config(text, source, base)
+    return str(kind)
 
 
 # SecretFlow `psi_csv` protocol names -> PSI v2 `protocol_config.protocol`. Names not listed pass

@@ -1,6 +1,6 @@
 """Type stubs for the Rust extension module ``blindjoin._native`` (crates/py)."""
 
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 __version__: str
 
@@ -22,6 +22,10 @@ class PeerError(Error):
 class ProtocolError(Error):
     """The protocol failed locally (curve error, unsupported option, internal error)."""
 
+class CacheError(Error):
+    """An unbalanced-PSI cache or key file is missing, damaged, stale or unsafe, or the server's
+    input changed since its cache was made; the message names the file and the fix."""
+
 class CancelToken:
     """Cancels the runs it is passed to (``cancel=``) from another thread.
 
@@ -37,8 +41,9 @@ class CancelToken:
     def cancelled(self) -> bool:
         """Whether :meth:`cancel` was called."""
 
-def check_config(config_json: str, source: str, base_dir: str) -> List[str]:
-    """Validate a SecretFlow PSI v2 launch config; return its warnings or raise ConfigError."""
+def check_config(config_json: str, source: str, base_dir: str) -> Tuple[str, List[str]]:
+    """Validate a launch config of any kind; return its kind ("two-party", "three-party" or
+    "unbalanced") and its warnings, or raise ConfigError."""
 
 def run_config(
     config_json: str,
@@ -50,6 +55,9 @@ def run_config(
     cancel: Optional[CancelToken] = None,
 ) -> str:
     """Run one party from a launch config (JSON text); return the report as JSON text.
+
+    The config is told apart as ``blindjoin run --config`` does: three-party
+    (``PROTOCOL_ECDH_3PC``), unbalanced (``ub_psi_config``), else two-party.
 
     Relative paths in the config resolve against ``base_dir``. ``progress(stage, total,
     elapsed_ms)`` is called when a stage starts; ``on_warning(message)`` once per config warning.

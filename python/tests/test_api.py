@@ -389,7 +389,7 @@ def test_missing_key_column_is_input_error_and_peer_error(tables, tmp_path: Path
 
 def test_exception_hierarchy() -> None:
     for cls in (blindjoin.ConfigError, blindjoin.InputError, blindjoin.LinkError,
-                blindjoin.PeerError, blindjoin.ProtocolError):
+                blindjoin.PeerError, blindjoin.ProtocolError, blindjoin.CacheError):
         assert issubclass(cls, blindjoin.Error)
         assert cls.__module__ == "blindjoin"
     assert issubclass(blindjoin.Error, Exception)

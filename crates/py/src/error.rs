@@ -3,6 +3,7 @@
 //! `blindjoin.Error` is the base; each subclass groups the Rust variants by what the user should
 //! look at. The message is always the Rust error's `Display`, the same text the CLI prints.
 
+use blindjoin_data::ub::UbError;
 use blindjoin_data::{ConfigError as RsConfigError, DataError};
 use blindjoin_link::LinkError as RsLinkError;
 use blindjoin_protocols::ProtocolError as RsProtocolError;
@@ -46,6 +47,14 @@ pyo3::create_exception!(
     "The protocol failed locally (curve error, unsupported option, internal error)."
 );
 
+pyo3::create_exception!(
+    blindjoin,
+    CacheError,
+    Error,
+    "An unbalanced-PSI cache or key file is missing, damaged, stale or unsafe, or the server's \
+     input changed since its cache was made; the message names the file and the fix."
+);
+
 /// Maps a config error (from parsing a launch config).
 pub(crate) fn config_err(e: &RsConfigError) -> PyErr {
     ConfigError::new_err(e.to_string())
@@ -86,6 +95,17 @@ pub(crate) fn data_err(e: &DataError) -> PyErr {
     }
 }
 
+/// Maps an error from `blindjoin_data::ub::run_ub`.
+pub(crate) fn ub_err(e: &UbError) -> PyErr {
+    match e {
+        UbError::Data(d) => data_err(d),
+        UbError::Cache { .. } | UbError::KeyFile { .. } | UbError::InputChanged { .. } => {
+            CacheError::new_err(e.to_string())
+        }
+        _ => Error::new_err(e.to_string()),
+    }
+}
+
 /// Adds the exception classes to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -95,5 +115,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LinkError", py.get_type::<LinkError>())?;
     m.add("PeerError", py.get_type::<PeerError>())?;
     m.add("ProtocolError", py.get_type::<ProtocolError>())?;
+    m.add("CacheError", py.get_type::<CacheError>())?;
     Ok(())
 }

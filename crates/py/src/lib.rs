@@ -1,8 +1,10 @@
 //! `blindjoin._native`: the PyO3 extension module behind the `blindjoin` Python package.
 //!
 //! Thin by design: it parses a SecretFlow PSI v2 launch config with
-//! [`blindjoin_data::parse_launch_config`] and runs it with [`blindjoin_data::run`], exactly as
-//! `blindjoin run --config` does. Everything else (dicts, `psi_csv`, in-memory tables) lives in
+//! [`blindjoin_data::parse_any_launch_config`] and runs it as `blindjoin run --config` does: a
+//! two-party config with [`blindjoin_data::run_with_cancel`], a three-party one
+//! (`PROTOCOL_ECDH_3PC`) with [`blindjoin_data::run_three_party`], an unbalanced one
+//! (`ub_psi_config`) with [`blindjoin_data::ub::run_ub`]. Everything else (dicts, `psi_csv`, in-memory tables) lives in
 //! `python/blindjoin/__init__.py`.
 //!
 //! The run happens on its own thread; the calling thread releases the GIL and wakes every
@@ -12,7 +14,7 @@
 
 mod error;
 
-use blindjoin_data::{Progress, RunSpec};
+use blindjoin_data::{ParsedConfig, Progress};
 use pyo3::prelude::*;
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -86,29 +88,35 @@ impl Progress for PyProgress {
     fn advance(&self, _: u64) {}
 }
 
-/// Parses a launch config (JSON text) and returns the warnings and the validated spec.
+/// Parses a launch config (JSON text) of any kind; `report_path` overrides its report path.
 fn parse(
     config_json: &str,
     source: &str,
     base_dir: PathBuf,
     report_path: Option<PathBuf>,
-) -> PyResult<RunSpec> {
-    let mut spec = blindjoin_data::parse_launch_config(config_json, source, &base_dir)
+) -> PyResult<ParsedConfig> {
+    let mut parsed = blindjoin_data::parse_any_launch_config(config_json, source, &base_dir)
         .map_err(|e| error::config_err(&e))?;
-    if report_path.is_some() {
-        spec.report = report_path;
+    if let Some(p) = report_path {
+        parsed.set_report(p);
     }
-    Ok(spec)
+    Ok(parsed)
 }
 
-/// Validates a SecretFlow PSI v2 launch config without running it; returns its warnings.
+/// Validates a launch config (two-party, three-party or unbalanced) without running it; returns
+/// its kind (`"two-party"`, `"three-party"` or `"unbalanced"`) and its warnings.
 #[pyfunction]
 #[pyo3(signature = (config_json, source, base_dir))]
-fn check_config(config_json: &str, source: &str, base_dir: PathBuf) -> PyResult<Vec<String>> {
-    Ok(parse(config_json, source, base_dir, None)?.warnings)
+fn check_config(
+    config_json: &str,
+    source: &str,
+    base_dir: PathBuf,
+) -> PyResult<(&'static str, Vec<String>)> {
+    let parsed = parse(config_json, source, base_dir, None)?;
+    Ok((parsed.kind(), parsed.warnings().to_vec()))
 }
 
-/// Runs one party from a SecretFlow PSI v2 launch config (JSON text).
+/// Runs one party from a launch config (JSON text): two-party, three-party or unbalanced.
 ///
 /// Returns the report as JSON text. Relative paths in the config resolve against `base_dir`.
 /// `cancel` lets another thread stop the run (it then raises `KeyboardInterrupt`).
@@ -125,9 +133,9 @@ fn run_config(
     on_warning: Option<Py<PyAny>>,
     cancel: Option<Py<CancelToken>>,
 ) -> PyResult<String> {
-    let spec = parse(config_json, source, base_dir, report_path)?;
+    let parsed = parse(config_json, source, base_dir, report_path)?;
     if let Some(cb) = &on_warning {
-        for w in &spec.warnings {
+        for w in parsed.warnings() {
             cb.call1(py, (w.as_str(),))?;
         }
     }
@@ -144,15 +152,48 @@ fn run_config(
     std::thread::Builder::new()
         .name("blindjoin-run".into())
         .spawn(move || {
-            let result = blindjoin_data::run_with_cancel(&spec, &progress, &run_cancel);
-            let _ = tx.send(result);
+            let _ = tx.send(run_parsed(&parsed, &progress, &run_cancel));
         })
         .map_err(|e| error::Error::new_err(format!("cannot start the run thread: {e}")))?;
     wait_for_run(py, rx, &cancel)
 }
 
-/// What the run thread sends back.
-type RunResult = Result<blindjoin_data::Report, blindjoin_data::DataError>;
+/// Runs a parsed config of any kind, as `blindjoin run --config` does; the report as JSON.
+fn run_parsed(
+    parsed: &ParsedConfig,
+    progress: &dyn Progress,
+    cancel: &blindjoin_data::Cancel,
+) -> RunResult {
+    match parsed {
+        ParsedConfig::TwoParty(spec) => blindjoin_data::run_with_cancel(spec, progress, cancel)
+            .map_err(Failure::Data)
+            .and_then(|r| encoded(serde_json::to_string(&r))),
+        ParsedConfig::ThreeParty(t) => blindjoin_data::run_three_party(t, progress, cancel)
+            .map_err(Failure::Data)
+            .and_then(|o| encoded(serde_json::to_string(&o.report))),
+        ParsedConfig::Unbalanced(u) => blindjoin_data::ub::run_ub(u, progress, cancel)
+            .map_err(Failure::Ub)
+            .and_then(|r| encoded(serde_json::to_string(&r))),
+    }
+}
+
+/// A report encoded as JSON text.
+fn encoded(json: serde_json::Result<String>) -> RunResult {
+    json.map_err(|e| Failure::Encode(e.to_string()))
+}
+
+/// Why a run failed.
+enum Failure {
+    /// A two- or three-party run.
+    Data(blindjoin_data::DataError),
+    /// An unbalanced run.
+    Ub(blindjoin_data::ub::UbError),
+    /// The report could not be encoded (a bug).
+    Encode(String),
+}
+
+/// What the run thread sends back: the report as JSON text, or why it failed.
+type RunResult = Result<String, Failure>;
 
 /// Waits for the run thread without the GIL, checking for signals every [`SIGNAL_POLL`]. On
 /// Ctrl-C (or any exception a signal handler raises) cancels the run, lets it tell the peer, and
@@ -197,10 +238,12 @@ fn drain_cancelled(rx: &mpsc::Receiver<RunResult>, cancel: &blindjoin_data::Canc
 /// The report as JSON text, or the run's error as a Python exception.
 fn finish(result: RunResult) -> PyResult<String> {
     match result {
-        Ok(report) => serde_json::to_string(&report).map_err(|e| {
-            error::Error::new_err(format!("internal error: cannot encode the report: {e}"))
-        }),
-        Err(e) => Err(error::data_err(&e)),
+        Ok(json) => Ok(json),
+        Err(Failure::Data(e)) => Err(error::data_err(&e)),
+        Err(Failure::Ub(e)) => Err(error::ub_err(&e)),
+        Err(Failure::Encode(e)) => Err(error::Error::new_err(format!(
+            "internal error: cannot encode the report: {e}"
+        ))),
     }
 }
 
