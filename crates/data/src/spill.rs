@@ -757,7 +757,10 @@ mod tests {
         let want: Vec<ItemDigest> = (0..t.len()).map(|i| item_digest(t.key(i))).collect();
         assert_eq!(got, want);
         std::fs::write(&p, "v,id\nx,\n").unwrap();
-        assert!(key_digests(&p, &["id".into()], &NoProgress).is_err(), "an empty key");
+        assert!(
+            key_digests(&p, &["id".into()], &NoProgress).is_err(),
+            "an empty key"
+        );
     }
 
     #[test]
