@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../fuzz"
 
 secs="${1:-30}"
 shift || true
-all=(link_frames link_reader link_bulk link_greeting hello positions join_counts psi_rr22 psi_kkrt psi_ecdh)
+all=(link_frames link_reader link_bulk link_greeting hello positions join_counts psi_rr22 psi_kkrt psi_ecdh ub_oprf)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 

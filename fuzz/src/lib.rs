@@ -5,9 +5,11 @@
 //! code under test is this party's, run honestly through the public API. The invariant checked
 //! everywhere: no panic, no unbounded allocation, no hang — a bad input is a typed error.
 
+use blindjoin_crypto::oprf::OprfScalar;
 use blindjoin_crypto::{Curve, ItemDigest, item_digest};
 use blindjoin_link::{Link, LinkError, LinkStats, MemLink, mem_pair};
 use blindjoin_protocols::rr22::Rr22Mode;
+use blindjoin_protocols::ub_oprf::{self, CacheMeta, OnlineOptions};
 use blindjoin_protocols::{
     Hello, NoProgress, Protocol, PsiOptions, PsiOutput, Reveal, Role, handshake, run_psi,
 };
@@ -292,5 +294,221 @@ pub fn psi_seed(case: PsiCase) -> Vec<u8> {
     let mut out = case.to_bytes().to_vec();
     // got[0] is the peer's hello, which run_hostile_peer sends itself.
     out.extend(join_messages(got.iter().skip(1).map(Vec::as_slice)));
+    out
+}
+
+/// Which unbalanced-PSI step a [`UbCase`] runs on our side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UbStep {
+    /// The client receiving the server's cache ([`ub_oprf::recv_cache`]).
+    RecvCache,
+    /// The client's online phase ([`ub_oprf::online_client`]).
+    OnlineClient,
+    /// The server's online phase ([`ub_oprf::online_server`]).
+    OnlineServer,
+}
+
+/// What an unbalanced-PSI fuzz input's first bytes choose.
+#[derive(Clone, Copy, Debug)]
+pub struct UbCase {
+    /// The step under test.
+    pub step: UbStep,
+    /// The OPRF group.
+    pub curve: Curve,
+    /// Who learns the result (never both false: that is refused before any message).
+    pub opts: OnlineOptions,
+    /// The client's item count.
+    pub client: usize,
+    /// The server's item count (the cache's).
+    pub server: usize,
+}
+
+/// The OPRF groups a [`UbCase`] picks from.
+const UB_CURVES: [Curve; 2] = [Curve::FourQ, Curve::Ristretto255];
+
+/// The result-sharing options a [`UbCase`] picks from: client only, the shuffle variant
+/// (server only), both.
+const UB_OPTS: [(bool, bool); 3] = [(true, false), (false, true), (true, true)];
+
+/// The most cache bytes the fuzzed client accepts in transfer (a few hundred values).
+pub const UB_MAX_CACHE_BYTES: u64 = 4096;
+
+impl UbCase {
+    /// Reads the case from `head` (missing bytes are 0): byte 0 = step (bits 0..2, mod 3), curve
+    /// (bit 2), options (bits 3.., mod 3); byte 1 = the client's item count; byte 2 = the
+    /// server's.
+    pub fn from_bytes(head: &[u8]) -> Self {
+        let b = |i: usize| head.get(i).copied().unwrap_or(0);
+        let step = match b(0) & 3 {
+            1 => UbStep::OnlineClient,
+            2 => UbStep::OnlineServer,
+            _ => UbStep::RecvCache,
+        };
+        let (client_get_result, server_get_result) = UB_OPTS[usize::from(b(0) >> 3) % 3];
+        UbCase {
+            step,
+            curve: UB_CURVES[usize::from(b(0) >> 2 & 1)],
+            opts: OnlineOptions {
+                client_get_result,
+                server_get_result,
+            },
+            client: usize::from(b(1)) % (MAX_ITEMS + 1),
+            server: usize::from(b(2)) % (MAX_ITEMS + 1),
+        }
+    }
+
+    /// The first bytes of an input that [`UbCase::from_bytes`] reads back as `self`.
+    pub fn to_bytes(&self) -> [u8; CASE_BYTES] {
+        let step = match self.step {
+            UbStep::RecvCache => 0u8,
+            UbStep::OnlineClient => 1,
+            UbStep::OnlineServer => 2,
+        };
+        let curve = UB_CURVES.iter().position(|c| *c == self.curve).unwrap_or(0) as u8;
+        let opts = UB_OPTS
+            .iter()
+            .position(|o| *o == (self.opts.client_get_result, self.opts.server_get_result))
+            .unwrap_or(0) as u8;
+        [
+            step | curve << 2 | opts << 3,
+            self.client as u8,
+            self.server as u8,
+        ]
+    }
+
+    /// The server's key (fixed, so seeds recorded in one run replay in another), its items'
+    /// cache (sorted values and their metadata), the client's items (half of them in the
+    /// server's set).
+    pub fn setup(&self) -> Option<(OprfScalar, CacheMeta, Vec<u8>, Vec<ItemDigest>)> {
+        let key = OprfScalar::from_seed(self.curve, b"blindjoin fuzz ub-oprf key").ok()?;
+        let server = items("server", self.server);
+        let tl = ub_oprf::tag_len(self.server as u64);
+        let (values, _) = ub_oprf::evaluate_server_set(&key, &server, tl, &NoProgress).ok()?;
+        let meta = CacheMeta {
+            curve: self.curve,
+            count: self.server as u64,
+            tag_len: tl,
+            key_check: key.key_check_value().ok()?,
+        };
+        let mut client = items("client", self.client);
+        for (c, s) in client.iter_mut().zip(server.iter()).step_by(2) {
+            *c = *s;
+        }
+        Some((key, meta, values, client))
+    }
+}
+
+/// The unbalanced-PSI target: this party runs the case's step honestly on an in-memory link
+/// (the server with a fixed key and its real cache, the client with that cache), the peer's
+/// messages are the fuzz input's (after the case bytes), then an abort. Checks that whatever
+/// comes back is well formed: a received cache within the size limit and sorted, client indices
+/// sorted, distinct and in range, server positions in the cache and no more than the client's
+/// items.
+pub fn run_hostile_ub(data: &[u8]) {
+    let (head, rest) = data.split_at(data.len().min(CASE_BYTES));
+    let case = UbCase::from_bytes(head);
+    let Some((key, meta, cache, client)) = case.setup() else {
+        unreachable_setup();
+    };
+    let (mut me, mut peer) = mem_pair();
+    let msgs = messages(rest, 1 << 12);
+    feed(&mut peer, &msgs);
+    match case.step {
+        UbStep::RecvCache => {
+            if let Ok((got, values)) = ub_oprf::recv_cache(&mut me, UB_MAX_CACHE_BYTES) {
+                let bytes = got.count * got.tag_len as u64;
+                assert!(bytes <= UB_MAX_CACHE_BYTES, "accepted {bytes} cache bytes");
+                assert_eq!(values.len() as u64, bytes, "cache size");
+                assert!(
+                    ub_oprf::check_sorted(&values, got.tag_len).is_ok(),
+                    "unsorted cache accepted"
+                );
+            }
+        }
+        UbStep::OnlineClient => {
+            if let Ok(out) =
+                ub_oprf::online_client(&mut me, &meta, &cache, &client, case.opts, &NoProgress)
+            {
+                if let Some(idx) = &out.intersection {
+                    assert!(idx.windows(2).all(|w| w[0] < w[1]), "unsorted {idx:?}");
+                    assert!(
+                        idx.iter().all(|&i| i < client.len()),
+                        "out of range {idx:?}"
+                    );
+                    assert_eq!(out.count, Some(idx.len() as u64), "count");
+                }
+                assert!(out.count.unwrap_or(0) <= client.len() as u64, "count");
+            }
+        }
+        UbStep::OnlineServer => {
+            if let Ok(out) = ub_oprf::online_server(&mut me, &key, &meta, case.opts, &NoProgress) {
+                if let Some(p) = &out.intersection {
+                    assert!(p.windows(2).all(|w| w[0] < w[1]), "unsorted {p:?}");
+                    assert!(p.iter().all(|&i| i < case.server), "out of range {p:?}");
+                    assert!(p.len() as u64 <= out.peer_count, "more matches than items");
+                }
+            }
+        }
+    }
+    drop(peer);
+}
+
+#[cold]
+fn unreachable_setup() -> ! {
+    panic!("the harness cannot make its own key or cache: out of date with ub_oprf.rs");
+}
+
+/// A seed for [`run_hostile_ub`]: an honest run of `case` (the whole transfer, or the online
+/// phase), with the messages the party under test received from its honest peer.
+pub fn ub_seed(case: UbCase) -> Vec<u8> {
+    let mut out = case.to_bytes().to_vec();
+    let Some((key, meta, cache, client)) = case.setup() else {
+        return out;
+    };
+    let (a, mut b) = mem_pair();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let mut a = Recording {
+        inner: a,
+        got: got.clone(),
+    };
+    let opts = case.opts;
+    let step = case.step;
+    let peer_meta = meta.clone();
+    let peer_cache = cache.clone();
+    let peer_client = client.clone();
+    let peer = std::thread::spawn(move || {
+        let _ = match step {
+            UbStep::RecvCache => ub_oprf::send_cache(&mut b, &peer_meta, &peer_cache).map(|_| ()),
+            UbStep::OnlineClient => {
+                ub_oprf::online_server(&mut b, &key, &peer_meta, opts, &NoProgress).map(|_| ())
+            }
+            UbStep::OnlineServer => ub_oprf::online_client(
+                &mut b,
+                &peer_meta,
+                &peer_cache,
+                &peer_client,
+                opts,
+                &NoProgress,
+            )
+            .map(|_| ()),
+        };
+        let _ = b.close();
+    });
+    let _ = match step {
+        UbStep::RecvCache => ub_oprf::recv_cache(&mut a, UB_MAX_CACHE_BYTES).map(|_| ()),
+        UbStep::OnlineClient => {
+            ub_oprf::online_client(&mut a, &meta, &cache, &client, opts, &NoProgress).map(|_| ())
+        }
+        UbStep::OnlineServer => match case.setup() {
+            Some((key, ..)) => {
+                ub_oprf::online_server(&mut a, &key, &meta, opts, &NoProgress).map(|_| ())
+            }
+            None => Ok(()),
+        },
+    };
+    let _ = a.close();
+    let _ = peer.join();
+    let got = got.lock().map(|g| g.clone()).unwrap_or_default();
+    out.extend(join_messages(got.iter().map(Vec::as_slice)));
     out
 }

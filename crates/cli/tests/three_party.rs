@@ -1,8 +1,9 @@
 //! Three `blindjoin run` processes on 127.0.0.1 with SecretFlow-style three-party configs
 //! (`PROTOCOL_ECDH_3PC`): the receiver's output holds exactly its rows whose key all three
 //! tables hold; the helpers write nothing; a party configured with another receiver makes every
-//! party fail, in bounded time; the ring runs over mutual TLS, and a certificate from another CA
-//! stops all three with errors that say so.
+//! party fail, in bounded time; mutual TLS from the config (`enable_ssl`) or from the command
+//! line's `--tls-*` flags reaches all three links, and a certificate from another CA stops all
+//! three with errors that say so.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -12,7 +13,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use support::{BIN, free_port, tmp, wait};
+use support::{BIN, free_port, tmp, wait, write_ca, write_cert};
 
 const IDS: [&str; 3] = ["alice", "bob", "carol"];
 
@@ -158,6 +159,85 @@ fn a_party_with_another_receiver_makes_all_three_fail() {
     assert!(!dir.join("alice_out.csv").exists());
 }
 
+/// `--tls-cert/--tls-key/--tls-ca` and `--recv-timeout` apply to three-party configs: with every
+/// party's certificate from one CA the receiver gets exactly the three-way rows; with one party
+/// showing a certificate from another CA every party fails (so TLS was really on).
+#[test]
+fn three_parties_over_mutual_tls_from_cli_flags() {
+    let dir = tmp("3pc", "tls");
+    let st = Command::new(BIN)
+        .args(["gen", "--parties", "3", "--rows", "400", "--overlap", "120"])
+        .args(["--seed", "4", "--out-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let ca = write_ca(&dir, "ca");
+    for id in IDS {
+        write_cert(&dir, id, &ca);
+    }
+    let other = write_ca(&dir, "other");
+    write_cert(&dir, "impostor", &other);
+    let run = |cert_of: &dyn Fn(&str) -> String| -> Vec<(bool, String)> {
+        let ports = [free_port(), free_port(), free_port()];
+        let children: Vec<Child> = IDS
+            .iter()
+            .map(|me| {
+                let cert = cert_of(me);
+                Command::new(BIN)
+                    .current_dir(&dir)
+                    .args(["run", "--quiet", "--recv-timeout", "60", "--config"])
+                    .arg(config(&dir, me, "alice", &ports, "CURVE_25519"))
+                    .args(["--tls-cert", &format!("certs/{cert}.crt")])
+                    .args(["--tls-key", &format!("certs/{cert}.key")])
+                    .args(["--tls-ca", "certs/ca.crt"])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        children
+            .into_iter()
+            .map(|c| wait(c, Duration::from_secs(60)))
+            .collect()
+    };
+    let outcomes = run(&|me| me.to_string());
+    for (me, (ok, err)) in IDS.iter().zip(&outcomes) {
+        assert!(ok, "{me}: {err}");
+    }
+    let sets: Vec<HashSet<String>> = IDS
+        .iter()
+        .map(|p| ids(&dir.join(format!("{p}.csv"))).into_iter().collect())
+        .collect();
+    let want: Vec<String> = ids(&dir.join("alice.csv"))
+        .into_iter()
+        .filter(|k| sets.iter().all(|s| s.contains(k)))
+        .collect();
+    assert_eq!(want.len(), 120);
+    assert_eq!(ids(&dir.join("alice_out.csv")), want);
+    std::fs::remove_file(dir.join("alice_out.csv")).unwrap();
+
+    let outcomes = run(&|me| {
+        if me == "carol" {
+            "impostor".to_string()
+        } else {
+            me.to_string()
+        }
+    });
+    for (me, (ok, err)) in IDS.iter().zip(&outcomes) {
+        assert!(
+            !ok,
+            "{me} succeeded though carol showed another CA's certificate"
+        );
+        assert!(!err.contains("panicked"), "{me}: {err}");
+    }
+    let all: String = outcomes.iter().map(|(_, e)| e.as_str()).collect();
+    assert!(all.contains("not signed by a CA"), "{all}");
+    assert!(!dir.join("alice_out.csv").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Turns on mutual TLS in a three-party config: this party's certificate (`certs/<cert>.crt`)
 /// both where it listens and where it connects, every peer checked against `certs/ca.crt`.
 fn with_tls(config: &str, cert: &str) {
@@ -174,11 +254,11 @@ fn with_tls(config: &str, cert: &str) {
     std::fs::write(config, text.replace(r#""connect_retry_times": 30"#, &ssl)).unwrap();
 }
 
-/// All three links of the ring over mutual TLS: the exact three-way rows; and a party whose
+/// All three links of the ring over mutual TLS from the config (`enable_ssl`): the exact three-way rows; and a party whose
 /// certificate comes from another CA stops every party, in bounded time, without output.
 #[test]
-fn three_parties_over_mutual_tls() {
-    let dir = tmp("3pc", "tls");
+fn three_parties_over_mutual_tls_from_the_config() {
+    let dir = tmp("3pc", "tls-config");
     let st = Command::new(BIN)
         .args(["gen", "--parties", "3", "--rows", "400", "--overlap", "90"])
         .args(["--seed", "4", "--out-dir"])

@@ -4,8 +4,9 @@
 
 use blindjoin_link::{put_u32, put_u64, put_varint};
 use blindjoin_protocols::fuzzing::hello_encode;
-use blindjoin_protocols::{Curve, Hello, Protocol, Role};
-use fuzz_support::{PsiCase, join_messages, psi_seed};
+use blindjoin_protocols::ub_oprf::OnlineOptions;
+use blindjoin_protocols::{Curve, Hello, Protocol, Reveal, Role};
+use fuzz_support::{PsiCase, UbCase, UbStep, join_messages, psi_seed, ub_seed};
 use std::path::{Path, PathBuf};
 
 fn write(dir: &Path, target: &str, name: &str, bytes: &[u8]) -> std::io::Result<()> {
@@ -54,6 +55,7 @@ fn main() -> std::io::Result<()> {
                         broadcast,
                         ours: 8,
                         theirs: 6 + vi,
+                        reveal: Reveal::Intersection,
                     };
                     let r = if role == Role::Receiver { "r" } else { "s" };
                     let seed = psi_seed(case);
@@ -81,6 +83,7 @@ fn main() -> std::io::Result<()> {
             broadcast: true,
             ours: 5,
             theirs: 5,
+            reveal: Reveal::Intersection,
         };
         write(
             &dir,
@@ -88,6 +91,35 @@ fn main() -> std::io::Result<()> {
             &format!("s1-{}", curve.config_name()),
             &psi_seed(case),
         )?;
+    }
+
+    // Unbalanced PSI: every step, both groups, every result-sharing option.
+    for (si, step) in [
+        UbStep::RecvCache,
+        UbStep::OnlineClient,
+        UbStep::OnlineServer,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for (ci, curve) in [Curve::FourQ, Curve::Ristretto255].into_iter().enumerate() {
+            for (oi, (c, s)) in [(true, false), (false, true), (true, true)]
+                .into_iter()
+                .enumerate()
+            {
+                let case = UbCase {
+                    step,
+                    curve,
+                    opts: OnlineOptions {
+                        client_get_result: c,
+                        server_get_result: s,
+                    },
+                    client: 7,
+                    server: 9,
+                };
+                write(&dir, "ub_oprf", &format!("{si}{ci}{oi}"), &ub_seed(case))?;
+            }
+        }
     }
 
     // Hellos: the peer's hello that agrees with each of the target's own hellos.
@@ -190,7 +222,11 @@ fn main() -> std::io::Result<()> {
     write(&dir, "link_frames", "close", &s)?;
 
     // Greetings: plain and TLS, and a release with the old link version.
-    for (name, magic) in [("plain", b"BLNDJN02"), ("tls", b"BLNDJS02"), ("old", b"BLNDJN01")] {
+    for (name, magic) in [
+        ("plain", b"BLNDJN02"),
+        ("tls", b"BLNDJS02"),
+        ("old", b"BLNDJN01"),
+    ] {
         let mut g = magic.to_vec();
         for id in [&b"bob"[..], b"alice"] {
             g.extend((id.len() as u16).to_le_bytes());

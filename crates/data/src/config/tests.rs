@@ -448,3 +448,64 @@ fn parquet_io_types_are_accepted_and_unknown_ones_named() {
         "{e}"
     );
 }
+
+#[test]
+fn any_config_is_told_apart_as_the_cli_does() {
+    let base = Path::new("/base");
+    let two = seed_config("ROLE_RECEIVER", "receiver");
+    let p = parse_any_launch_config(&two, "two.json", base).unwrap();
+    assert_eq!(p.kind(), "two-party");
+    assert!(matches!(&p, ParsedConfig::TwoParty(s) if s.role == Role::Receiver));
+    assert!(p.warnings().iter().any(|w| w.contains("trace_path")));
+
+    let three = r#"{
+  "psi_config": {
+    "protocol_config": { "protocol": "PROTOCOL_ECDH_3PC", "receiver": "alice",
+                         "ecdh_config": { "curve": "CURVE_25519" } },
+    "input_config": { "type": "IO_TYPE_FILE_CSV", "path": "b.csv" },
+    "output_config": { "type": "IO_TYPE_FILE_CSV", "path": "b_out.csv" },
+    "keys": ["id"]
+  },
+  "link_config": { "parties": [ { "id": "alice", "host": "127.0.0.1:1" },
+    { "id": "bob", "host": "127.0.0.1:2" }, { "id": "carol", "host": "127.0.0.1:3" } ] },
+  "self_link_party": "bob"
+}"#;
+    let mut p = parse_any_launch_config(three, "three.json", base).unwrap();
+    assert_eq!(p.kind(), "three-party");
+    p.set_report(PathBuf::from("/r.json"));
+    match &p {
+        ParsedConfig::ThreeParty(t) => {
+            assert_eq!(t.me, 1);
+            assert_eq!(t.spec.input, Path::new("/base/b.csv"));
+            assert_eq!(t.spec.report.as_deref(), Some(Path::new("/r.json")));
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let ub = r#"{
+  "ub_psi_config": { "mode": "MODE_ONLINE", "role": "ROLE_CLIENT",
+    "input_config": { "type": "IO_TYPE_FILE_CSV", "path": "c.csv" },
+    "output_config": { "type": "IO_TYPE_FILE_CSV", "path": "c_out.csv" },
+    "keys": ["id"], "cache_path": "cache", "client_get_result": true },
+  "link_config": { "parties": [ { "id": "server", "host": "127.0.0.1:1" },
+    { "id": "client", "host": "127.0.0.1:2" } ] },
+  "self_link_party": "client"
+}"#;
+    let p = parse_any_launch_config(ub, "ub.json", base).unwrap();
+    assert_eq!(p.kind(), "unbalanced");
+    match &p {
+        ParsedConfig::Unbalanced(u) => {
+            assert_eq!(u.cache_path, Path::new("/base/cache"));
+            assert!(u.link_shape.is_none());
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // Each kind's own parser reports its errors.
+    let bad = three.replace(r#""receiver": "alice","#, "");
+    let e = parse_any_launch_config(&bad, "three.json", base).unwrap_err();
+    assert!(e.to_string().contains("receiver"), "{e}");
+    let bad = ub.replace("MODE_ONLINE", "MODE_NONE");
+    let e = parse_any_launch_config(&bad, "ub.json", base).unwrap_err();
+    assert!(e.to_string().contains("mode"), "{e}");
+}
