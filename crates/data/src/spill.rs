@@ -222,14 +222,7 @@ fn spill_in_blocks(
     progress: &dyn Progress,
     block_bytes: usize,
 ) -> Result<SpilledTable, DataError> {
-    let io = |action: &'static str| {
-        let path = path.to_path_buf();
-        move |source| DataError::Io {
-            path,
-            action,
-            source,
-        }
-    };
+    let io = |action: &'static str| io_error(path, action);
     let mut file = File::open(path).map_err(io("reading the input"))?;
     let size = file.metadata().map_err(io("reading the input"))?.len();
     let shards = shard_count(size);
@@ -314,14 +307,7 @@ fn scan_blocks(
     block_bytes: usize,
     mut emit: impl FnMut(u128, usize, u64, &[u8], &[u8]) -> Result<(), DataError>,
 ) -> Result<(Vec<String>, u64), DataError> {
-    let io = |action: &'static str| {
-        let path = path.to_path_buf();
-        move |source| DataError::Io {
-            path,
-            action,
-            source,
-        }
-    };
+    let io = |action: &'static str| io_error(path, action);
     let mut block = Vec::with_capacity(block_bytes + (1 << 20));
     let mut eof = fill(file, &mut block, block_bytes).map_err(io("reading the input"))?;
     // The header must be whole in the first block: grow it until the header line ends.
@@ -398,11 +384,7 @@ pub fn key_digests(
     keys: &[String],
     progress: &dyn Progress,
 ) -> Result<(Vec<String>, Vec<ItemDigest>), DataError> {
-    let mut file = File::open(path).map_err(|source| DataError::Io {
-        path: path.to_path_buf(),
-        action: "reading the input",
-        source,
-    })?;
+    let mut file = File::open(path).map_err(io_error(path, "reading the input"))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     progress.stage("reading input", size);
     let mut digests = Vec::new();
@@ -419,6 +401,16 @@ pub fn key_digests(
         },
     )?;
     Ok((header, digests))
+}
+
+/// Maps an I/O error on `path` while doing `action` to a [`DataError`].
+fn io_error(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) -> DataError {
+    let path = path.to_path_buf();
+    move |source| DataError::Io {
+        path,
+        action,
+        source,
+    }
 }
 
 /// Appends to `block` until it holds `target` bytes or the file ends; returns whether it ended.

@@ -211,13 +211,7 @@ fn read_unique_digests(
     path: &Path,
     progress: &dyn Progress,
 ) -> Result<(u64, Vec<ItemDigest>), UbError> {
-    let csv = CsvInput::of(
-        path,
-        spec.input_format,
-        &spec.keys,
-        &parquet_copy_dir(spec),
-        progress,
-    )?;
+    let csv = input_csv(spec, path, progress)?;
     let (_, mut digests) = crate::spill::key_digests(csv.path(), &spec.keys, progress)?;
     drop(csv);
     let rows = digests.len() as u64;
@@ -227,24 +221,26 @@ fn read_unique_digests(
     Ok((rows, digests))
 }
 
-/// Where a Parquet input's CSV copy goes: beside the cache file.
-fn parquet_copy_dir(spec: &UbSpec) -> std::path::PathBuf {
-    match spec.cache_path.parent() {
+/// The CSV to read for the input at `path`: itself, or for Parquet a private CSV copy beside the
+/// cache file, removed when the result drops.
+fn input_csv(spec: &UbSpec, path: &Path, progress: &dyn Progress) -> Result<CsvInput, UbError> {
+    let dir = match spec.cache_path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
-    }
+    };
+    Ok(CsvInput::of(
+        path,
+        spec.input_format,
+        &spec.keys,
+        &dir,
+        progress,
+    )?)
 }
 
 /// Reads and keys the input table. A Parquet input is first converted to a private CSV copy
 /// beside the cache file (removed at once), as the balanced run does in its spill directory.
 fn read_keyed(spec: &UbSpec, path: &Path, progress: &dyn Progress) -> Result<Keyed, UbError> {
-    let csv = CsvInput::of(
-        path,
-        spec.input_format,
-        &spec.keys,
-        &parquet_copy_dir(spec),
-        progress,
-    )?;
+    let csv = input_csv(spec, path, progress)?;
     progress.stage("reading the input", 0);
     let table = Table::read(csv.path(), &spec.keys)?;
     drop(csv);
