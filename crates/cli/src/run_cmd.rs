@@ -188,10 +188,8 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
                 &mut spec.recv_timeout,
                 &mut spec.silence_timeout,
                 &mut spec.link_shape,
+                &mut [&mut spec.tls],
             );
-            if let Some(tls) = link.tls {
-                spec.tls = Some(tls);
-            }
             run_two_party(&args, *spec)
         }
         ParsedConfig::ThreeParty(mut t) => {
@@ -201,11 +199,8 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
                 &mut s.recv_timeout,
                 &mut s.silence_timeout,
                 &mut s.link_shape,
+                &mut [&mut t.tls_server, &mut t.tls_client],
             );
-            if let Some(tls) = link.tls {
-                t.tls_server = Some(tls.clone());
-                t.tls_client = Some(tls);
-            }
             crate::three_party::run(&args, *t)
         }
         ParsedConfig::Unbalanced(mut u) => {
@@ -256,7 +251,7 @@ pub(crate) struct LinkFlags {
     recv_timeout: Option<Duration>,
     silence_timeout: Option<Duration>,
     shape: Option<LinkShape>,
-    pub(crate) tls: Option<TlsConfig>,
+    tls: Option<TlsConfig>,
 }
 
 impl LinkFlags {
@@ -291,14 +286,16 @@ impl LinkFlags {
         v
     }
 
-    /// Overrides the timeouts and the link shaping the flags give (TLS is the caller's: its
-    /// place differs between config kinds).
+    /// Overrides the timeouts, the link shaping and the TLS files the flags give; `tls` holds
+    /// every place a config kind keeps its TLS files (a three-party party has two: where it
+    /// listens and where it connects).
     pub(crate) fn apply(
-        &self,
+        self,
         connect: &mut Duration,
         recv: &mut Duration,
         silence: &mut Duration,
         shape: &mut Option<LinkShape>,
+        tls: &mut [&mut Option<TlsConfig>],
     ) {
         if let Some(t) = self.connect_timeout {
             *connect = t;
@@ -311,6 +308,11 @@ impl LinkFlags {
         }
         if self.shape.is_some() {
             *shape = self.shape;
+        }
+        if let Some(files) = self.tls {
+            for slot in tls {
+                **slot = Some(files.clone());
+            }
         }
     }
 }

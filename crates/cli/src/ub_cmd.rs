@@ -30,10 +30,8 @@ pub(crate) fn apply_link_flags(spec: &mut UbSpec, link: LinkFlags) -> Result<()>
         &mut spec.recv_timeout,
         &mut spec.silence_timeout,
         &mut spec.link_shape,
+        &mut [&mut spec.tls],
     );
-    if let Some(tls) = link.tls {
-        spec.tls = Some(tls);
-    }
     Ok(())
 }
 

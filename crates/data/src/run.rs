@@ -56,6 +56,29 @@ pub(crate) fn reported_as_cancelled<T>(
     }
 }
 
+/// Starts connecting to the peer on a thread of its own, so the caller can read its input (or
+/// make a cache) meanwhile; the link, or why it failed, arrives on the returned channel. `path`
+/// names the run's file in the error if the thread cannot start.
+pub(crate) fn connect_in_background(
+    opts: TcpOptions,
+    cancel: &Cancel,
+    path: &Path,
+) -> Result<std::sync::mpsc::Receiver<Result<TcpLink, LinkError>>, DataError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let cancel = cancel.clone();
+    std::thread::Builder::new()
+        .name("connect".into())
+        .spawn(move || {
+            let _ = tx.send(TcpLink::establish_with_cancel(&opts, &cancel));
+        })
+        .map_err(|source| DataError::Io {
+            path: path.to_path_buf(),
+            action: "starting the connect thread",
+            source,
+        })?;
+    Ok(rx)
+}
+
 /// The body of [`run_with_cancel`]; errors are reported as they happened.
 fn run_inner(
     spec: &RunSpec,
@@ -75,18 +98,7 @@ fn run_inner(
         shape: spec.link_shape,
     };
     // Connect while reading the input: both take time, and neither needs the other.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let connect_cancel = cancel.clone();
-    std::thread::Builder::new()
-        .name("connect".into())
-        .spawn(move || {
-            let _ = tx.send(TcpLink::establish_with_cancel(&opts, &connect_cancel));
-        })
-        .map_err(|source| DataError::Io {
-            path: spec.input.clone(),
-            action: "starting the connect thread",
-            source,
-        })?;
+    let rx = connect_in_background(opts, cancel, &spec.input)?;
 
     let prepared = prepare(spec, progress);
     let wait = if prepared.is_ok() {

@@ -7,7 +7,7 @@ use super::{UbError, UbMode, UbPhase, UbReport, UbRole, UbSpec, key};
 use crate::error::DataError;
 use crate::output::{AtomicFile, write_atomic};
 use crate::parquet_io::ParquetWriter;
-use crate::run::CsvInput;
+use crate::run::{CsvInput, connect_in_background};
 use crate::spec::TableFormat;
 use crate::table::{Table, cmp_keys};
 use blindjoin_crypto::oprf::OprfScalar;
@@ -139,19 +139,7 @@ impl Peer {
             tls: spec.tls.clone(),
             shape: spec.link_shape,
         };
-        let (tx, rx) = std::sync::mpsc::channel();
-        let cancel = cancel.clone();
-        std::thread::Builder::new()
-            .name("connect".into())
-            .spawn(move || {
-                let _ = tx.send(TcpLink::establish_with_cancel(&opts, &cancel));
-            })
-            .map_err(|source| DataError::Io {
-                path: spec.cache_path.clone(),
-                action: "starting the connect thread",
-                source,
-            })?;
-        peer.pending = Some(rx);
+        peer.pending = Some(connect_in_background(opts, cancel, &spec.cache_path)?);
         Ok(peer)
     }
 
@@ -212,13 +200,19 @@ fn read_unique_digests(
     progress: &dyn Progress,
 ) -> Result<(u64, Vec<ItemDigest>), UbError> {
     let csv = input_csv(spec, path, progress)?;
-    let (_, mut digests) = crate::spill::key_digests(csv.path(), &spec.keys, progress)?;
+    let (_, digests) = crate::spill::key_digests(csv.path(), &spec.keys, progress)?;
     drop(csv);
     let rows = digests.len() as u64;
+    let mut unique = sorted_unique(digests);
+    unique.shrink_to_fit();
+    Ok((rows, unique))
+}
+
+/// The distinct digests of `digests`, sorted.
+fn sorted_unique(mut digests: Vec<ItemDigest>) -> Vec<ItemDigest> {
     digests.par_sort_unstable();
     digests.dedup();
-    digests.shrink_to_fit();
-    Ok((rows, digests))
+    digests
 }
 
 /// The CSV to read for the input at `path`: itself, or for Parquet a private CSV copy beside the
@@ -248,9 +242,7 @@ fn read_keyed(spec: &UbSpec, path: &Path, progress: &dyn Progress) -> Result<Key
         .into_par_iter()
         .map(|i| item_digest(table.key(i)))
         .collect();
-    let mut unique = row_digests.clone();
-    unique.par_sort_unstable();
-    unique.dedup();
+    let unique = sorted_unique(row_digests.clone());
     Ok(Keyed {
         table,
         row_digests,
