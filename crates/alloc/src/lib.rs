@@ -1,13 +1,20 @@
-//! # blindjoin-alloc — the system allocator, with huge pages for big buffers
+//! # blindjoin-alloc — the system allocator, with opt-in huge pages for big buffers
 //!
 //! PSI at 2^20 items per bucket allocates a few hundred MiB of large, short-lived vectors (VOLE
-//! trees, OKVS rows, tag tables) and then reads them at random. With 4 KiB pages each such
-//! buffer costs one page fault per 4 KiB on first touch (≈ 75,000 faults per party per bucket)
-//! and a TLB miss on nearly every random read. [`HugePageAlloc`] forwards to
-//! [`std::alloc::System`] and, on Linux, asks for transparent huge pages
-//! (`madvise(MADV_HUGEPAGE)`) on the 2 MiB-aligned interior of every allocation of at least
-//! [`HUGE_MIN`] bytes. Where THP is disabled (`/sys/kernel/mm/transparent_hugepage/enabled` =
-//! `never`) the advice is a no-op; on other systems the type is a plain pass-through.
+//! trees, OKVS rows, tag tables) and then reads them at random. [`HugePageAlloc`] forwards to
+//! [`std::alloc::System`] and, on Linux when `BLINDJOIN_HUGE_PAGES=1` is set, asks for
+//! transparent huge pages (`madvise(MADV_HUGEPAGE)`) on the 2 MiB-aligned interior of every
+//! allocation of at least [`HUGE_MIN`] bytes: one page fault per 2 MiB instead of per 4 KiB, and
+//! fewer TLB misses.
+//!
+//! **Off by default**, because what a first touch costs depends on the host. In a VM whose
+//! balloon reports free pages to the host (Firecracker and most cloud VMs), a free 2 MiB block is
+//! handed back to the host and must be faulted in and zeroed again there; a huge page then costs
+//! 1.8 ms per MiB on first touch, against 0.55 ms per MiB for 4 KiB pages (measured on the
+//! project's CI VM; `docs/benchmarks.md`). At 2^20 rows that was 0.3 s of each party's 1.4 s.
+//! On bare metal, or where free pages stay with the guest, huge pages win, so the switch stays.
+//! Where THP is disabled (`/sys/kernel/mm/transparent_hugepage/enabled` = `never`) the advice is
+//! a no-op; on other systems the type is a plain pass-through.
 //!
 //! Binaries opt in:
 //!
@@ -27,6 +34,33 @@ pub const HUGE_MIN: usize = 4 << 20;
 /// x86-64 / aarch64 (4 KiB base pages) transparent-huge-page size.
 const HUGE_PAGE: usize = 2 << 20;
 
+/// The environment variable that turns the huge-page advice on (`1`).
+pub const HUGE_PAGES_VAR: &std::ffi::CStr = c"BLINDJOIN_HUGE_PAGES";
+
+/// Whether the advice is on: 0 not yet read, 1 off, 2 on. Read once, from the environment, at
+/// the first large allocation (`getenv` does not allocate, so it is safe inside the allocator).
+#[cfg(target_os = "linux")]
+static HUGE_STATE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+#[cfg(target_os = "linux")]
+fn huge_pages_on() -> bool {
+    use std::sync::atomic::Ordering;
+    match HUGE_STATE.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            // SAFETY: the name is a NUL-terminated literal; the returned pointer is only read
+            // (up to its NUL) before any other environment call of ours.
+            let on = unsafe {
+                let v = libc::getenv(HUGE_PAGES_VAR.as_ptr());
+                !v.is_null() && std::ffi::CStr::from_ptr(v).to_bytes() == b"1"
+            };
+            HUGE_STATE.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            on
+        }
+    }
+}
+
 /// The system allocator plus `MADV_HUGEPAGE` on large blocks; see the crate docs.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HugePageAlloc;
@@ -34,7 +68,7 @@ pub struct HugePageAlloc;
 /// Advises huge pages for the 2 MiB-aligned part of `[ptr, ptr + size)`.
 #[cfg(target_os = "linux")]
 fn advise(ptr: *mut u8, size: usize) {
-    if ptr.is_null() || size < HUGE_MIN {
+    if ptr.is_null() || size < HUGE_MIN || !huge_pages_on() {
         return;
     }
     let start = (ptr as usize).next_multiple_of(HUGE_PAGE);

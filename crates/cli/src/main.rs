@@ -16,7 +16,7 @@ mod ub_cmd; // unbalanced PSI (ub_psi_config)
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-/// Huge pages for the protocols' large buffers (fewer page faults and TLB misses).
+/// The system allocator; with `BLINDJOIN_HUGE_PAGES=1`, huge pages for large buffers.
 #[global_allocator]
 static ALLOC: blindjoin_alloc::HugePageAlloc = blindjoin_alloc::HugePageAlloc;
 

@@ -1,6 +1,6 @@
 //! Every protocol against a plaintext intersection, over the in-memory link on two threads.
 
-/// As the CLI: huge pages for large buffers, so timings here match the binary's.
+/// The same allocator as the CLI, so timings here match the binary's.
 #[global_allocator]
 static ALLOC: blindjoin_alloc::HugePageAlloc = blindjoin_alloc::HugePageAlloc;
 

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// As the CLI: huge pages for the protocols' large buffers.
+/// As the CLI: the system allocator, huge pages opt-in (`BLINDJOIN_HUGE_PAGES=1`).
 #[global_allocator]
 static ALLOC: blindjoin_alloc::HugePageAlloc = blindjoin_alloc::HugePageAlloc;
 
