@@ -15,7 +15,7 @@ use crate::parquet_io::ParquetWriter;
 use crate::rows::digest_of_order;
 use crate::runs::{Runs, SortBy};
 use crate::spec::{RunSpec, TableFormat};
-use crate::spill::GroupBucket;
+use crate::spill::{GroupBucket, WARM_BATCH};
 use crate::table::sort_by_key;
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_link::Link;
@@ -252,20 +252,15 @@ impl<'a> Processor<'a> {
             vec![1; found.len()]
         };
         if pairs {
-            for (&(a, b), &t) in found.iter().zip(&times) {
-                self.grow((b - a) as u64 * u64::from(t))?;
-                self.matched
-                    .push(rows.key(a), t, self.am_left, (a..b).map(|i| rows.raw(i)))?;
-            }
+            let total = &mut self.totals.output_rows;
+            push_groups(&mut self.matched, total, rows, &found, &times, self.am_left)?;
         }
         if self.joined && self.keeps_own_unmatched() {
             let mut unmatched = ranges(&unmatched);
             sort_by_key(&mut unmatched, key_of);
-            for &(a, b) in &unmatched {
-                self.grow((b - a) as u64)?;
-                self.unmatched
-                    .push(rows.key(a), 1, true, (a..b).map(|i| rows.raw(i)))?;
-            }
+            let ones = vec![1; unmatched.len()];
+            let total = &mut self.totals.output_rows;
+            push_groups(&mut self.unmatched, total, rows, &unmatched, &ones, true)?;
         }
         Ok(())
     }
@@ -310,18 +305,7 @@ impl<'a> Processor<'a> {
     }
 
     fn grow(&mut self, rows: u64) -> Result<(), DataError> {
-        self.totals.output_rows = self
-            .totals
-            .output_rows
-            .checked_add(rows)
-            .filter(|&n| n <= MAX_OUTPUT_ROWS)
-            .ok_or_else(|| {
-                peer_error(&format!(
-                    "the join would have more than {MAX_OUTPUT_ROWS} rows; the peer's duplicate \
-                     counts are implausible"
-                ))
-            })?;
-        Ok(())
+        grow(&mut self.totals.output_rows, rows)
     }
 
     /// After the last bucket: checks the intersection digest if asked, swaps the unmatched
@@ -481,6 +465,41 @@ pub(crate) fn key_groups(rows: &GroupBucket<'_>) -> (Vec<usize>, Vec<ItemDigest>
         }
     }
     (ends, digests)
+}
+
+/// Adds `rows` to the output's row count, refusing an implausible total.
+fn grow(total: &mut u64, rows: u64) -> Result<(), DataError> {
+    *total = total
+        .checked_add(rows)
+        .filter(|&n| n <= MAX_OUTPUT_ROWS)
+        .ok_or_else(|| {
+            peer_error(&format!(
+                "the join would have more than {MAX_OUTPUT_ROWS} rows; the peer's duplicate \
+                 counts are implausible"
+            ))
+        })?;
+    Ok(())
+}
+
+/// Pushes each group `(start, end)` of `rows`, in the given (key) order, repeated `times[i]`
+/// times by the peer's count. The rows are warmed a batch ahead ([`GroupBucket::warm`]): in key
+/// order every row is a cache miss, and the copy loop alone would wait for them one by one.
+fn push_groups(
+    runs: &mut Runs,
+    total: &mut u64,
+    rows: &GroupBucket<'_>,
+    groups: &[(usize, usize)],
+    times: &[u32],
+    left: bool,
+) -> Result<(), DataError> {
+    for (groups, times) in groups.chunks(WARM_BATCH).zip(times.chunks(WARM_BATCH)) {
+        rows.warm(groups.iter().map(|&(a, _)| a));
+        for (&(a, b), &t) in groups.iter().zip(times) {
+            grow(total, (b - a) as u64 * u64::from(t))?;
+            runs.push(rows.key(a), t, left, (a..b).map(|i| rows.raw(i)))?;
+        }
+    }
+    Ok(())
 }
 
 /// The rows of group `g`, given where each group ends.

@@ -83,13 +83,13 @@ impl Sink {
     ) -> Result<(), DataError> {
         match self {
             Sink::Memory(m) => {
-                m.rows.push(SpillRow {
+                m.rows.push(SpillRow::new(
                     order,
                     row,
-                    at: m.bytes.len(),
-                    key_len: key.len() as u32,
-                    raw_len: raw.len() as u32,
-                });
+                    m.bytes.len(),
+                    key.len() as u32,
+                    raw.len() as u32,
+                ));
                 m.bytes.extend_from_slice(key);
                 m.bytes.extend_from_slice(raw);
                 Ok(())
@@ -117,15 +117,39 @@ fn head(order: u128, row: u64, key: &[u8], raw: &[u8]) -> [u8; HEAD] {
     h
 }
 
-/// One row in a loaded shard group.
+/// One row in a loaded shard group. The order key is kept as two words so the row is 40 bytes
+/// (a `u128` would align it to 48): a million of them are sorted per bucket.
 #[derive(Clone, Copy, Debug)]
 struct SpillRow {
-    order: u128,
+    order_hi: u64,
+    order_lo: u64,
     row: u64,
     /// Offset of the key in the group's bytes; the raw row follows it.
     at: usize,
     key_len: u32,
     raw_len: u32,
+}
+
+impl SpillRow {
+    fn new(order: u128, row: u64, at: usize, key_len: u32, raw_len: u32) -> Self {
+        SpillRow {
+            order_hi: (order >> 64) as u64,
+            order_lo: order as u64,
+            row,
+            at,
+            key_len,
+            raw_len,
+        }
+    }
+
+    fn order(&self) -> u128 {
+        (u128::from(self.order_hi) << 64) | u128::from(self.order_lo)
+    }
+
+    /// What rows are sorted by: order key, then input row.
+    fn sort_key(&self) -> (u64, u64, u64) {
+        (self.order_hi, self.order_lo, self.row)
+    }
 }
 
 /// The rows of some whole buckets, loaded from their shards and sorted by `(order key, row)`.
@@ -148,7 +172,7 @@ impl GroupBucket<'_> {
     }
     /// The order key of the `i`-th row (see [`order_key`]).
     pub fn order(&self, i: usize) -> u128 {
-        self.rows[i].order
+        self.rows[i].order()
     }
     /// Its row number in the input (0-based, header excluded).
     pub fn row(&self, i: usize) -> u64 {
@@ -165,14 +189,40 @@ impl GroupBucket<'_> {
         let start = r.at + r.key_len as usize;
         &self.bytes[start..start + r.raw_len as usize]
     }
+
+    /// Loads the rows `starts` (a short list, at most [`WARM_BATCH`]) into the cache before
+    /// they are read in that order. Rows sit in the bucket in hash order and their bytes in
+    /// file order, so a key-ordered walk misses the cache twice per row; a loop that does
+    /// nothing but load lets the CPU run dozens of those misses at once, where the copy loop
+    /// that follows would run two or three.
+    pub fn warm(&self, starts: impl Iterator<Item = usize>) {
+        let mut span = [(0usize, 0usize); WARM_BATCH];
+        let mut n = 0;
+        for (slot, i) in span.iter_mut().zip(starts) {
+            let r = &self.rows[i];
+            *slot = (r.at, r.at + r.key_len as usize + r.raw_len as usize);
+            n += 1;
+        }
+        let mut acc = 0u8;
+        let byte = |i: usize| self.bytes.get(i).copied().unwrap_or(0);
+        for &(start, end) in &span[..n] {
+            // The row's first and last byte: its one or two cache lines.
+            acc ^= byte(start) ^ byte(end.saturating_sub(1));
+        }
+        std::hint::black_box(acc);
+    }
 }
+
+/// Rows per [`GroupBucket::warm`] call: their lines (two per row plus the row entries) stay
+/// well inside a core's L2.
+pub const WARM_BATCH: usize = 512;
 
 impl LoadedGroup {
     /// The rows of bucket `k` of `b` (which must be among this group's buckets; others are
     /// empty).
     pub fn bucket(&self, k: usize, b: usize) -> GroupBucket<'_> {
         // Rows are sorted by order key, whose top bits are the bucket.
-        let bucket = |r: &SpillRow| crate::rows::bucket_of_order(r.order, b);
+        let bucket = |r: &SpillRow| crate::rows::bucket_of_order(r.order(), b);
         let start = self.rows.partition_point(|r| bucket(r) < k);
         let end = self.rows.partition_point(|r| bucket(r) <= k);
         GroupBucket {
@@ -264,7 +314,7 @@ fn spill_in_blocks(
         shards,
         progress,
         block_bytes,
-        |order, shard, row, key, raw| writers[shard].write_row(order, row, key, raw),
+        &mut writers,
     )?;
     let mut in_memory = Vec::new();
     for w in writers {
@@ -294,6 +344,57 @@ fn spill_in_blocks(
     })
 }
 
+/// Where [`scan_blocks`] hands the rows it reads.
+trait RowSink {
+    /// The file likely holds about `rows` rows (said once, after the first block).
+    fn reserve(&mut self, rows: usize);
+    /// One row: its order key, shard, row number, canonical key and raw bytes.
+    fn row(
+        &mut self,
+        order: u128,
+        shard: usize,
+        row: u64,
+        key: &[u8],
+        raw: &[u8],
+    ) -> Result<(), DataError>;
+}
+
+/// The spill's shard writers.
+impl RowSink for Vec<Sink> {
+    fn reserve(&mut self, rows: usize) {
+        let shards = self.len().max(1);
+        for w in self.iter_mut() {
+            if let Sink::Memory(m) = w {
+                m.rows.reserve(rows / shards + 1);
+            }
+        }
+    }
+
+    fn row(
+        &mut self,
+        order: u128,
+        shard: usize,
+        row: u64,
+        key: &[u8],
+        raw: &[u8],
+    ) -> Result<(), DataError> {
+        // `scan_blocks` computes `shard` below the shard count it was given (ours).
+        self[shard].write_row(order, row, key, raw)
+    }
+}
+
+/// Key digests only, in file order.
+impl RowSink for Vec<ItemDigest> {
+    fn reserve(&mut self, rows: usize) {
+        Vec::reserve(self, rows);
+    }
+
+    fn row(&mut self, order: u128, _: usize, _: u64, _: &[u8], _: &[u8]) -> Result<(), DataError> {
+        self.push(crate::rows::digest_of_order(order));
+        Ok(())
+    }
+}
+
 /// Streams `file` (the CSV at `path`) in blocks of about `block_bytes`: parses each block's whole
 /// records, keys and hashes them (on all cores) and hands every row to `emit` in file order as
 /// (order key, shard of `shards`, row number, canonical key, raw bytes). Returns the header and
@@ -305,7 +406,7 @@ fn scan_blocks(
     shards: usize,
     progress: &dyn Progress,
     block_bytes: usize,
-    mut emit: impl FnMut(u128, usize, u64, &[u8], &[u8]) -> Result<(), DataError>,
+    sink: &mut dyn RowSink,
 ) -> Result<(Vec<String>, u64), DataError> {
     let io = |action: &'static str| io_error(path, action);
     let mut block = Vec::with_capacity(block_bytes + (1 << 20));
@@ -346,12 +447,20 @@ fn scan_blocks(
         };
         let (used, next_line) =
             parsed.parse(&tail[..limit], path, &header, line, &key_cols, eof)?;
+        if rows == 0 && used > 0 {
+            // Rows the whole file likely holds, from the first block's bytes per row (10 %
+            // over): the row vectors are sized once instead of doubling (each doubling copies
+            // them and touches fresh pages).
+            let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+            let per_row = (used / parsed.records.len().max(1)).max(1) as u64;
+            sink.reserve(usize::try_from(size / per_row + size / per_row / 10).unwrap_or(0));
+        }
         let hashes = parsed.hash(shards);
         for (i, (order, shard)) in hashes.into_iter().enumerate() {
             let rec = parsed.records[i];
             let key = parsed.key(i);
             let raw = &tail[rec.start..rec.end];
-            emit(order, shard, rows + i as u64, key, raw)?;
+            sink.row(order, shard, rows + i as u64, key, raw)?;
         }
         rows += parsed.records.len() as u64;
         progress.advance(used as u64);
@@ -395,10 +504,7 @@ pub fn key_digests(
         1,
         progress,
         BLOCK_BYTES,
-        |order, _, _, _, _| {
-            digests.push(crate::rows::digest_of_order(order));
-            Ok(())
-        },
+        &mut digests,
     )?;
     Ok((header, digests))
 }
@@ -414,24 +520,14 @@ fn io_error(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) ->
 }
 
 /// Appends to `block` until it holds `target` bytes or the file ends; returns whether it ended.
+/// (`read_to_end` reads into the spare capacity without zeroing it first.)
 fn fill(file: &mut File, block: &mut Vec<u8>, target: usize) -> std::io::Result<bool> {
-    while block.len() < target {
-        let have = block.len();
-        block.resize(target, 0);
-        match file.read(&mut block[have..]) {
-            Ok(0) => {
-                block.truncate(have);
-                return Ok(true);
-            }
-            Ok(n) => block.truncate(have + n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => block.truncate(have),
-            Err(e) => {
-                block.truncate(have);
-                return Err(e);
-            }
-        }
+    let want = target.saturating_sub(block.len()) as u64;
+    if want == 0 {
+        return Ok(false);
     }
-    Ok(false)
+    let got = Read::by_ref(file).take(want).read_to_end(block)?;
+    Ok((got as u64) < want)
 }
 
 /// One block's records and canonical keys; reused from block to block.
@@ -584,7 +680,7 @@ impl SpilledTable {
                 }
             }
             let MemShard { bytes, mut rows } = group;
-            rows.par_sort_unstable_by_key(|r| (r.order, r.row));
+            rows.par_sort_unstable_by_key(SpillRow::sort_key);
             return Ok(LoadedGroup { bytes, rows });
         }
         let mut bytes = Vec::new();
@@ -625,16 +721,16 @@ impl SpilledTable {
                 .checked_add(key_len as usize + raw_len as usize)
                 .filter(|&e| e <= bytes.len())
                 .ok_or_else(|| self.corrupt("a row running past the end"))?;
-            rows.push(SpillRow {
-                order: u128::from_le_bytes(order),
-                row: u64::from_le_bytes(row),
-                at: at + HEAD,
+            rows.push(SpillRow::new(
+                u128::from_le_bytes(order),
+                u64::from_le_bytes(row),
+                at + HEAD,
                 key_len,
                 raw_len,
-            });
+            ));
             at = end;
         }
-        rows.par_sort_unstable_by_key(|r| (r.order, r.row));
+        rows.par_sort_unstable_by_key(SpillRow::sort_key);
         Ok(LoadedGroup { bytes, rows })
     }
 
