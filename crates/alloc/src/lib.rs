@@ -1,20 +1,27 @@
-//! # blindjoin-alloc — the system allocator, with opt-in huge pages for big buffers
+//! # blindjoin-alloc — the system allocator, with reused large blocks and opt-in huge pages
 //!
-//! PSI at 2^20 items per bucket allocates a few hundred MiB of large, short-lived vectors (VOLE
-//! trees, OKVS rows, tag tables) and then reads them at random. [`HugePageAlloc`] forwards to
-//! [`std::alloc::System`] and, on Linux when `BLINDJOIN_HUGE_PAGES=1` is set, asks for
-//! transparent huge pages (`madvise(MADV_HUGEPAGE)`) on the 2 MiB-aligned interior of every
-//! allocation of at least [`HUGE_MIN`] bytes: one page fault per 2 MiB instead of per 4 KiB, and
-//! fewer TLB misses.
+//! PSI at 2^20 items per bucket allocates a few hundred MiB of large, short-lived vectors (spill
+//! rows, VOLE trees, OKVS rows, tag tables), frees them and allocates others. [`HugePageAlloc`]
+//! forwards small blocks to [`std::alloc::System`]; on Linux it does two things for large ones.
 //!
-//! **Off by default**, because what a first touch costs depends on the host. In a VM whose
-//! balloon reports free pages to the host (Firecracker and most cloud VMs), a free 2 MiB block is
-//! handed back to the host and must be faulted in and zeroed again there; a huge page then costs
-//! 1.8 ms per MiB on first touch, against 0.55 ms per MiB for 4 KiB pages (measured on the
-//! project's CI VM; `docs/benchmarks.md`). At 2^20 rows that was 0.3 s of each party's 1.4 s.
-//! On bare metal, or where free pages stay with the guest, huge pages win, so the switch stays.
+//! **Reuse** (`pool`): blocks of 4 MiB and more are our own mappings, and a freed one is kept
+//! (up to 1 GiB) for the next large request, split if much longer, grown in place if shorter.
+//! From the system allocator each would be a fresh `mmap` whose every 4 KiB page faults and is
+//! zeroed again on first touch. At 2^20 rows per party (RR22, both parties on 2 cores) page
+//! faults fell 137k → 93k (receiver) and 104k → 72k (sender), the protocol from 0.51–0.61 s to
+//! 0.46–0.49 s, for about 80 MiB more peak memory (`docs/benchmarks.md`). [`trim_pool`] gives
+//! the kept blocks back (the Python module calls it after each run).
+//!
+//! **Huge pages**, when `BLINDJOIN_HUGE_PAGES=1` is set: `madvise(MADV_HUGEPAGE)` on the 2
+//! MiB-aligned interior of every fresh large block: one page fault per 2 MiB instead of per
+//! 4 KiB, and fewer TLB misses. Off by default, because what a first touch costs depends on the
+//! host. In a VM whose balloon reports free pages to the host (Firecracker and most cloud VMs), a
+//! free 2 MiB block is handed back to the host and must be faulted in and zeroed again there; a
+//! huge page then costs 1.8 ms per MiB on first touch, against 0.55 ms per MiB for 4 KiB pages
+//! (measured on the project's CI VM). At 2^20 rows that was 0.3 s of each party's 1.4 s. On bare
+//! metal, or where free pages stay with the guest, huge pages can win, so the switch stays.
 //! Where THP is disabled (`/sys/kernel/mm/transparent_hugepage/enabled` = `never`) the advice is
-//! a no-op; on other systems the type is a plain pass-through.
+//! a no-op. On other systems the type is a plain pass-through.
 //!
 //! Binaries opt in:
 //!
@@ -61,7 +68,7 @@ fn huge_pages_on() -> bool {
     }
 }
 
-/// The system allocator plus `MADV_HUGEPAGE` on large blocks; see the crate docs.
+/// The system allocator, with large blocks reused and (opt-in) huge pages; see the crate docs.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HugePageAlloc;
 
@@ -86,44 +93,140 @@ fn advise(ptr: *mut u8, size: usize) {
 #[cfg(not(target_os = "linux"))]
 fn advise(_ptr: *mut u8, _size: usize) {}
 
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged and returns
-// its result; `advise` does not change the allocation's contents, size or alignment.
+#[cfg(target_os = "linux")]
+mod pool;
+
+/// Unmaps the large blocks kept for reuse. A process that runs one job and exits never needs
+/// this; a long-lived one (the Python module) calls it after each run so the memory goes back.
+pub fn trim_pool() {
+    #[cfg(target_os = "linux")]
+    pool::trim();
+}
+
+/// Bytes of freed large blocks kept for reuse now (0 off Linux).
+pub fn pooled_bytes() -> usize {
+    #[cfg(target_os = "linux")]
+    return pool::kept_bytes();
+    #[cfg(not(target_os = "linux"))]
+    0
+}
+
+/// Whether a block of this layout lives in our pool of large mappings (decided by the layout
+/// alone, so `dealloc` and `realloc`, which get the same layout, agree with `alloc`).
+#[cfg(target_os = "linux")]
+fn pooled(size: usize, align: usize) -> bool {
+    size >= pool::POOL_MIN && align <= pool::PAGE
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pooled(_size: usize, _align: usize) -> bool {
+    false
+}
+
+// SAFETY: small blocks and over-aligned ones are `System`'s, with the caller's arguments
+// unchanged. Large ones (`pooled`) are page-aligned blocks of our own mappings, at least as long
+// as asked; a layout's size decides its side, and `realloc` moves contents across sides with a
+// copy of the smaller length. `advise` changes no contents, size or alignment.
 unsafe impl GlobalAlloc for HugePageAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded contract.
-        let p = unsafe { System.alloc(layout) };
-        advise(p, layout.size());
-        p
+        // SAFETY: forwarded contract; pooled blocks go back through `dealloc`.
+        unsafe { alloc_either(layout, false) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded contract.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        advise(p, layout.size());
-        p
+        // SAFETY: as `alloc`.
+        unsafe { alloc_either(layout, true) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        #[cfg(target_os = "linux")]
+        if pooled(layout.size(), layout.align()) {
+            // SAFETY: a pooled layout's block came from `pool::alloc` or `pool::resize`.
+            unsafe { pool::free(ptr) };
+            return;
+        }
         // SAFETY: forwarded contract.
         unsafe { System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded contract.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if new_size > layout.size() {
-            advise(p, new_size);
+        let (was, will) = (
+            pooled(layout.size(), layout.align()),
+            pooled(new_size, layout.align()),
+        );
+        #[cfg(target_os = "linux")]
+        if was && will {
+            // SAFETY: `ptr` is a pooled block (its layout says so).
+            return unsafe { pool::resize(ptr, new_size) };
         }
-        p
+        if !was && !will {
+            // SAFETY: forwarded contract.
+            let p = unsafe { System.realloc(ptr, layout, new_size) };
+            if new_size > layout.size() {
+                advise(p, new_size);
+            }
+            return p;
+        }
+        // Across sides: a new block, the common prefix copied, the old block freed.
+        let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: `new_layout` is valid and non-zero-sized (one side is pooled, the other ≥ 1
+        // byte by `realloc`'s contract); `ptr` is live for `layout.size()` bytes.
+        unsafe {
+            let p = alloc_either(new_layout, false);
+            if !p.is_null() {
+                std::ptr::copy_nonoverlapping(ptr, p, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+            p
+        }
     }
+}
+
+/// `alloc` / `alloc_zeroed` for either side.
+///
+/// # Safety
+/// `layout` has a non-zero size.
+unsafe fn alloc_either(layout: Layout, zeroed: bool) -> *mut u8 {
+    #[cfg(target_os = "linux")]
+    if pooled(layout.size(), layout.align()) {
+        // SAFETY: freed through `dealloc` with the same (pooled) layout.
+        let (p, fresh) = unsafe { pool::alloc(layout.size(), zeroed) };
+        if fresh {
+            advise(p, layout.size());
+        }
+        return p;
+    }
+    // SAFETY: forwarded contract.
+    let p = unsafe {
+        if zeroed {
+            System.alloc_zeroed(layout)
+        } else {
+            System.alloc(layout)
+        }
+    };
+    advise(p, layout.size());
+    p
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
+    /// The pool is process-wide: tests that look at it take turns.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    const MIB: usize = 1 << 20;
+
+    fn layout(size: usize) -> Layout {
+        Layout::from_size_align(size, 16).unwrap()
+    }
 
     #[test]
     fn large_and_small_blocks_round_trip() {
+        let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let a = HugePageAlloc;
         for (size, align) in [(1, 1), (4096, 64), (HUGE_MIN, 16), (3 * HUGE_MIN + 5, 4096)] {
             let layout = Layout::from_size_align(size, align).unwrap();
@@ -140,5 +243,90 @@ mod tests {
                 a.dealloc(q, Layout::from_size_align(2 * size, align).unwrap());
             }
         }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn freed_large_blocks_are_reused_zeroed_split_and_trimmed() {
+        let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let a = HugePageAlloc;
+        trim_pool();
+        // SAFETY: every block is used within its size and freed once with its layout.
+        unsafe {
+            // Freed, kept, and handed back for the next request that fits, zeroed if asked.
+            let p = a.alloc(layout(8 * MIB));
+            p.write_bytes(0xcd, 8 * MIB);
+            a.dealloc(p, layout(8 * MIB));
+            assert!(pooled_bytes() >= 8 * MIB);
+            let q = a.alloc_zeroed(layout(8 * MIB));
+            assert_eq!(q, p, "the kept block is reused");
+            assert_eq!(pooled_bytes(), 0);
+            assert!(
+                std::slice::from_raw_parts(q, 8 * MIB)
+                    .iter()
+                    .all(|&b| b == 0)
+            );
+
+            // Grown (contents kept), then freed and split for a much smaller request.
+            for (i, b) in std::slice::from_raw_parts_mut(q, 8 * MIB)
+                .iter_mut()
+                .enumerate()
+            {
+                *b = i as u8;
+            }
+            let r = a.realloc(q, layout(8 * MIB), 40 * MIB);
+            assert!(!r.is_null());
+            let r_bytes = std::slice::from_raw_parts(r, 8 * MIB);
+            assert!(r_bytes.iter().enumerate().all(|(i, &b)| b == i as u8));
+            r.add(40 * MIB - 1).write(7);
+            a.dealloc(r, layout(40 * MIB));
+            let kept = pooled_bytes();
+            assert!(kept >= 40 * MIB);
+            let s = a.alloc(layout(5 * MIB));
+            assert_eq!(s, r, "the front of the kept block");
+            let tail = pooled_bytes();
+            assert!(
+                tail >= 30 * MIB && tail < kept,
+                "the tail stays kept: {tail}"
+            );
+            let t = a.alloc_zeroed(layout(30 * MIB));
+            assert!(
+                std::slice::from_raw_parts(t, 30 * MIB)
+                    .iter()
+                    .all(|&b| b == 0)
+            );
+
+            // Across sides: large → small → large keeps the common prefix.
+            s.write_bytes(0x5a, 5 * MIB);
+            let small = a.realloc(s, layout(5 * MIB), 100);
+            assert!(
+                std::slice::from_raw_parts(small, 100)
+                    .iter()
+                    .all(|&b| b == 0x5a)
+            );
+            let big = a.realloc(small, layout(100), 6 * MIB);
+            assert!(
+                std::slice::from_raw_parts(big, 100)
+                    .iter()
+                    .all(|&b| b == 0x5a)
+            );
+            a.dealloc(big, layout(6 * MIB));
+            a.dealloc(t, layout(30 * MIB));
+
+            // A large shrink gives the tail back, and the block still works.
+            let u = a.alloc(layout(64 * MIB));
+            u.write_bytes(1, 64 * MIB);
+            let v = a.realloc(u, layout(64 * MIB), 8 * MIB);
+            assert_eq!(v, u);
+            assert!(
+                std::slice::from_raw_parts(v, 8 * MIB)
+                    .iter()
+                    .all(|&b| b == 1)
+            );
+            a.dealloc(v, layout(8 * MIB));
+        }
+        assert!(pooled_bytes() > 0);
+        trim_pool();
+        assert_eq!(pooled_bytes(), 0);
     }
 }

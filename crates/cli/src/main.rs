@@ -16,7 +16,7 @@ mod ub_cmd; // unbalanced PSI (ub_psi_config)
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-/// The system allocator; with `BLINDJOIN_HUGE_PAGES=1`, huge pages for large buffers.
+/// The system allocator, with freed large blocks reused and (opt-in) huge pages.
 #[global_allocator]
 static ALLOC: blindjoin_alloc::HugePageAlloc = blindjoin_alloc::HugePageAlloc;
 

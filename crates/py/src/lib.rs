@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// As the CLI: the system allocator, huge pages opt-in (`BLINDJOIN_HUGE_PAGES=1`).
+/// As the CLI: large blocks reused (given back after each run), huge pages opt-in.
 #[global_allocator]
 static ALLOC: blindjoin_alloc::HugePageAlloc = blindjoin_alloc::HugePageAlloc;
 
@@ -152,7 +152,10 @@ fn run_config(
     std::thread::Builder::new()
         .name("blindjoin-run".into())
         .spawn(move || {
-            let _ = tx.send(run_parsed(&parsed, &progress, &run_cancel));
+            let result = run_parsed(&parsed, &progress, &run_cancel);
+            // This process lives on: give back the large blocks the allocator kept for reuse.
+            blindjoin_alloc::trim_pool();
+            let _ = tx.send(result);
         })
         .map_err(|e| error::Error::new_err(format!("cannot start the run thread: {e}")))?;
     wait_for_run(py, rx, &cancel)

@@ -1,0 +1,198 @@
+//! Large blocks from our own mappings, kept for reuse when freed.
+//!
+//! A PSI bucket frees and re-allocates hundreds of MiB of large vectors (spill rows, OKVS rows,
+//! VOLE trees, tag tables). From the system allocator each such block is a fresh `mmap`, so
+//! every 4 KiB of it page-faults and is zeroed again on first touch; a block kept here comes
+//! back already mapped. Each mapping starts with one header page that records the mapping's
+//! length, so a block can be reused for any request that fits and grown in place with `mremap`.
+
+use std::sync::{Mutex, MutexGuard};
+
+/// Base page size (x86-64, and aarch64 Linux's default).
+pub(crate) const PAGE: usize = 4096;
+
+/// Blocks of at least this many bytes come from here (and a split-off tail is kept only if at
+/// least this long).
+pub(crate) const POOL_MIN: usize = 4 << 20;
+
+/// Freed blocks kept at most (by count and by bytes); others are unmapped at once.
+const SLOTS: usize = 32;
+const POOL_BYTES: usize = 1 << 30;
+
+/// Freed mappings: `(base, length)`.
+pub(crate) struct Pool {
+    slots: [(usize, usize); SLOTS],
+    used: usize,
+    bytes: usize,
+}
+
+impl Pool {
+    /// A kept mapping for a block needing `need` bytes: the smallest that is long enough, else
+    /// the longest (the caller grows it: its pages are already touched, so they cost nothing
+    /// new, while a fresh mapping would add its whole length to the process's memory).
+    fn take(&mut self, need: usize) -> Option<(usize, usize)> {
+        let kept = self.slots[..self.used].iter().copied().enumerate();
+        let (i, (base, len)) = kept
+            .clone()
+            .filter(|&(_, (_, len))| len >= need)
+            .min_by_key(|&(_, (_, len))| len)
+            .or_else(|| kept.max_by_key(|&(_, (_, len))| len))?;
+        self.used -= 1;
+        self.slots[i] = self.slots[self.used];
+        self.bytes -= len;
+        if len >= need && len - need >= POOL_MIN {
+            // Much longer than asked: split it, keeping the tail (a mapping of its own; its
+            // first page will hold its length when it is handed out).
+            self.put(base + need, len - need);
+            return Some((base, need));
+        }
+        Some((base, len))
+    }
+
+    /// Keeps a freed mapping; false if full.
+    fn put(&mut self, base: usize, len: usize) -> bool {
+        if self.used == SLOTS || self.bytes + len > POOL_BYTES {
+            return false;
+        }
+        self.slots[self.used] = (base, len);
+        self.used += 1;
+        self.bytes += len;
+        true
+    }
+}
+
+static POOL: Mutex<Pool> = Mutex::new(Pool {
+    slots: [(0, 0); SLOTS],
+    used: 0,
+    bytes: 0,
+});
+
+fn pool() -> MutexGuard<'static, Pool> {
+    // The critical sections cannot panic; a poisoned lock still holds a consistent pool.
+    POOL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The mapping length for a block of `size` bytes: its header page plus `size`, in pages.
+fn map_len(size: usize) -> Option<usize> {
+    size.checked_add(PAGE)?.checked_next_multiple_of(PAGE)
+}
+
+/// A block of `size` bytes (page-aligned), zeroed if asked; null if the system is out of memory.
+/// The flag says whether the block is a fresh mapping (only those get the huge-page advice).
+///
+/// # Safety
+/// The result must be freed with [`free`] (or resized with [`resize`]).
+pub(crate) unsafe fn alloc(size: usize, zeroed: bool) -> (*mut u8, bool) {
+    let Some(need) = map_len(size) else {
+        return (std::ptr::null_mut(), false);
+    };
+    let kept = pool().take(need);
+    let (base, len, fresh) = match kept {
+        Some((base, len)) if len >= need => (base, len, false),
+        Some((base, len)) => {
+            // SAFETY: a kept mapping, owned by this call now; MREMAP_MAYMOVE keeps its pages.
+            let p =
+                unsafe { libc::mremap(base as *mut libc::c_void, len, need, libc::MREMAP_MAYMOVE) };
+            if p == libc::MAP_FAILED {
+                // SAFETY: as above; the mapping is not used again.
+                unsafe { libc::munmap(base as *mut libc::c_void, len) };
+                return (std::ptr::null_mut(), false);
+            }
+            (p as usize, need, false)
+        }
+        None => {
+            // SAFETY: a new private anonymous mapping; no existing memory is touched.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    need,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return (std::ptr::null_mut(), false);
+            }
+            (p as usize, need, true)
+        }
+    };
+    // SAFETY: `[base, base + len)` is a live read-write mapping of at least `PAGE + size` bytes
+    // that only this call owns now: its first word records the length, the rest is the block.
+    unsafe {
+        (base as *mut usize).write(len);
+        if zeroed && !fresh {
+            ((base + PAGE) as *mut u8).write_bytes(0, size);
+        }
+    }
+    ((base + PAGE) as *mut u8, fresh)
+}
+
+/// Frees a block from [`alloc`] or [`resize`]: kept for reuse, or unmapped.
+///
+/// # Safety
+/// `ptr` came from [`alloc`] or [`resize`] and is not used again.
+pub(crate) unsafe fn free(ptr: *mut u8) {
+    let base = ptr as usize - PAGE;
+    // SAFETY: the header page of a live block holds its mapping's length.
+    let len = unsafe { (base as *const usize).read() };
+    if !pool().put(base, len) {
+        // SAFETY: the whole mapping is ours and no longer used.
+        unsafe {
+            libc::munmap(base as *mut libc::c_void, len);
+        }
+    }
+}
+
+/// Resizes a block from [`alloc`] to `new_size` bytes, keeping its contents: in place if its
+/// mapping is long enough, else moved by `mremap` (no copy through the cache). Null if out of
+/// memory (the old block is then untouched).
+///
+/// # Safety
+/// As [`free`] for `ptr`, which is valid only if the result is null.
+pub(crate) unsafe fn resize(ptr: *mut u8, new_size: usize) -> *mut u8 {
+    let base = ptr as usize - PAGE;
+    // SAFETY: as in `free`.
+    let len = unsafe { (base as *const usize).read() };
+    let Some(need) = map_len(new_size) else {
+        return std::ptr::null_mut();
+    };
+    if need <= len {
+        if len - need >= POOL_MIN {
+            // A large shrink (a vector trimmed to its length): give the tail back.
+            // SAFETY: the tail pages are ours and past the block's new end.
+            unsafe {
+                libc::munmap((base + need) as *mut libc::c_void, len - need);
+                (base as *mut usize).write(need);
+            }
+        }
+        return ptr;
+    }
+    // SAFETY: the mapping is ours; MREMAP_MAYMOVE keeps its contents, header page included.
+    let p = unsafe { libc::mremap(base as *mut libc::c_void, len, need, libc::MREMAP_MAYMOVE) };
+    if p == libc::MAP_FAILED {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: the header page of the moved mapping.
+    unsafe { (p as *mut usize).write(need) };
+    (p as usize + PAGE) as *mut u8
+}
+
+/// Unmaps every kept block (a long-lived process, e.g. Python, after a run).
+pub(crate) fn trim() {
+    let mut p = pool();
+    for &(base, len) in &p.slots[..p.used] {
+        // SAFETY: kept mappings are ours and unused.
+        unsafe {
+            libc::munmap(base as *mut libc::c_void, len);
+        }
+    }
+    p.used = 0;
+    p.bytes = 0;
+}
+
+/// Bytes kept for reuse now.
+pub(crate) fn kept_bytes() -> usize {
+    pool().bytes
+}
