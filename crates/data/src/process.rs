@@ -456,8 +456,9 @@ impl Sink for ParquetSink<'_> {
 
 /// A bucket's rows grouped by key: where each group ends (`ends[g]`), and each group's digest.
 pub(crate) fn key_groups(rows: &GroupBucket<'_>) -> (Vec<usize>, Vec<ItemDigest>) {
-    let mut ends = Vec::new();
-    let mut digests = Vec::new();
+    // Keys are nearly always unique: size for one group per row, once.
+    let mut ends = Vec::with_capacity(rows.len());
+    let mut digests = Vec::with_capacity(rows.len());
     for i in 0..rows.len() {
         if i + 1 == rows.len() || rows.order(i + 1) != rows.order(i) {
             ends.push(i + 1);
