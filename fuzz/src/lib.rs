@@ -441,12 +441,12 @@ pub fn run_hostile_ub(data: &[u8]) {
             }
         }
         UbStep::OnlineServer => {
-            if let Ok(out) = ub_oprf::online_server(&mut me, &key, &meta, case.opts, &NoProgress) {
-                if let Some(p) = &out.intersection {
-                    assert!(p.windows(2).all(|w| w[0] < w[1]), "unsorted {p:?}");
-                    assert!(p.iter().all(|&i| i < case.server), "out of range {p:?}");
-                    assert!(p.len() as u64 <= out.peer_count, "more matches than items");
-                }
+            if let Ok(out) = ub_oprf::online_server(&mut me, &key, &meta, case.opts, &NoProgress)
+                && let Some(p) = &out.intersection
+            {
+                assert!(p.windows(2).all(|w| w[0] < w[1]), "unsorted {p:?}");
+                assert!(p.iter().all(|&i| i < case.server), "out of range {p:?}");
+                assert!(p.len() as u64 <= out.peer_count, "more matches than items");
             }
         }
     }
