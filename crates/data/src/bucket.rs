@@ -44,8 +44,11 @@ pub fn bucket_count(n_ours: u64, n_theirs: u64, bucket_size: u64) -> Result<usiz
     if b > MAX_BUCKETS as u64 {
         return Err(DataError::Protocol(ProtocolError::Config(format!(
             "bucket_size {bucket_size} would split {} rows into {b} buckets (at most \
-             {MAX_BUCKETS}); raise rr22_config.bucket_size / kkrt_config.bucket_size",
-            n_ours.max(n_theirs)
+             {MAX_BUCKETS}); raise rr22_config.bucket_size or kkrt_config.bucket_size (ECDH \
+             runs, two- or three-party, always use {}, so at most {} rows)",
+            n_ours.max(n_theirs),
+            crate::config::DEFAULT_BUCKET_SIZE,
+            crate::config::DEFAULT_BUCKET_SIZE.saturating_mul(MAX_BUCKETS as u64)
         ))));
     }
     Ok(b as usize)
