@@ -6,7 +6,8 @@
 //! back already mapped. Each mapping starts with one header page that records the mapping's
 //! length, so a block can be reused for any request that fits and grown in place with `mremap`.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, Once};
 
 /// Base page size (x86-64, and aarch64 Linux's default).
 pub(crate) const PAGE: usize = 4096;
@@ -72,6 +73,27 @@ fn pool() -> MutexGuard<'static, Pool> {
     POOL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Set in a child after `fork()`: another thread of the parent may have held the pool's lock at
+/// that instant, and it would never be released in the child. The child then maps and unmaps its
+/// large blocks directly (blocks the parent had kept are simply left mapped).
+static FORKED: AtomicBool = AtomicBool::new(false);
+static AT_FORK: Once = Once::new();
+
+extern "C" fn in_forked_child() {
+    FORKED.store(true, Ordering::Relaxed);
+}
+
+/// Whether the pool may be used: registers the fork handler once, and says no in a forked child.
+fn usable() -> bool {
+    AT_FORK.call_once(|| {
+        // SAFETY: registers a handler that only stores to an atomic.
+        unsafe {
+            libc::pthread_atfork(None, None, Some(in_forked_child));
+        }
+    });
+    !FORKED.load(Ordering::Relaxed)
+}
+
 /// The mapping length for a block of `size` bytes: its header page plus `size`, in pages.
 fn map_len(size: usize) -> Option<usize> {
     size.checked_add(PAGE)?.checked_next_multiple_of(PAGE)
@@ -86,7 +108,7 @@ pub(crate) unsafe fn alloc(size: usize, zeroed: bool) -> (*mut u8, bool) {
     let Some(need) = map_len(size) else {
         return (std::ptr::null_mut(), false);
     };
-    let kept = pool().take(need);
+    let kept = if usable() { pool().take(need) } else { None };
     let (base, len, fresh) = match kept {
         Some((base, len)) if len >= need => (base, len, false),
         Some((base, len)) => {
@@ -137,7 +159,7 @@ pub(crate) unsafe fn free(ptr: *mut u8) {
     let base = ptr as usize - PAGE;
     // SAFETY: the header page of a live block holds its mapping's length.
     let len = unsafe { (base as *const usize).read() };
-    if !pool().put(base, len) {
+    if !(usable() && pool().put(base, len)) {
         // SAFETY: the whole mapping is ours and no longer used.
         unsafe {
             libc::munmap(base as *mut libc::c_void, len);
@@ -181,6 +203,9 @@ pub(crate) unsafe fn resize(ptr: *mut u8, new_size: usize) -> *mut u8 {
 
 /// Unmaps every kept block (a long-lived process, e.g. Python, after a run).
 pub(crate) fn trim() {
+    if !usable() {
+        return;
+    }
     let mut p = pool();
     for &(base, len) in &p.slots[..p.used] {
         // SAFETY: kept mappings are ours and unused.
@@ -194,5 +219,55 @@ pub(crate) fn trim() {
 
 /// Bytes kept for reuse now.
 pub(crate) fn kept_bytes() -> usize {
-    pool().bytes
+    if usable() { pool().bytes } else { 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::HugePageAlloc;
+    use std::alloc::{GlobalAlloc, Layout};
+    use std::time::{Duration, Instant};
+
+    /// A child forked while another thread holds the pool's lock still allocates large blocks.
+    #[test]
+    fn a_forked_child_never_waits_for_the_pool() {
+        assert!(usable());
+        let held = pool();
+        // SAFETY: the child only maps, writes, unmaps and `_exit`s.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let layout = Layout::from_size_align(8 << 20, 16).unwrap();
+            // SAFETY: used within its size, freed once with its layout; `_exit` skips the
+            // test harness's atexit work in the child.
+            unsafe {
+                let p = HugePageAlloc.alloc(layout);
+                let ok = !p.is_null();
+                if ok {
+                    p.write_bytes(1, 8 << 20);
+                    HugePageAlloc.dealloc(p, layout);
+                }
+                libc::_exit(if ok { 0 } else { 1 });
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut status = 0;
+        let done = loop {
+            // SAFETY: waits for our own child without blocking.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid {
+                break true;
+            }
+            if Instant::now() > deadline {
+                // SAFETY: our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        drop(held);
+        assert!(done, "the forked child hung on the pool's lock");
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    }
 }

@@ -344,19 +344,23 @@ fn spill_in_blocks(
     })
 }
 
+/// One row as [`scan_blocks`] read it.
+struct ScannedRow<'a> {
+    order: u128,
+    shard: usize,
+    row: u64,
+    /// The canonical key.
+    key: &'a [u8],
+    /// The row as in the file, without its line end.
+    raw: &'a [u8],
+}
+
 /// Where [`scan_blocks`] hands the rows it reads.
 trait RowSink {
     /// The file likely holds about `rows` rows (said once, after the first block).
     fn reserve(&mut self, rows: usize);
-    /// One row: its order key, shard, row number, canonical key and raw bytes.
-    fn row(
-        &mut self,
-        order: u128,
-        shard: usize,
-        row: u64,
-        key: &[u8],
-        raw: &[u8],
-    ) -> Result<(), DataError>;
+    /// One row, in file order.
+    fn row(&mut self, r: ScannedRow<'_>) -> Result<(), DataError>;
 }
 
 /// The spill's shard writers.
@@ -370,16 +374,9 @@ impl RowSink for Vec<Sink> {
         }
     }
 
-    fn row(
-        &mut self,
-        order: u128,
-        shard: usize,
-        row: u64,
-        key: &[u8],
-        raw: &[u8],
-    ) -> Result<(), DataError> {
+    fn row(&mut self, r: ScannedRow<'_>) -> Result<(), DataError> {
         // `scan_blocks` computes `shard` below the shard count it was given (ours).
-        self[shard].write_row(order, row, key, raw)
+        self[r.shard].write_row(r.order, r.row, r.key, r.raw)
     }
 }
 
@@ -389,8 +386,8 @@ impl RowSink for Vec<ItemDigest> {
         Vec::reserve(self, rows);
     }
 
-    fn row(&mut self, order: u128, _: usize, _: u64, _: &[u8], _: &[u8]) -> Result<(), DataError> {
-        self.push(crate::rows::digest_of_order(order));
+    fn row(&mut self, r: ScannedRow<'_>) -> Result<(), DataError> {
+        self.push(crate::rows::digest_of_order(r.order));
         Ok(())
     }
 }
@@ -460,7 +457,13 @@ fn scan_blocks(
             let rec = parsed.records[i];
             let key = parsed.key(i);
             let raw = &tail[rec.start..rec.end];
-            sink.row(order, shard, rows + i as u64, key, raw)?;
+            sink.row(ScannedRow {
+                order,
+                shard,
+                row: rows + i as u64,
+                key,
+                raw,
+            })?;
         }
         rows += parsed.records.len() as u64;
         progress.advance(used as u64);
