@@ -188,12 +188,37 @@ pub(crate) fn sort_by_key<'k, T: Copy + Ord + Send + Sync>(
     }
 }
 
-/// The first 16 bytes of a key's first field, zero-padded, as a big-endian integer.
+/// A 16-byte prefix of a key's order-preserving encoding, as a big-endian integer: each field's
+/// bytes with `00` escaped as `00 01`, then `00 00` (so the encodings compare exactly as
+/// [`cmp_keys`] compares keys), truncated and zero-padded. Unequal prefixes never contradict
+/// [`cmp_keys`]. Unlike the first field's bytes alone, a constant or short first column
+/// (`country`, `id`) still leaves the next one's bytes in the prefix, so ties stay rare.
 fn key_prefix(key: &[u8]) -> u128 {
     let mut b = [0u8; 16];
-    if let Some((field, _)) = split_field(key) {
-        let n = field.len().min(16);
-        b[..n].copy_from_slice(&field[..n]);
+    // The common case: a first field of 16 bytes or more without NULs.
+    if let Some((field, _)) = split_field(key)
+        && let Some(head) = field.first_chunk::<16>()
+        && !head.contains(&0)
+    {
+        return u128::from_be_bytes(*head);
+    }
+    // `b` starts zeroed, so writing a 0 (or a field's `00 00` end) is only a step forward.
+    let mut n = 0;
+    let mut rest = key;
+    while n < 16 {
+        let Some((field, more)) = split_field(rest) else {
+            break;
+        };
+        for &c in field {
+            for byte in [c, 1].into_iter().take(if c == 0 { 2 } else { 1 }) {
+                if let Some(slot) = b.get_mut(n) {
+                    *slot = byte;
+                }
+                n += 1;
+            }
+        }
+        n += 2;
+        rest = more;
     }
     u128::from_be_bytes(b)
 }
@@ -283,6 +308,49 @@ mod tests {
         let mut want: Vec<usize> = (0..t.len()).collect();
         want.sort_by(|&x, &y| cmp_keys(t.key(x), t.key(y)).then(x.cmp(&y)));
         assert_eq!(rows, want);
+    }
+
+    #[test]
+    fn key_prefixes_never_contradict_the_full_comparison() {
+        // Keys of 1–3 fields over a tiny alphabet (NUL included), as canonical encodings.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let keys: Vec<Vec<u8>> = (0..600)
+            .map(|_| {
+                let mut k = Vec::new();
+                for _ in 0..1 + next() % 3 {
+                    let len = (next() % 20) as usize;
+                    let field: Vec<u8> = (0..len)
+                        .map(|_| [0u8, 1, b'a'][next() as usize % 3])
+                        .collect();
+                    k.extend_from_slice(&(field.len() as u32).to_be_bytes());
+                    k.extend_from_slice(&field);
+                }
+                k
+            })
+            .collect();
+        for a in &keys {
+            for b in &keys {
+                match key_prefix(a).cmp(&key_prefix(b)) {
+                    Ordering::Equal => {}
+                    order => assert_eq!(cmp_keys(a, b), order, "{a:?} vs {b:?}"),
+                }
+            }
+        }
+        // A constant first column leaves the second column in the prefix.
+        let two = |a: &[u8], b: &[u8]| {
+            let mut k = (a.len() as u32).to_be_bytes().to_vec();
+            k.extend_from_slice(a);
+            k.extend_from_slice(&(b.len() as u32).to_be_bytes());
+            k.extend_from_slice(b);
+            k
+        };
+        assert!(key_prefix(&two(b"US", b"100")) < key_prefix(&two(b"US", b"200")));
     }
 
     #[test]
