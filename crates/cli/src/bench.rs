@@ -33,6 +33,10 @@ pub(crate) struct BenchArgs {
     /// Fraction of keys in common.
     #[arg(long, default_value_t = 0.5)]
     overlap: f64,
+    /// Columns besides the 16-hex-digit `id` key in each input (0 gives the id-only files of
+    /// SecretFlow's benchmark script, for a comparison on identical inputs).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=16))]
+    payload_columns: u8,
     /// Give the result to the sender too (checks alignment of both outputs).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     broadcast_result: bool,
@@ -58,6 +62,7 @@ struct BenchResult {
     protocol: String,
     curve: String,
     n: usize,
+    payload_columns: u8,
     intersection: usize,
     correct: bool,
     wall_s: f64,
@@ -178,7 +183,7 @@ fn keys_of(text: &str) -> Vec<String> {
 
 fn bench_in(dir: &Path, a: &BenchArgs) -> Result<BenchResult> {
     let overlap = ((a.rows as f64) * a.overlap.clamp(0.0, 1.0)) as usize;
-    let tables = write_pair(dir, a.rows, overlap, 20261122)?;
+    let tables = write_pair(dir, a.rows, overlap, 20261122, a.payload_columns.into())?;
     let (pa, pb) = (free_port()?, free_port()?);
     let deadline = Instant::now() + Duration::from_secs(a.timeout);
     let t = Instant::now();
@@ -220,6 +225,7 @@ fn bench_in(dir: &Path, a: &BenchArgs) -> Result<BenchResult> {
             .or_else(|| receiver.mode.clone())
             .unwrap_or_default(),
         n: a.rows,
+        payload_columns: a.payload_columns,
         intersection: expected.len(),
         correct,
         wall_s,
@@ -240,10 +246,12 @@ fn bench_in(dir: &Path, a: &BenchArgs) -> Result<BenchResult> {
 fn print_table(r: &BenchResult) {
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     println!(
-        "{} {} n={} per side, intersection {} — {}",
+        "{} {} n={} per side ({} payload column{}), intersection {} — {}",
         r.protocol,
         r.curve,
         r.n,
+        r.payload_columns,
+        if r.payload_columns == 1 { "" } else { "s" },
         r.intersection,
         if r.correct {
             "correct (matches plaintext, outputs aligned)"

@@ -30,12 +30,13 @@ pub(crate) fn write_pair(
     rows: usize,
     overlap: usize,
     seed: u64,
+    payload_columns: usize,
 ) -> Result<Vec<Vec<u8>>> {
     let tables = generate(&GenSpec {
         rows: vec![rows, rows],
         overlap,
         seed,
-        payload_columns: 1,
+        payload_columns,
         key_columns: 1,
         duplicate_fraction: 0.0,
     });
@@ -116,7 +117,7 @@ fn spec(
 
 fn demo_in(dir: &Path, a: &DemoArgs) -> Result<()> {
     let overlap = a.rows / 2;
-    write_pair(dir, a.rows, overlap, 42)?;
+    write_pair(dir, a.rows, overlap, 42, 1)?;
     let (pa, pb) = (free_port()?, free_port()?);
     let alice = spec(dir, "alice", pa, "bob", pb, Role::Receiver, a)?;
     let bob = spec(dir, "bob", pb, "alice", pa, Role::Sender, a)?;

@@ -619,6 +619,32 @@ fn flags_work_without_a_config_and_demo_and_bench_run() {
     let b: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
     assert_eq!(b["correct"], true);
     assert_eq!(b["intersection"], 1500);
+    assert_eq!(b["payload_columns"], 1);
+
+    // SecretFlow's benchmark input shape: the id column alone.
+    let kept = std::env::temp_dir().join(format!("bj-bench-ids-{}", std::process::id()));
+    let ids = Command::new(BIN)
+        .args([
+            "bench",
+            "-n",
+            "3000",
+            "--json",
+            "--payload-columns",
+            "0",
+            "--keep",
+        ])
+        .arg(&kept)
+        .output()
+        .unwrap();
+    assert!(ids.status.success(), "{}", stderr(&ids));
+    let b: serde_json::Value = serde_json::from_slice(&ids.stdout).unwrap();
+    assert_eq!(
+        (b["correct"].clone(), b["payload_columns"].clone()),
+        (true.into(), 0.into())
+    );
+    let input = std::fs::read_to_string(kept.join("alice.csv")).unwrap();
+    assert!(input.starts_with("id\n") && input.lines().nth(1).unwrap().len() == 16);
+    let _ = std::fs::remove_dir_all(&kept);
 
     // A simulated WAN: same result, slower by at least the round trips' latency.
     let shaped = Command::new(BIN)
