@@ -8,11 +8,13 @@
 //! 2. A random VOLE of length `m = |P|` ([`blindjoin_ot::vole`]): R gets `A′, C`, S gets `Δ, B`
 //!    with `C = B + A′·Δ`.
 //! 3. R sends the seed and `A = P + A′`.
-//! 4. S sets `K = B + Δ·A` (so `K = C + Δ·P`) and sends, in a secret random order,
-//!    `H^o(Decode(K, y) + Δ·H^B(y))` for y ∈ Y — which equals `H^o(Decode(C, y))` exactly when
-//!    `Decode(P, y) = H^B(y)`, i.e. when y ∈ X.
-//! 5. R outputs the x with `H^o(Decode(C, x))` among S's values. With `broadcast_result`, R then
-//!    sends S the positions (in S's shuffled order) that matched.
+//! 4. S sets `K = B + Δ·A` (so `K = C + Δ·P`) and sends `H^o(Decode(K, y) + Δ·H^B(y))` for
+//!    y ∈ Y — which equals `H^o(Decode(C, y))` exactly when `Decode(P, y) = H^B(y)`, i.e. when
+//!    y ∈ X — **sorted by value**. That order is a function of the values R receives anyway, so
+//!    it tells R nothing a secret random order would hide (it is the order a shuffle followed by
+//!    a sort would give), and it lets R match by one merge instead of a hash table.
+//! 5. R sorts its own `H^o(Decode(C, x))` and outputs the x whose value is among S's. With
+//!    `broadcast_result`, R then sends S the positions (in S's sent order) that matched.
 //!
 //! # Modes (`Rr22Mode`; both parties must agree — the handshake checks it)
 //!
@@ -32,7 +34,6 @@
 //! Hashes are fixed-key AES in Matyas–Meyer–Oseas form (`π(z) ⊕ z`), under separate keys.
 
 use crate::ecdh::expect_type;
-use crate::shuffle::random_permutation;
 use crate::{HandshakeChecked, ItemDigest, Progress, ProtocolError, PsiOptions, PsiOutput, Role};
 use aes::Aes128;
 use aes::cipher::{BlockCipherEncrypt, KeyInit};
@@ -318,7 +319,8 @@ fn receiver(
     drop(vole);
     let ours = output_hash(ctx, items, &mut decoded, w);
     let ob = ctx.sizes.out_bytes;
-    let table = TagTable::new(&ours, ob);
+    let mut matcher = SortedMatch::new(sorted_tags(&ours, 8 * ob as u32));
+    drop(ours);
 
     let mut mine = Vec::new();
     let mut theirs = Vec::new();
@@ -334,9 +336,7 @@ fn receiver(
                 "empty RR22 output batch".into(),
             ));
         }
-        let (m, t) = table.lookup_batch(bytes, ob, received);
-        mine.extend(m);
-        theirs.extend(t);
+        matcher.batch(bytes, ob, received, &mut mine, &mut theirs)?;
         received += count;
         ctx.progress.advance(count as u64);
     }
@@ -366,11 +366,9 @@ fn sender(
     )?;
     let delta = vole.delta();
 
-    // The secret output order and H^B of the shuffled items need nothing from the receiver:
-    // compute them while it finishes its side of the VOLE and the OKVS.
-    let order = random_permutation(items.len())?;
-    let shuffled: Vec<ItemDigest> = order.iter().map(|&i| items[i]).collect();
-    let hb = hash_b(&shuffled, ctx.sizes.value_mask());
+    // H^B of our items needs nothing from the receiver: compute it while it finishes its side
+    // of the VOLE and the OKVS.
+    let hb = hash_b(items, ctx.sizes.value_mask());
 
     // K = B + Δ·A.
     ctx.progress
@@ -417,12 +415,12 @@ fn sender(
     };
     w_s.zeroize();
 
-    // Outputs in a secret random order.
+    // Outputs, sorted by value.
     ctx.progress
         .stage("RR22: sending outputs", items.len() as u64);
     let layout = OkvsLayout::for_items(ctx.n_r, seed, OkvsParams::default()).map_err(okvs_error)?;
     let mut decoded = vec![Gf128::ZERO; items.len()];
-    decode_par(&layout, &k, &shuffled, &mut decoded)?;
+    decode_par(&layout, &k, items, &mut decoded)?;
     k.iter_mut().for_each(|x| x.0.zeroize());
     drop(k);
     decoded
@@ -433,13 +431,13 @@ fn sender(
                 *d += delta * *h;
             }
         });
-    let outs = output_hash(ctx, &shuffled, &mut decoded, w);
     let ob = ctx.sizes.out_bytes;
-    for chunk in outs.chunks(OUT_CHUNK) {
+    let sorted = sorted_tags(&output_hash(ctx, items, &mut decoded, w), 8 * ob as u32);
+    for chunk in sorted.chunks(OUT_CHUNK) {
         let mut msg = Vec::with_capacity(5 + chunk.len() * ob);
         msg.push(MSG_OUT);
         put_u32(&mut msg, chunk.len() as u32);
-        for o in chunk {
+        for (o, _) in chunk {
             msg.extend_from_slice(&o.to_le_bytes()[..ob]);
         }
         link.send(&msg)?;
@@ -450,7 +448,10 @@ fn sender(
         return Ok(PsiOutput::intersection(None));
     }
     let positions = crate::positions::receive(link, items.len())?;
-    let mut mine: Vec<usize> = positions.into_iter().map(|p| order[p]).collect();
+    let mut mine: Vec<usize> = positions
+        .into_iter()
+        .map(|p| sorted[p].1 as usize)
+        .collect();
     mine.sort_unstable();
     Ok(PsiOutput::intersection(Some(mine)))
 }
@@ -565,142 +566,198 @@ fn decode_par(
         .map_err(okvs_error)
 }
 
-/// Open addressing (linear probing) over the receiver's output tags, at most half full.
-///
-/// Slots are 16 bytes — the tag's low 96 bits and the item's index — so 2^20 items take
-/// 32 MiB, about a server's L3, where 32-byte `(u128, u32)` slots took twice that and every
-/// probe missed to DRAM. Tags longer than 96 bits (malicious mode, huge sets) are confirmed
-/// against the full tag on a 96-bit hit.
-struct TagTable<'a> {
-    slots: Vec<Slot>,
-    mask: usize,
-    tags: &'a [u128],
-    wide: bool,
-}
-
-#[derive(Clone, Copy)]
-struct Slot {
-    lo: u64,
-    hi: u32,
-    index: u32,
-}
-
-impl<'a> TagTable<'a> {
-    const EMPTY: u32 = u32::MAX;
-
-    /// `tags.len()` must be below `u32::MAX` (checked by `run`).
-    fn new(tags: &'a [u128], out_bytes: usize) -> Self {
-        let cap = (2 * tags.len()).next_power_of_two().max(16);
-        let empty = Slot {
-            lo: 0,
-            hi: 0,
-            index: Self::EMPTY,
-        };
-        let mut slots = vec![empty; cap];
-        let mask = cap - 1;
-        // Insert in slot order, so the table fills front to back instead of at random: the
-        // (tag, index) pairs are first scattered into slot ranges (sequential reads, a few
-        // thousand write streams), then inserted in that order.
-        let by_slot = slot_sorted(tags, mask);
-        for &(t, i) in &by_slot {
-            let mut s = (t as usize) & mask;
-            while slots[s].index != Self::EMPTY {
-                s = (s + 1) & mask;
-            }
-            slots[s] = Slot {
-                lo: t as u64,
-                hi: (t >> 64) as u32,
-                index: i,
-            };
-        }
-        TagTable {
-            slots,
-            mask,
-            tags,
-            wide: out_bytes > 12,
-        }
-    }
-
-    /// Pushes the indices of our items whose tag is `t`; whether there was one.
-    fn lookup(&self, t: u128, out: &mut Vec<usize>) -> bool {
-        let (lo, hi) = (t as u64, (t >> 64) as u32);
-        let mut s = (t as usize) & self.mask;
-        let mut found = false;
-        loop {
-            let slot = self.slots[s];
-            if slot.index == Self::EMPTY {
-                return found;
-            }
-            if slot.lo == lo
-                && slot.hi == hi
-                && (!self.wide || self.tags.get(slot.index as usize) == Some(&t))
-            {
-                out.push(slot.index as usize);
-                found = true;
-            }
-            s = (s + 1) & self.mask;
-        }
-    }
-
-    /// Looks up a batch of `ob`-byte little-endian tags: our matching indices, and the
-    /// positions (offset by `first`, unsorted) of the batch's tags that matched. The tags are
-    /// visited in slot order (a counting sort on the slot's top bits), so the probes sweep the
-    /// table front to back — each a cache hit or a prefetched line rather than a DRAM miss —
-    /// and the sweep is split across threads.
-    fn lookup_batch(&self, bytes: &[u8], ob: usize, first: usize) -> (Vec<usize>, Vec<u32>) {
-        let tags: Vec<u128> = bytes
-            .chunks_exact(ob)
-            .map(|t| {
-                let mut b = [0u8; 16];
-                b[..ob].copy_from_slice(t);
-                u128::from_le_bytes(b)
-            })
-            .collect();
-        let by_slot = slot_sorted(&tags, self.mask);
-        drop(tags);
-        let parts: Vec<(Vec<usize>, Vec<u32>)> = by_slot
-            .par_chunks(TASK)
-            .map(|chunk| {
-                let mut mine = Vec::new();
-                let mut theirs = Vec::new();
-                for &(t, i) in chunk {
-                    if self.lookup(t, &mut mine) {
-                        theirs.push((first + i as usize) as u32);
-                    }
-                }
-                (mine, theirs)
-            })
-            .collect();
-        let mut mine = Vec::new();
-        let mut theirs = Vec::new();
-        for (m, t) in parts {
-            mine.extend(m);
-            theirs.extend(t);
-        }
-        (mine, theirs)
-    }
-}
-
-/// `(tag, index)` for every tag, ordered by the top bits of the tag's slot (`tag & mask`): a
-/// stable counting sort into at most 2^12 ranges, so visiting them in order sweeps the table.
-fn slot_sorted(tags: &[u128], mask: usize) -> Vec<(u128, u32)> {
-    const RANGE_BITS: u32 = 12;
-    let slot_bits = mask.count_ones();
-    let shift = slot_bits.saturating_sub(RANGE_BITS);
-    let ranges = 1usize << slot_bits.min(RANGE_BITS);
-    let range_of = |t: u128| ((t as usize) & mask) >> shift;
-    let mut starts = vec![0usize; ranges + 1];
+/// `(tag, index)` for every tag, sorted by tag (then index). Tags are pseudo-random values below
+/// `2^value_bits`, so a counting sort on their top bits spreads them evenly over ranges of a
+/// few dozen, which are then sorted on their own, in parallel: about a tenth of a comparison
+/// sort of the whole vector.
+fn sorted_tags(tags: &[u128], value_bits: u32) -> Vec<(u128, u32)> {
+    let n = tags.len();
+    let range_bits = (usize::BITS - n.leading_zeros())
+        .saturating_sub(4)
+        .clamp(1, 16)
+        .min(value_bits.max(1));
+    let shift = value_bits.saturating_sub(range_bits);
+    let range_of = |t: u128| ((t >> shift) as usize) & ((1 << range_bits) - 1);
+    let mut starts = vec![0usize; (1 << range_bits) + 1];
     for &t in tags {
         starts[range_of(t) + 1] += 1;
     }
-    for r in 0..ranges {
-        starts[r + 1] += starts[r];
+    for r in 1..starts.len() {
+        starts[r] += starts[r - 1];
     }
-    let mut out = vec![(0u128, 0u32); tags.len()];
+    let mut out = vec![(0u128, 0u32); n];
+    let mut next = starts.clone();
     for (i, &t) in tags.iter().enumerate() {
         let r = range_of(t);
-        out[starts[r]] = (t, i as u32);
-        starts[r] += 1;
+        out[next[r]] = (t, i as u32);
+        next[r] += 1;
     }
+    let mut ranges = Vec::with_capacity(starts.len() - 1);
+    let mut rest = &mut out[..];
+    for w in starts.windows(2) {
+        let (range, tail) = rest.split_at_mut(w[1] - w[0]);
+        ranges.push(range);
+        rest = tail;
+    }
+    ranges
+        .into_par_iter()
+        .with_min_len(256)
+        .for_each(|r| r.sort_unstable());
     out
+}
+
+/// The receiver's side of the matching: our tags sorted, merged with the sender's, which arrive
+/// in increasing order, batch after batch. One forward pass over both lists, where a hash table
+/// of our tags cost a table build and a cache miss per probe.
+struct SortedMatch {
+    ours: Vec<(u128, u32)>,
+    /// Our first tag not below the sender's last one.
+    next: usize,
+    /// The sender's last tag.
+    last: Option<u128>,
+}
+
+impl SortedMatch {
+    fn new(ours: Vec<(u128, u32)>) -> Self {
+        SortedMatch {
+            ours,
+            next: 0,
+            last: None,
+        }
+    }
+
+    /// Merges a batch of `ob`-byte little-endian tags (the sender's positions `first..`):
+    /// pushes our matching indices to `mine` and the batch's matching positions to `theirs`.
+    ///
+    /// # Errors
+    /// [`ProtocolError::PeerMisbehaved`] when the sender's tags are not in increasing order.
+    fn batch(
+        &mut self,
+        bytes: &[u8],
+        ob: usize,
+        first: usize,
+        mine: &mut Vec<usize>,
+        theirs: &mut Vec<u32>,
+    ) -> Result<(), ProtocolError> {
+        for (j, t) in bytes.chunks_exact(ob).enumerate() {
+            let mut b = [0u8; 16];
+            b[..ob].copy_from_slice(t);
+            let t = u128::from_le_bytes(b);
+            if self.last.is_some_and(|l| t < l) {
+                return Err(ProtocolError::PeerMisbehaved(
+                    "RR22 outputs are not in increasing order".into(),
+                ));
+            }
+            self.last = Some(t);
+            while self.ours.get(self.next).is_some_and(|o| o.0 < t) {
+                self.next += 1;
+            }
+            let equal = self.ours[self.next..]
+                .iter()
+                .take_while(|o| o.0 == t)
+                .map(|o| o.1 as usize);
+            let before = mine.len();
+            mine.extend(equal);
+            if mine.len() > before {
+                theirs.push((first + j) as u32);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(n: usize, seed: u64, bits: u32) -> Vec<u128> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                let mut t = 0u128;
+                for _ in 0..2 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    t = (t << 64) | u128::from(x);
+                }
+                t & (u128::MAX >> (128 - bits))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sorted_tags_is_a_sort_by_tag_then_index() {
+        for (n, bits) in [
+            (0, 80),
+            (1, 80),
+            (5, 8),
+            (3000, 16),
+            (70_000, 80),
+            (70_000, 128),
+        ] {
+            let mut ts = tags(n, n as u64 + 3, bits);
+            // Repeated tags must keep every index.
+            if n > 10 {
+                ts[7] = ts[3];
+            }
+            let got = sorted_tags(&ts, bits);
+            let mut want: Vec<(u128, u32)> =
+                ts.iter().enumerate().map(|(i, &t)| (t, i as u32)).collect();
+            want.sort_unstable();
+            assert_eq!(got, want, "n = {n}, {bits} bits");
+        }
+    }
+
+    /// The sender's tags as the wire carries them: `ob` little-endian bytes each.
+    fn wire(ts: &[u128], ob: usize) -> Vec<u8> {
+        ts.iter()
+            .flat_map(|t| t.to_le_bytes()[..ob].to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn sorted_match_finds_every_common_tag_across_batches() {
+        let ob = 10;
+        let ours = tags(5000, 11, 80);
+        let mut theirs: Vec<u128> = tags(4000, 12, 80);
+        theirs.extend(ours.iter().step_by(3).copied());
+        theirs.push(ours[0]); // a repeated sender tag matches again
+        theirs.sort_unstable();
+        let mut m = SortedMatch::new(sorted_tags(&ours, 80));
+        let (mut mine, mut pos) = (Vec::new(), Vec::new());
+        for (b, chunk) in theirs.chunks(777).enumerate() {
+            m.batch(&wire(chunk, ob), ob, b * 777, &mut mine, &mut pos)
+                .unwrap();
+        }
+        mine.sort_unstable();
+        mine.dedup();
+        let want: Vec<usize> = (0..ours.len()).step_by(3).collect();
+        assert_eq!(mine, want);
+        let matched: Vec<u128> = pos.iter().map(|&p| theirs[p as usize]).collect();
+        assert_eq!(matched.len(), want.len() + 1);
+        assert!(matched.iter().all(|t| ours.contains(t)));
+    }
+
+    #[test]
+    fn sorted_match_refuses_tags_out_of_order() {
+        let ob = 10;
+        let ours = tags(100, 5, 80);
+        let mut m = SortedMatch::new(sorted_tags(&ours, 80));
+        let (mut mine, mut pos) = (Vec::new(), Vec::new());
+        m.batch(&wire(&[5, 9], ob), ob, 0, &mut mine, &mut pos)
+            .unwrap();
+        // Within a batch and across batches.
+        let err = m.batch(&wire(&[8], ob), ob, 2, &mut mine, &mut pos);
+        assert!(
+            matches!(err, Err(ProtocolError::PeerMisbehaved(_))),
+            "{err:?}"
+        );
+        let mut m = SortedMatch::new(sorted_tags(&ours, 80));
+        let err = m.batch(&wire(&[9, 5], ob), ob, 0, &mut mine, &mut pos);
+        assert!(
+            matches!(err, Err(ProtocolError::PeerMisbehaved(_))),
+            "{err:?}"
+        );
+    }
 }
