@@ -40,8 +40,8 @@ pub struct Totals {
 
 /// Where the output runs live.
 pub enum RunsAt<'a> {
-    /// In memory, with room reserved for this many bytes each.
-    Memory(usize),
+    /// In memory.
+    Memory,
     /// In files in this directory, removed at the end.
     Disk(&'a Path),
     /// In files in this recovery folder, kept, continuing from a checkpoint's state.
@@ -103,7 +103,7 @@ impl<'a> Processor<'a> {
             _ => None,
         };
         let runs = |name: &str, state: Option<&crate::runs::RunsState>| match (&at, state) {
-            (RunsAt::Memory(capacity), _) => Ok(Runs::in_memory(sort, *capacity)),
+            (RunsAt::Memory, _) => Ok(Runs::in_memory(sort)),
             (RunsAt::Disk(dir), _) => Runs::on_disk(dir.join(name), sort),
             (RunsAt::Recovery(dir, _), Some(st)) => Runs::resumed(dir.join(name), sort, st),
             (RunsAt::Recovery(dir, _), None) => {

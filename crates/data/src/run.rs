@@ -419,8 +419,7 @@ pub fn run_on_link(
     let runs_at = match (&recovery, &resume, table.dir()) {
         (Some((rec, _)), Some(state), _) => RunsAt::Recovery(rec.folder(), state),
         (_, _, Some(dir)) => RunsAt::Disk(dir),
-        // The output repeats rows only for duplicate keys: its runs rarely outgrow the input.
-        _ => RunsAt::Memory(table.bytes_in_memory()),
+        _ => RunsAt::Memory,
     };
     let mut work = Processor::new(spec, psi, runs_at)?;
     let first = work.buckets_done();

@@ -59,10 +59,12 @@ pub struct Runs {
 }
 
 impl Runs {
-    /// Runs kept in memory, with room for `capacity` bytes reserved (only the bytes written
-    /// cost memory; the reservation saves growing by copying).
-    pub fn in_memory(sort_by: SortBy, capacity: usize) -> Self {
-        Self::with(Store::Memory(Vec::with_capacity(capacity)), sort_by)
+    /// Runs kept in memory. Nothing is reserved up front: a large buffer grows by `mremap`
+    /// (`blindjoin_alloc`), without copying, and a reservation would take a recycled block
+    /// whose pages are already resident, leaving the protocol to fault in fresh ones (an inner
+    /// join's unmatched runs stay empty).
+    pub fn in_memory(sort_by: SortBy) -> Self {
+        Self::with(Store::Memory(Vec::new()), sort_by)
     }
 
     /// Runs in a new file at `path` (removed on drop).
@@ -549,7 +551,7 @@ mod tests {
     #[test]
     fn merges_runs_in_key_order_and_expands_pairs() {
         let want = "a,1\n\"b\nx\",1\nb,2\n\"b\nx\",1\nb,2\nc,1\nc,1\nc,2\nc,2\n";
-        let mut mem = Runs::in_memory(SortBy::Key, 0);
+        let mut mem = Runs::in_memory(SortBy::Key);
         fill(&mut mem);
         assert_eq!(merged(mem, "mem"), want);
         let dir = std::env::temp_dir().join(format!("bj-runs-{}-disk", std::process::id()));
@@ -563,7 +565,7 @@ mod tests {
 
     #[test]
     fn many_runs_merge_by_bytes() {
-        let mut runs = Runs::in_memory(SortBy::Bytes, 0);
+        let mut runs = Runs::in_memory(SortBy::Bytes);
         for r in 0..300u64 {
             for i in 0..5u64 {
                 let row = i * 300 + r;

@@ -596,18 +596,6 @@ impl SpilledTable {
         self.shards
     }
 
-    /// Bytes held in memory (0 when on disk).
-    pub fn bytes_in_memory(&self) -> usize {
-        match &self.store {
-            // As many bytes as the same rows take in a shard file.
-            Store::Memory(shards) => shards
-                .iter()
-                .map(|m| m.bytes.len() + m.rows.len() * HEAD)
-                .sum(),
-            Store::Disk(_) => 0,
-        }
-    }
-
     /// A table spilled by an earlier run into `dir` (recovery), described by its checkpoint.
     ///
     /// # Errors

@@ -205,7 +205,7 @@ pub(crate) fn run_on_links<L: Link>(
     let mut runs = match (&output, table.dir()) {
         (None, _) => None,
         (Some(_), Some(dir)) => Some(Runs::on_disk(dir.join("three-party-matched"), sort)?),
-        (Some(_), None) => Some(Runs::in_memory(sort, 0)),
+        (Some(_), None) => Some(Runs::in_memory(sort)),
     };
     let opts = PsiOptions {
         batch_size: spec.batch_size,
