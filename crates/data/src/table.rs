@@ -157,11 +157,12 @@ impl KeyColumns {
     }
 }
 
-/// Sorts items by their keys in [`cmp_keys`] order (ties by item): first by a 16-byte prefix
-/// of the first key field as an integer (zero-padded, which never contradicts [`cmp_keys`]), on
-/// all cores and without touching the keys again, then settles runs of equal prefixes with the
-/// full comparison. A comparison sort that fetches both keys per comparison is several times
-/// slower on millions of rows (each fetch is a cache miss).
+/// Sorts items by their keys in [`cmp_keys`] order (ties by item): first by a 16-byte prefix of
+/// each key's order-preserving encoding ([`key_chunk`]), on all cores and without touching the
+/// keys again, then settles runs of equal prefixes by the next 16 bytes, and so on
+/// ([`settle`]). A comparison sort that fetches both keys per comparison is several times slower
+/// on millions of rows (each fetch is a cache miss), and keys that share a long prefix
+/// (`customer-0000…`) would all fall into one such run.
 pub(crate) fn sort_by_key<'k, T: Copy + Ord + Send + Sync>(
     items: &mut [T],
     key_of: impl Fn(T) -> &'k [u8] + Sync,
@@ -171,21 +172,72 @@ pub(crate) fn sort_by_key<'k, T: Copy + Ord + Send + Sync>(
         .map(|&i| (key_prefix(key_of(i)), i))
         .collect();
     keyed.par_sort_unstable();
-    let mut i = 0;
-    while i < keyed.len() {
-        let mut j = i + 1;
-        while j < keyed.len() && keyed[j].0 == keyed[i].0 {
-            j += 1;
-        }
-        if j - i > 1 {
-            keyed[i..j]
-                .sort_unstable_by(|a, b| cmp_keys(key_of(a.1), key_of(b.1)).then(a.1.cmp(&b.1)));
-        }
-        i = j;
-    }
+    settle_runs(&mut keyed, 1, &key_of);
     for (dst, (_, item)) in items.iter_mut().zip(keyed) {
         *dst = item;
     }
+}
+
+/// Runs of tied chunks below this length are settled by full comparisons.
+const SETTLE_BY_COMPARISON: usize = 32;
+
+/// Chunks of the encoding looked at before the rest is settled by full comparisons.
+const MAX_CHUNKS: usize = 16;
+
+/// Settles every run of equal chunks in `keyed` (sorted by chunk `depth − 1`, then item).
+fn settle_runs<'k, T: Copy + Ord + Send + Sync>(
+    keyed: &mut [(u128, T)],
+    depth: usize,
+    key_of: &(impl Fn(T) -> &'k [u8] + Sync),
+) {
+    let mut i = 0;
+    while i < keyed.len() {
+        let chunk = keyed[i].0;
+        let run = keyed[i..]
+            .iter()
+            .position(|k| k.0 != chunk)
+            .unwrap_or(keyed.len() - i);
+        if run > 1 {
+            settle(&mut keyed[i..i + run], depth, key_of);
+        }
+        i += run;
+    }
+}
+
+/// Orders a run of items whose keys' encodings agree on their first `16·depth` bytes: by the
+/// next chunk (on all cores when the run is long), recursing into runs that tie again, or by
+/// full comparisons when the run is short, too deep, or every key's encoding has ended.
+fn settle<'k, T: Copy + Ord + Send + Sync>(
+    run: &mut [(u128, T)],
+    depth: usize,
+    key_of: &(impl Fn(T) -> &'k [u8] + Sync),
+) {
+    if run.len() < SETTLE_BY_COMPARISON || depth >= MAX_CHUNKS {
+        run.sort_unstable_by(|a, b| cmp_keys(key_of(a.1), key_of(b.1)).then(a.1.cmp(&b.1)));
+        return;
+    }
+    let mut more = false;
+    for k in run.iter_mut() {
+        let (chunk, longer) = key_chunk(key_of(k.1), depth);
+        k.0 = chunk;
+        more |= longer;
+    }
+    if !more {
+        // Every encoding ends within this chunk: equal chunks are equal keys (or keys with
+        // different numbers of fields), which the full comparison orders.
+        run.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| cmp_keys(key_of(a.1), key_of(b.1)))
+                .then(a.1.cmp(&b.1))
+        });
+        return;
+    }
+    if run.len() > 1 << 12 {
+        run.par_sort_unstable();
+    } else {
+        run.sort_unstable();
+    }
+    settle_runs(run, depth + 1, key_of);
 }
 
 /// A 16-byte prefix of a key's order-preserving encoding, as a big-endian integer: each field's
@@ -194,7 +246,6 @@ pub(crate) fn sort_by_key<'k, T: Copy + Ord + Send + Sync>(
 /// [`cmp_keys`]. Unlike the first field's bytes alone, a constant or short first column
 /// (`country`, `id`) still leaves the next one's bytes in the prefix, so ties stay rare.
 fn key_prefix(key: &[u8]) -> u128 {
-    let mut b = [0u8; 16];
     // The common case: a first field of 16 bytes or more without NULs.
     if let Some((field, _)) = split_field(key)
         && let Some(head) = field.first_chunk::<16>()
@@ -202,25 +253,43 @@ fn key_prefix(key: &[u8]) -> u128 {
     {
         return u128::from_be_bytes(*head);
     }
-    // `b` starts zeroed, so writing a 0 (or a field's `00 00` end) is only a step forward.
+    key_chunk(key, 0).0
+}
+
+/// Bytes `16·depth .. 16·depth + 16` of the key's order-preserving encoding (see
+/// [`key_prefix`]), zero-padded, as a big-endian integer, and whether the encoding goes on
+/// past them.
+fn key_chunk(key: &[u8], depth: usize) -> (u128, bool) {
+    let start = 16 * depth;
+    let mut b = [0u8; 16];
+    // Position in the encoding; `b` starts zeroed, so a 0 (or a field's `00 00` end) is only a
+    // step forward.
     let mut n = 0;
     let mut rest = key;
-    while n < 16 {
-        let Some((field, more)) = split_field(rest) else {
-            break;
-        };
-        for &c in field {
-            for byte in [c, 1].into_iter().take(if c == 0 { 2 } else { 1 }) {
-                if let Some(slot) = b.get_mut(n) {
-                    *slot = byte;
+    while let Some((field, more)) = split_field(rest) {
+        if n + 2 * field.len() + 2 <= start {
+            // The whole field (even with every byte escaped) lies before the chunk: count it.
+            n += field.len() + field.iter().filter(|&&c| c == 0).count() + 2;
+        } else {
+            for &c in field {
+                for byte in [c, 1].into_iter().take(if c == 0 { 2 } else { 1 }) {
+                    if let Some(slot) = n.checked_sub(start).and_then(|i| b.get_mut(i)) {
+                        *slot = byte;
+                    }
+                    n += 1;
                 }
-                n += 1;
+                if n > start + 16 {
+                    return (u128::from_be_bytes(b), true);
+                }
             }
+            n += 2;
         }
-        n += 2;
         rest = more;
+        if n > start + 16 {
+            return (u128::from_be_bytes(b), true);
+        }
     }
-    u128::from_be_bytes(b)
+    (u128::from_be_bytes(b), n > start + 16)
 }
 
 /// Orders canonical keys as tuples of byte strings (column by column, bytewise), the order
@@ -351,6 +420,51 @@ mod tests {
             k
         };
         assert!(key_prefix(&two(b"US", b"100")) < key_prefix(&two(b"US", b"200")));
+    }
+
+    #[test]
+    fn sorting_keys_with_long_shared_prefixes_matches_the_full_comparison() {
+        // Runs that tie on the first chunks (a 40-byte shared head, NULs that escape to two
+        // bytes, keys that end inside a chunk, duplicates), long enough for every settling path.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let field = |len: usize, next: &mut dyn FnMut() -> u64| -> Vec<u8> {
+            (0..len)
+                .map(|_| [0u8, b'a', b'b'][next() as usize % 3])
+                .collect()
+        };
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for i in 0..6000 {
+            let mut k = Vec::new();
+            let fields = if i % 2 == 0 { 1 } else { 2 };
+            for f in 0..fields {
+                let mut v = if f == 0 {
+                    b"customer-id-0000000000000000000000000000".to_vec()
+                } else {
+                    Vec::new()
+                };
+                let len = (next() % 24) as usize;
+                v.extend(field(len, &mut next));
+                k.extend_from_slice(&(v.len() as u32).to_be_bytes());
+                k.extend_from_slice(&v);
+            }
+            keys.push(k);
+        }
+        keys.extend(keys[..300].to_vec());
+        let mut rows: Vec<usize> = (0..keys.len()).collect();
+        sort_by_key(&mut rows, |r: usize| &keys[r]);
+        let mut want: Vec<usize> = (0..keys.len()).collect();
+        want.sort_by(|&x, &y| cmp_keys(&keys[x], &keys[y]).then(x.cmp(&y)));
+        assert_eq!(rows, want);
+        // Chunks continue the prefix: the encoding's bytes 16..32 of a 40-byte field.
+        let k = [&40u32.to_be_bytes()[..], &[b'x'; 40]].concat();
+        assert_eq!(key_chunk(&k, 1), (u128::from_be_bytes([b'x'; 16]), true));
+        assert!(!key_chunk(&k, 2).1);
     }
 
     #[test]
