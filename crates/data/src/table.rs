@@ -318,6 +318,28 @@ fn split_field(k: &[u8]) -> Option<(&[u8], &[u8])> {
 mod tests {
     use super::*;
 
+    /// A deterministic xorshift64 stream, for the randomized key tests.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    /// The canonical key of `fields`: each field's big-endian u32 length, then its bytes (what
+    /// [`KeyColumns::append_key`] writes).
+    fn canonical<F: AsRef<[u8]>>(fields: &[F]) -> Vec<u8> {
+        let mut k = Vec::new();
+        for f in fields {
+            let f = f.as_ref();
+            k.extend_from_slice(&(f.len() as u32).to_be_bytes());
+            k.extend_from_slice(f);
+        }
+        k
+    }
+
     fn write(name: &str, text: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("bj-table-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -382,25 +404,18 @@ mod tests {
     #[test]
     fn key_prefixes_never_contradict_the_full_comparison() {
         // Keys of 1–3 fields over a tiny alphabet (NUL included), as canonical encodings.
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let keys: Vec<Vec<u8>> = (0..600)
             .map(|_| {
-                let mut k = Vec::new();
-                for _ in 0..1 + next() % 3 {
-                    let len = (next() % 20) as usize;
-                    let field: Vec<u8> = (0..len)
-                        .map(|_| [0u8, 1, b'a'][next() as usize % 3])
-                        .collect();
-                    k.extend_from_slice(&(field.len() as u32).to_be_bytes());
-                    k.extend_from_slice(&field);
-                }
-                k
+                let fields: Vec<Vec<u8>> = (0..1 + next() % 3)
+                    .map(|_| {
+                        let len = (next() % 20) as usize;
+                        (0..len)
+                            .map(|_| [0u8, 1, b'a'][next() as usize % 3])
+                            .collect()
+                    })
+                    .collect();
+                canonical(&fields)
             })
             .collect();
         for a in &keys {
@@ -412,27 +427,14 @@ mod tests {
             }
         }
         // A constant first column leaves the second column in the prefix.
-        let two = |a: &[u8], b: &[u8]| {
-            let mut k = (a.len() as u32).to_be_bytes().to_vec();
-            k.extend_from_slice(a);
-            k.extend_from_slice(&(b.len() as u32).to_be_bytes());
-            k.extend_from_slice(b);
-            k
-        };
-        assert!(key_prefix(&two(b"US", b"100")) < key_prefix(&two(b"US", b"200")));
+        assert!(key_prefix(&canonical(&["US", "100"])) < key_prefix(&canonical(&["US", "200"])));
     }
 
     #[test]
     fn sorting_keys_with_long_shared_prefixes_matches_the_full_comparison() {
         // Runs that tie on the first chunks (a 40-byte shared head, NULs that escape to two
         // bytes, keys that end inside a chunk, duplicates), long enough for every settling path.
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let field = |len: usize, next: &mut dyn FnMut() -> u64| -> Vec<u8> {
             (0..len)
                 .map(|_| [0u8, b'a', b'b'][next() as usize % 3])
@@ -440,20 +442,19 @@ mod tests {
         };
         let mut keys: Vec<Vec<u8>> = Vec::new();
         for i in 0..6000 {
-            let mut k = Vec::new();
-            let fields = if i % 2 == 0 { 1 } else { 2 };
-            for f in 0..fields {
-                let mut v = if f == 0 {
-                    b"customer-id-0000000000000000000000000000".to_vec()
-                } else {
-                    Vec::new()
-                };
-                let len = (next() % 24) as usize;
-                v.extend(field(len, &mut next));
-                k.extend_from_slice(&(v.len() as u32).to_be_bytes());
-                k.extend_from_slice(&v);
-            }
-            keys.push(k);
+            let fields: Vec<Vec<u8>> = (0..if i % 2 == 0 { 1 } else { 2 })
+                .map(|f| {
+                    let mut v = if f == 0 {
+                        b"customer-id-0000000000000000000000000000".to_vec()
+                    } else {
+                        Vec::new()
+                    };
+                    let len = (next() % 24) as usize;
+                    v.extend(field(len, &mut next));
+                    v
+                })
+                .collect();
+            keys.push(canonical(&fields));
         }
         keys.extend(keys[..300].to_vec());
         let mut rows: Vec<usize> = (0..keys.len()).collect();
@@ -462,28 +463,23 @@ mod tests {
         want.sort_by(|&x, &y| cmp_keys(&keys[x], &keys[y]).then(x.cmp(&y)));
         assert_eq!(rows, want);
         // Chunks continue the prefix: the encoding's bytes 16..32 of a 40-byte field.
-        let k = [&40u32.to_be_bytes()[..], &[b'x'; 40]].concat();
+        let k = canonical(&[[b'x'; 40]]);
         assert_eq!(key_chunk(&k, 1), (u128::from_be_bytes([b'x'; 16]), true));
         assert!(!key_chunk(&k, 2).1);
     }
 
     #[test]
     fn key_order_is_tuple_order() {
-        let enc = |parts: &[&str]| {
-            let mut v = Vec::new();
-            for p in parts {
-                v.extend_from_slice(&(p.len() as u32).to_be_bytes());
-                v.extend_from_slice(p.as_bytes());
-            }
-            v
-        };
-        assert_eq!(cmp_keys(&enc(&["b"]), &enc(&["ab"])), Ordering::Greater);
         assert_eq!(
-            cmp_keys(&enc(&["a", "z"]), &enc(&["ab", "a"])),
+            cmp_keys(&canonical(&["b"]), &canonical(&["ab"])),
+            Ordering::Greater
+        );
+        assert_eq!(
+            cmp_keys(&canonical(&["a", "z"]), &canonical(&["ab", "a"])),
             Ordering::Less
         );
         assert_eq!(
-            cmp_keys(&enc(&["a", "b"]), &enc(&["a", "b"])),
+            cmp_keys(&canonical(&["a", "b"]), &canonical(&["a", "b"])),
             Ordering::Equal
         );
     }
