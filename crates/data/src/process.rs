@@ -15,7 +15,7 @@ use crate::parquet_io::ParquetWriter;
 use crate::rows::digest_of_order;
 use crate::runs::{Runs, SortBy};
 use crate::spec::{RunSpec, TableFormat};
-use crate::spill::{GroupBucket, WARM_BATCH};
+use crate::spill::{GroupBucket, GroupRef, WARM_BATCH};
 use crate::table::sort_by_key;
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_link::Link;
@@ -223,24 +223,24 @@ impl<'a> Processor<'a> {
         found: Vec<usize>,
         unmatched: Vec<usize>,
     ) -> Result<(), DataError> {
-        // Each group as its row range, gathered while the groups are still in row order (reads
-        // in order), then sorted by key: the writes below touch each group once, at random,
-        // instead of also looking up `ends` at random.
-        let ranges = |gs: &[usize]| -> Vec<(usize, usize)> {
+        // Each group with where its first row lies, gathered while the groups are still in row
+        // order (reads in order), then sorted by key: the sort and the writes below touch each
+        // group's bytes once, at random, instead of also its row entry and `ends`.
+        let ranges = |gs: &[usize]| -> Vec<GroupRef> {
             gs.iter()
                 .map(|&g| {
                     let r = group_range(ends, g);
-                    (r.start, r.end)
+                    rows.group(r.start, r.end)
                 })
                 .collect()
         };
-        let key_of = |(start, _): (usize, usize)| rows.key(start);
+        let key_of = |g: GroupRef| rows.group_key(&g);
         let mut found = ranges(&found);
         sort_by_key(&mut found, key_of);
         let join = self.spec.join.join;
         let pairs = join.has_pairs();
         let times: Vec<u32> = if self.joined && pairs {
-            let counts: Vec<u32> = found.iter().map(|&(a, b)| (b - a) as u32).collect();
+            let counts: Vec<u32> = found.iter().map(|g| g.len() as u32).collect();
             let (peer, _) = exchange_counts(link, &counts, 0)?;
             if peer.contains(&0) {
                 return Err(peer_error(
@@ -489,15 +489,15 @@ fn push_groups(
     runs: &mut Runs,
     total: &mut u64,
     rows: &GroupBucket<'_>,
-    groups: &[(usize, usize)],
+    groups: &[GroupRef],
     times: &[u32],
     left: bool,
 ) -> Result<(), DataError> {
     for (groups, times) in groups.chunks(WARM_BATCH).zip(times.chunks(WARM_BATCH)) {
-        rows.warm(groups.iter().map(|&(a, _)| a));
-        for (&(a, b), &t) in groups.iter().zip(times) {
-            grow(total, (b - a) as u64 * u64::from(t))?;
-            runs.push(rows.key(a), t, left, (a..b).map(|i| rows.raw(i)))?;
+        rows.warm(groups.iter());
+        for (g, &t) in groups.iter().zip(times) {
+            grow(total, g.len() as u64 * u64::from(t))?;
+            runs.push(rows.group_key(g), t, left, rows.group_rows(g))?;
         }
     }
     Ok(())

@@ -260,6 +260,16 @@ impl Runs {
             })?;
             *file = Some(f);
         }
+        if let (Store::Memory(v), [(start, end)]) = (&self.store, self.bounds.as_slice()) {
+            // One run in memory (a single bucket): its records are already in order, so they
+            // are expanded straight from the store, without cursors or a heap.
+            let run = usize::try_from(*start)
+                .ok()
+                .zip(usize::try_from(*end).ok())
+                .and_then(|(s, e)| v.get(s..e))
+                .ok_or_else(|| corrupt("a run lies outside its store"))?;
+            return expand_all(run, out);
+        }
         let chunk = ((64usize << 20) / self.bounds.len().max(1)).clamp(4 << 10, 256 << 10);
         let mut cursors = Vec::with_capacity(self.bounds.len());
         for &(start, end) in &self.bounds {
@@ -372,39 +382,82 @@ impl Cursor {
 
     /// Appends the record's expanded rows to `out`; returns how many.
     fn expand(&self, out: &mut Vec<u8>) -> Result<u64, DataError> {
-        let times = le32(&self.rec[4..8]) as usize;
-        let n = le32(&self.rec[8..12]) as usize;
-        let left = self.rec[12] != 0;
-        let mut rows = Vec::with_capacity(n.min(1 << 16));
-        let mut p = &self.rec[HEAD + self.sort_len..];
-        while let Some((len, rest)) = p.split_first_chunk::<4>() {
-            let (row, rest) = rest
-                .split_at_checked(u32::from_le_bytes(*len) as usize)
-                .ok_or_else(|| corrupt("a row runs past its record"))?;
-            rows.push(row);
-            p = rest;
+        expand_record(&self.rec, self.sort_len, out)
+    }
+}
+
+/// Expands every record of one run (whole records, in order) into `out`, flushing every MiB;
+/// returns the rows written.
+fn expand_all(mut run: &[u8], out: &mut dyn Sink) -> Result<u64, DataError> {
+    let mut buf = Vec::with_capacity(1 << 20);
+    let mut written = 0u64;
+    while !run.is_empty() {
+        let head = run
+            .get(..HEAD)
+            .ok_or_else(|| corrupt("a truncated record header"))?;
+        let sort_len = le32(&head[0..4]) as usize;
+        let payload = le32(&head[13..17]) as usize;
+        let (rec, rest) = run
+            .split_at_checked(HEAD.saturating_add(sort_len).saturating_add(payload))
+            .ok_or_else(|| corrupt("a record runs past its run's end"))?;
+        written += expand_record(rec, sort_len, &mut buf)?;
+        if buf.len() >= 1 << 20 {
+            out.put(&buf)?;
+            buf.clear();
         }
-        if rows.len() != n {
-            return Err(corrupt("a record's row count is wrong"));
-        }
-        let mut put = |row: &[u8]| {
-            out.extend_from_slice(row);
-            out.push(b'\n');
-        };
-        if left {
-            for row in &rows {
-                for _ in 0..times {
-                    put(row);
-                }
-            }
-        } else {
+        run = rest;
+    }
+    out.put(&buf)?;
+    Ok(written)
+}
+
+/// Appends the rows of one whole record (header, sort key of `sort_len` bytes, then
+/// length-prefixed rows) to `out`, each repeated as its `times` and side say; returns how many.
+/// Nothing is allocated per record: the rows are walked once per repetition.
+fn expand_record(rec: &[u8], sort_len: usize, out: &mut Vec<u8>) -> Result<u64, DataError> {
+    let times = le32(&rec[4..8]) as usize;
+    let n = le32(&rec[8..12]) as usize;
+    let left = rec[12] != 0;
+    let payload = rec
+        .get(HEAD + sort_len..)
+        .ok_or_else(|| corrupt("a record's sort key runs past its end"))?;
+    // Checks the lengths once, before anything is written.
+    let mut count = 0usize;
+    for_each_row(payload, |_| count += 1)?;
+    if count != n {
+        return Err(corrupt("a record's row count is wrong"));
+    }
+    let mut put = |row: &[u8]| {
+        out.extend_from_slice(row);
+        out.push(b'\n');
+    };
+    if left {
+        for_each_row(payload, |row| {
             for _ in 0..times {
-                for row in &rows {
-                    put(row);
-                }
+                put(row);
             }
+        })?;
+    } else {
+        for _ in 0..times {
+            for_each_row(payload, &mut put)?;
         }
-        Ok((n * times) as u64)
+    }
+    Ok((n * times) as u64)
+}
+
+/// Calls `f` on each length-prefixed row of a record's payload.
+fn for_each_row(mut p: &[u8], mut f: impl FnMut(&[u8])) -> Result<(), DataError> {
+    while let Some((len, rest)) = p.split_first_chunk::<4>() {
+        let (row, rest) = rest
+            .split_at_checked(u32::from_le_bytes(*len) as usize)
+            .ok_or_else(|| corrupt("a row runs past its record"))?;
+        f(row);
+        p = rest;
+    }
+    if p.is_empty() {
+        Ok(())
+    } else {
+        Err(corrupt("a record ends inside a row length"))
     }
 }
 
@@ -561,6 +614,58 @@ mod tests {
         fill(&mut disk);
         assert_eq!(merged(disk, "disk"), want);
         assert!(!path.exists(), "the run file is removed");
+    }
+
+    #[test]
+    fn one_run_in_memory_expands_like_the_merge() {
+        // A single in-memory run takes the direct path; on disk the same run goes through the
+        // cursors. Both must expand pairs, quoted newlines and empty groups alike.
+        let one = |runs: &mut Runs| {
+            runs.push(&key("a"), 3, true, [b"a,1".as_slice(), b"a,2"].into_iter())
+                .unwrap();
+            runs.push(
+                &key("b"),
+                2,
+                false,
+                [b"\"b\nx\",1".as_slice(), b"b,2"].into_iter(),
+            )
+            .unwrap();
+            runs.push(&key("c"), 1, true, std::iter::empty()).unwrap();
+            runs.push(&key("d"), 1, false, [b"d,1".as_slice()].into_iter())
+                .unwrap();
+            runs.end_run();
+        };
+        let want = "a,1\na,1\na,1\na,2\na,2\na,2\n\"b\nx\",1\nb,2\n\"b\nx\",1\nb,2\nd,1\n";
+        let mut mem = Runs::in_memory(SortBy::Key);
+        one(&mut mem);
+        assert_eq!(merged(mem, "one-mem"), want);
+        let dir = std::env::temp_dir().join(format!("bj-runs-{}-one-disk", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut disk = Runs::on_disk(dir.join("runs"), SortBy::Key).unwrap();
+        one(&mut disk);
+        assert_eq!(merged(disk, "one-disk"), want);
+        assert_eq!(merged(Runs::in_memory(SortBy::Key), "none"), "");
+    }
+
+    #[test]
+    fn a_corrupt_record_is_an_error_not_a_panic() {
+        for cut in [1, HEAD, HEAD + 3, HEAD + 5, HEAD + 9] {
+            let mut runs = Runs::in_memory(SortBy::Key);
+            runs.push(&key("a"), 1, true, [b"a,1".as_slice()].into_iter())
+                .unwrap();
+            runs.end_run();
+            if let Store::Memory(v) = &mut runs.store {
+                v.truncate(cut);
+            }
+            runs.bounds = vec![(0, cut as u64)];
+            struct Discard;
+            impl Sink for Discard {
+                fn put(&mut self, _: &[u8]) -> Result<(), DataError> {
+                    Ok(())
+                }
+            }
+            assert!(runs.merge_into(&mut Discard).is_err(), "cut at {cut}");
+        }
     }
 
     #[test]

@@ -190,26 +190,66 @@ impl GroupBucket<'_> {
         &self.bytes[start..start + r.raw_len as usize]
     }
 
-    /// Loads the rows `starts` (a short list, at most [`WARM_BATCH`]) into the cache before
-    /// they are read in that order. Rows sit in the bucket in hash order and their bytes in
-    /// file order, so a key-ordered walk misses the cache twice per row; a loop that does
-    /// nothing but load lets the CPU run dozens of those misses at once, where the copy loop
-    /// that follows would run two or three.
-    pub fn warm(&self, starts: impl Iterator<Item = usize>) {
-        let mut span = [(0usize, 0usize); WARM_BATCH];
-        let mut n = 0;
-        for (slot, i) in span.iter_mut().zip(starts) {
-            let r = &self.rows[i];
-            *slot = (r.at, r.at + r.key_len as usize + r.raw_len as usize);
-            n += 1;
+    /// The key group of rows `start..end` (consecutive, equal keys), with where its first row
+    /// lies. Taken while walking the groups in row order, it lets a later walk in key order
+    /// reach each group's key and bytes with one cache miss instead of two (the row entry,
+    /// then the bytes it points at).
+    pub fn group(&self, start: usize, end: usize) -> GroupRef {
+        let r = &self.rows[start];
+        GroupRef {
+            start,
+            end,
+            at: r.at,
+            key_len: r.key_len,
+            raw_len: r.raw_len,
         }
+    }
+    /// A group's canonical key.
+    pub fn group_key(&self, g: &GroupRef) -> &[u8] {
+        &self.bytes[g.at..g.at + g.key_len as usize]
+    }
+    /// A group's rows as in the input: the first from the group's own record of it, the others
+    /// (duplicates of the key, next to it in the bucket) from their entries.
+    pub fn group_rows<'s>(&'s self, g: &GroupRef) -> impl Iterator<Item = &'s [u8]> + 's {
+        let first = g.at + g.key_len as usize;
+        std::iter::once(&self.bytes[first..first + g.raw_len as usize])
+            .chain((g.start + 1..g.end).map(|i| self.raw(i)))
+    }
+
+    /// Loads the groups' first rows (a short list, at most [`WARM_BATCH`]) into the cache
+    /// before they are read in that order. Rows sit in the bucket in hash order and their
+    /// bytes in file order, so a key-ordered walk misses the cache once per group; a loop
+    /// that does nothing but load lets the CPU run dozens of those misses at once, where the
+    /// copy loop that follows would run two or three.
+    pub fn warm<'g>(&self, groups: impl Iterator<Item = &'g GroupRef>) {
         let mut acc = 0u8;
         let byte = |i: usize| self.bytes.get(i).copied().unwrap_or(0);
-        for &(start, end) in &span[..n] {
+        for g in groups.take(WARM_BATCH) {
             // The row's first and last byte: its one or two cache lines.
-            acc ^= byte(start) ^ byte(end.saturating_sub(1));
+            let end = g.at + g.key_len as usize + g.raw_len as usize;
+            acc ^= byte(g.at) ^ byte(end.saturating_sub(1));
         }
         std::hint::black_box(acc);
+    }
+}
+
+/// One key group of a [`GroupBucket`]: its rows `start..end`, and where the first one's key
+/// and bytes lie (see [`GroupBucket::group`]). Orders by `start`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct GroupRef {
+    /// The group's first row in the bucket.
+    pub start: usize,
+    /// One past its last row.
+    pub end: usize,
+    at: usize,
+    key_len: u32,
+    raw_len: u32,
+}
+
+impl GroupRef {
+    /// Rows in the group (one unless the key repeats).
+    pub fn len(&self) -> usize {
+        self.end - self.start
     }
 }
 
