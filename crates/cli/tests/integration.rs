@@ -975,6 +975,34 @@ fn secretflow_parquet_configs_keep_the_column_types() {
 }
 
 #[test]
+fn min_intersection_met_still_joins_every_row() {
+    // The size pass reads the table first; the join after it must see every row again (an
+    // in-memory table once came back empty and the run wrote a header only).
+    let dir = tmp("min-intersection-met");
+    gen_tables(&dir, "900,700", 300, 0.0);
+    let (r, s) = run_pair_edited(&dir, &|_, text| {
+        text.replace(
+            "\"self_link_party\"",
+            "\"blindjoin\": { \"min_intersection\": 300 }, \"self_link_party\"",
+        )
+    });
+    for (me, o) in [("receiver", &r), ("sender", &s)] {
+        assert!(o.status.success(), "{me}: {}", stderr(o));
+        let out = std::fs::read_to_string(dir.join(format!("{me}_out.csv"))).unwrap();
+        assert_eq!(out.lines().count(), 301, "{me}: header and 300 rows");
+    }
+    let ids = |me: &str| -> Vec<String> {
+        std::fs::read_to_string(dir.join(format!("{me}_out.csv")))
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').next().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(ids("receiver"), ids("sender"), "aligned outputs");
+}
+
+#[test]
 fn min_intersection_stops_both_parties_with_the_size() {
     let dir = tmp("min-intersection");
     gen_tables(&dir, "900,700", 300, 0.0);

@@ -206,6 +206,8 @@ fn cardinality_pass(
             psi.run_next(link, &digests, &blindjoin_protocols::NoProgress)?;
             progress.advance(1);
         }
+        // The main pass loads the unit again: an in-memory table must get its rows back.
+        table.give_back(unit, b, group);
     }
     Ok(psi.counts().cardinality.unwrap_or(0))
 }

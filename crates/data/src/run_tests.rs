@@ -622,8 +622,12 @@ fn min_intersection_stops_below_the_minimum_and_runs_at_it() {
     let left = random_side("L", 300, 200, &mut seed);
     let right = random_side("R", 250, 200, &mut seed);
     let shared = shared_keys(&left, &right);
-    for (min, spill) in [(shared + 1, SpillMode::Never), (shared, SpillMode::Always)] {
-        let name = format!("min-{min}");
+    for (min, spill) in [
+        (shared + 1, SpillMode::Never),
+        (shared, SpillMode::Always),
+        (shared, SpillMode::Never),
+    ] {
+        let name = format!("min-{min}-{spill:?}");
         let d = dir(&name);
         std::fs::write(d.join("r.csv"), left.csv()).unwrap();
         std::fs::write(d.join("s.csv"), right.csv()).unwrap();

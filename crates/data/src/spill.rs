@@ -765,6 +765,23 @@ impl SpilledTable {
         Ok(LoadedGroup { bytes, rows })
     }
 
+    /// Hands a unit loaded by [`SpilledTable::load_unit`] back, so that the unit can be loaded
+    /// again (a pass before the main one, such as `min_intersection`'s). An in-memory unit's
+    /// rows are moved out when it loads; they go back into its first shard (its other shards
+    /// stay empty, which loads the same). A unit read from disk is still on disk: nothing to do.
+    pub fn give_back(&mut self, unit: usize, b: usize, group: LoadedGroup) {
+        let m = b.min(self.shards).max(1);
+        let per = self.shards / m;
+        if let Store::Memory(shards) = &mut self.store
+            && let Some(first) = shards.get_mut(unit * per)
+        {
+            *first = MemShard {
+                bytes: group.bytes,
+                rows: group.rows,
+            };
+        }
+    }
+
     fn corrupt(&self, what: &str) -> DataError {
         DataError::Io {
             path: self
