@@ -226,24 +226,27 @@ fn check_join(name: &str, left: &Side, right: &Side, protocol: Protocol) {
             sorted(reference(join, left, right)),
             "{name} {join:?}"
         );
-        // Spilled, with more and fewer shards than buckets: the same bytes.
+        // Spilled, and in memory, with more and fewer shards than buckets (a unit then merges
+        // several shards): the same bytes.
         for shards in [1, 4, 64] {
             crate::spill::TEST_SHARDS.store(shards, Ordering::Relaxed);
-            let disk = run_both(
-                &format!("{name}-{join:?}-d{shards}"),
-                left,
-                right,
-                join,
-                true,
-                SpillMode::Always,
-                protocol,
-            );
-            assert!(
-                disk == (lo.clone(), ro.clone()),
-                "{name} {join:?} spilled/{shards}"
-            );
+            for (mode, tag) in [(SpillMode::Always, "d"), (SpillMode::Never, "m")] {
+                let out = run_both(
+                    &format!("{name}-{join:?}-{tag}{shards}"),
+                    left,
+                    right,
+                    join,
+                    true,
+                    mode,
+                    protocol,
+                );
+                assert!(
+                    out == (lo.clone(), ro.clone()),
+                    "{name} {join:?} {mode:?}/{shards}"
+                );
+            }
         }
-        // Unaligned: each party's kept rows, in input order.
+        // Unaligned, spilled and in memory: each party's kept rows, in input order.
         let (lu, ru) = run_both(
             &format!("{name}-{join:?}-u"),
             left,
@@ -252,6 +255,19 @@ fn check_join(name: &str, left: &Side, right: &Side, protocol: Protocol) {
             false,
             SpillMode::Always,
             protocol,
+        );
+        let in_memory = run_both(
+            &format!("{name}-{join:?}-um"),
+            left,
+            right,
+            join,
+            false,
+            SpillMode::Never,
+            protocol,
+        );
+        assert!(
+            in_memory == (lu.clone(), ru.clone()),
+            "{name} {join:?} unaligned in memory"
         );
         let want = reference(join, left, right);
         for (out, side, pick) in [(&lu, left, 0), (&ru, right, 1)] {
