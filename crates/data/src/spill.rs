@@ -17,7 +17,7 @@ use crate::error::DataError;
 use crate::rows::order_key;
 use crate::table::KeyColumns;
 use blindjoin_crypto::{ItemDigest, item_digest};
-use blindjoin_protocols::Progress;
+use blindjoin_protocols::{Progress, ProtocolError};
 use rayon::prelude::*;
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
@@ -46,8 +46,9 @@ pub struct SpilledTable {
 /// Where a table's shards are kept.
 enum Store {
     Disk(SpillDir),
-    /// Shards in memory, each taken out when its unit loads.
-    Memory(Vec<MemShard>),
+    /// Shards in memory, each taken out (`None`) while its unit is loaded, until it is given
+    /// back: a second load of a taken unit is an error, never an empty unit.
+    Memory(Vec<Option<MemShard>>),
 }
 
 /// A shard in memory: its rows already indexed (no row heads to write and parse again).
@@ -373,7 +374,7 @@ fn spill_in_blocks(
         }
     }
     let store = match to {
-        SpillTo::Memory => Store::Memory(in_memory),
+        SpillTo::Memory => Store::Memory(in_memory.into_iter().map(Some).collect()),
         SpillTo::Disk(dir) => Store::Disk(dir),
     };
     Ok(SpilledTable {
@@ -691,14 +692,20 @@ impl SpilledTable {
     /// # Errors
     /// A shard that cannot be read or does not parse.
     pub fn load_unit(&mut self, unit: usize, b: usize) -> Result<LoadedGroup, DataError> {
-        let m = b.min(self.shards);
-        let per = self.shards / m;
-        let units = unit * per..(unit + 1) * per;
+        let units = self.unit_shards(unit, b);
         if let Store::Memory(shards) = &mut self.store {
             // Each shard belongs to one unit: move it out rather than copy it.
             let mut group = MemShard::default();
             for s in units {
-                let shard = shards.get_mut(s).map(std::mem::take).unwrap_or_default();
+                let shard = match shards.get_mut(s) {
+                    Some(slot) => slot.take().ok_or_else(|| {
+                        DataError::Protocol(ProtocolError::Config(format!(
+                            "internal: in-memory unit {unit} loaded again before it was given \
+                             back"
+                        )))
+                    })?,
+                    None => MemShard::default(),
+                };
                 if group.rows.is_empty() {
                     group = shard;
                 } else {
@@ -770,16 +777,23 @@ impl SpilledTable {
     /// rows are moved out when it loads; they go back into its first shard (its other shards
     /// stay empty, which loads the same). A unit read from disk is still on disk: nothing to do.
     pub fn give_back(&mut self, unit: usize, b: usize, group: LoadedGroup) {
-        let m = b.min(self.shards).max(1);
-        let per = self.shards / m;
-        if let Store::Memory(shards) = &mut self.store
-            && let Some(first) = shards.get_mut(unit * per)
-        {
-            *first = MemShard {
+        let units = self.unit_shards(unit, b);
+        if let Store::Memory(shards) = &mut self.store {
+            let mut group = Some(MemShard {
                 bytes: group.bytes,
                 rows: group.rows,
-            };
+            });
+            for slot in shards.get_mut(units).into_iter().flatten() {
+                *slot = Some(group.take().unwrap_or_default());
+            }
         }
+    }
+
+    /// The shards that make up unit `unit` when the table runs in `b` buckets
+    /// (`min(b, shards)` units of `shards / units` shards each).
+    fn unit_shards(&self, unit: usize, b: usize) -> Range<usize> {
+        let per = self.shards / b.min(self.shards).max(1);
+        unit * per..(unit + 1) * per
     }
 
     fn corrupt(&self, what: &str) -> DataError {
@@ -876,6 +890,30 @@ mod tests {
         }
         out.sort();
         out
+    }
+
+    #[test]
+    fn an_in_memory_unit_loads_again_only_after_it_is_given_back() {
+        let d = dir("give-back");
+        let p = d.join("t.csv");
+        let text: String = std::iter::once("id,v\n".to_string())
+            .chain((0..500).map(|i| format!("k{},{i}\n", i % 300)))
+            .collect();
+        std::fs::write(&p, text).unwrap();
+        let keys = ["id".to_string()];
+        let mut t = spill(&p, &keys, SpillTo::Memory, &NoProgress).unwrap();
+        let b = 4;
+        let want = spilled_rows(&mut t, b);
+        assert_eq!(want.len(), 500);
+        // Every unit is out now: loading one again is an error, not an empty unit.
+        assert!(t.load_unit(0, b).is_err());
+        // Loaded and given back, every unit loads again with the same rows.
+        let mut t = spill(&p, &keys, SpillTo::Memory, &NoProgress).unwrap();
+        for unit in 0..b.min(t.shards()) {
+            let g = t.load_unit(unit, b).unwrap();
+            t.give_back(unit, b, g);
+        }
+        assert_eq!(spilled_rows(&mut t, b), want);
     }
 
     #[test]
