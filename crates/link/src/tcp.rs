@@ -405,7 +405,7 @@ fn accept_peer(
                 last,
             });
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(ACCEPT_POLL);
     }
 }
 
@@ -416,6 +416,7 @@ fn connect_peer(
 ) -> Result<TcpStream, LinkError> {
     let addrs = resolve(&opts.peer_id, &opts.peer_addr)?;
     let mut last = String::from("no attempt finished");
+    let mut attempt = 0u32;
     loop {
         cancelled(cancel)?;
         for addr in &addrs {
@@ -439,8 +440,22 @@ fn connect_peer(
                 last,
             });
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(retry_delay(attempt));
+        attempt = attempt.saturating_add(1);
     }
+}
+
+/// How long the listener sleeps between non-blocking accepts. Both parties read their input
+/// while the link comes up, and the one that finishes first waits for the link: a long poll
+/// would be idle time added to every run.
+const ACCEPT_POLL: Duration = Duration::from_millis(2);
+
+/// The connector's pause after its `attempt`-th refused round (0-based): 5 ms, doubling to
+/// 200 ms. The listener is usually up within milliseconds of the connector's first try (both
+/// are started together), so a fixed 200 ms pause cost most runs that lost the race up to
+/// 200 ms of waiting; a peer started minutes later is still polled only five times a second.
+fn retry_delay(attempt: u32) -> Duration {
+    Duration::from_millis(5u64 << attempt.min(6)).min(Duration::from_millis(200))
 }
 
 pub(crate) enum GreetError {
@@ -623,5 +638,20 @@ pub(crate) fn read_frames(
         if tx.send(Ok((kind, payload))).is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use super::*;
+
+    #[test]
+    fn the_connector_retries_soon_then_backs_off_to_200_ms() {
+        let ms = |a| retry_delay(a).as_millis();
+        assert_eq!(
+            (0..8).map(ms).collect::<Vec<_>>(),
+            [5, 10, 20, 40, 80, 160, 200, 200]
+        );
+        assert_eq!(ms(u32::MAX), 200);
     }
 }
