@@ -252,12 +252,14 @@ impl<'a> Processor<'a> {
             vec![1; found.len()]
         };
         if pairs {
+            reserve_for(&mut self.matched, &found);
             let total = &mut self.totals.output_rows;
             push_groups(&mut self.matched, total, rows, &found, &times, self.am_left)?;
         }
         if self.joined && self.keeps_own_unmatched() {
             let mut unmatched = ranges(&unmatched);
             sort_by_key(&mut unmatched, key_of);
+            reserve_for(&mut self.unmatched, &unmatched);
             let ones = vec![1; unmatched.len()];
             let total = &mut self.totals.output_rows;
             push_groups(&mut self.unmatched, total, rows, &unmatched, &ones, true)?;
@@ -501,6 +503,13 @@ fn push_groups(
         }
     }
     Ok(())
+}
+
+/// Reserves room in `runs` for `groups` (exactly, when each holds one row; duplicates' extra
+/// rows grow the run as they come).
+fn reserve_for(runs: &mut Runs, groups: &[GroupRef]) {
+    let bytes = groups.iter().map(GroupRef::bytes).sum();
+    runs.reserve(groups.len(), bytes);
 }
 
 /// The rows of group `g`, given where each group ends.

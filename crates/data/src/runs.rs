@@ -59,10 +59,10 @@ pub struct Runs {
 }
 
 impl Runs {
-    /// Runs kept in memory. Nothing is reserved up front: a large buffer grows by `mremap`
-    /// (`blindjoin_alloc`), without copying, and a reservation would take a recycled block
-    /// whose pages are already resident, leaving the protocol to fault in fresh ones (an inner
-    /// join's unmatched runs stay empty).
+    /// Runs kept in memory. Nothing is reserved up front: a reservation here, before the
+    /// protocol, would take a recycled block whose pages are already resident, leaving the
+    /// protocol to fault in fresh ones (an inner join's unmatched runs stay empty). Each
+    /// bucket reserves its records once its protocol is done ([`Runs::reserve`]).
     pub fn in_memory(sort_by: SortBy) -> Self {
         Self::with(Store::Memory(Vec::new()), sort_by)
     }
@@ -231,6 +231,16 @@ impl Runs {
             *len += bytes.len() as u64;
         }
         Ok(())
+    }
+
+    /// Makes room for about `records` more records holding `bytes` of sort keys and rows in
+    /// memory (on disk: nothing). Called after a bucket's protocol, when its buffers are back
+    /// in the allocator's pool: the run then takes one of those, already resident, where
+    /// growing by doubling would map fresh pages (each a page fault) for every record.
+    pub fn reserve(&mut self, records: usize, bytes: usize) {
+        if let Store::Memory(v) = &mut self.store {
+            v.reserve(records.saturating_mul(HEAD + 4).saturating_add(bytes));
+        }
     }
 
     /// Ends the current run (each bucket makes one).
@@ -666,6 +676,42 @@ mod tests {
             }
             assert!(runs.merge_into(&mut Discard).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_reserved_run_holds_its_records_without_growing() {
+        // One row per group: the reservation is exact, so the pushes never reallocate (each
+        // reallocation of a large run would map fresh pages), and the run reads back the same.
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = (0..1000)
+            .map(|i| {
+                (
+                    key(&format!("k{i:04}")),
+                    format!("k{i:04},{i}").into_bytes(),
+                )
+            })
+            .collect();
+        let mut runs = Runs::in_memory(SortBy::Key);
+        let bytes = rows.iter().map(|(k, r)| k.len() + r.len()).sum();
+        runs.reserve(rows.len(), bytes);
+        let Store::Memory(v) = &runs.store else {
+            unreachable!("an in-memory run")
+        };
+        let (capacity, at) = (v.capacity(), v.as_ptr());
+        for (k, r) in &rows {
+            runs.push(k, 1, true, std::iter::once(r.as_slice()))
+                .unwrap();
+        }
+        runs.end_run();
+        let Store::Memory(v) = &runs.store else {
+            unreachable!("an in-memory run")
+        };
+        assert_eq!((v.capacity(), v.as_ptr()), (capacity, at));
+        assert_eq!(v.len(), bytes + rows.len() * (HEAD + 4));
+        let want: String = rows
+            .iter()
+            .map(|(_, r)| format!("{}\n", String::from_utf8_lossy(r)))
+            .collect();
+        assert_eq!(merged(runs, "reserved"), want);
     }
 
     #[test]

@@ -252,6 +252,11 @@ impl GroupRef {
     pub fn len(&self) -> usize {
         self.end - self.start
     }
+
+    /// Bytes of its key and first row.
+    pub fn bytes(&self) -> usize {
+        self.key_len as usize + self.raw_len as usize
+    }
 }
 
 /// Rows per [`GroupBucket::warm`] call: their lines (two per row plus the row entries) stay
