@@ -61,8 +61,9 @@ pub struct Runs {
 impl Runs {
     /// Runs kept in memory. Nothing is reserved up front: a reservation here, before the
     /// protocol, would take a recycled block whose pages are already resident, leaving the
-    /// protocol to fault in fresh ones (an inner join's unmatched runs stay empty). Each
-    /// bucket reserves its records once its protocol is done ([`Runs::reserve`]).
+    /// protocol to fault in fresh ones (an inner join's unmatched runs stay empty). Aligned
+    /// output reserves each bucket's records once its protocol is done ([`Runs::reserve`]);
+    /// unaligned output grows record by record.
     pub fn in_memory(sort_by: SortBy) -> Self {
         Self::with(Store::Memory(Vec::new()), sort_by)
     }
