@@ -16,7 +16,6 @@ use crate::rows::digest_of_order;
 use crate::runs::{Runs, SortBy};
 use crate::spec::{RunSpec, TableFormat};
 use crate::spill::{GroupBucket, GroupRef, WARM_BATCH};
-use crate::table::sort_by_key;
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_link::Link;
 use blindjoin_protocols::{NoProgress, Progress, ProtocolError};
@@ -223,9 +222,10 @@ impl<'a> Processor<'a> {
         found: Vec<usize>,
         unmatched: Vec<usize>,
     ) -> Result<(), DataError> {
-        // Each group with where its first row lies, gathered while the groups are still in row
-        // order (reads in order), then sorted by key: the sort and the writes below touch each
-        // group's bytes once, at random, instead of also its row entry and `ends`.
+        // The bucket's rows are in key order ([`crate::spill`]), so groups in index order are in
+        // key order. Each with where its first row lies, gathered in that order (reads in
+        // order): the writes below then touch each group's bytes once, at random, instead of
+        // also its row entry and `ends`.
         let ranges = |gs: &[usize]| -> Vec<GroupRef> {
             gs.iter()
                 .map(|&g| {
@@ -234,9 +234,7 @@ impl<'a> Processor<'a> {
                 })
                 .collect()
         };
-        let key_of = |g: GroupRef| rows.group_key(&g);
-        let mut found = ranges(&found);
-        sort_by_key(&mut found, key_of);
+        let found = ranges(&found);
         let join = self.spec.join.join;
         let pairs = join.has_pairs();
         let times: Vec<u32> = if self.joined && pairs {
@@ -257,8 +255,7 @@ impl<'a> Processor<'a> {
             push_groups(&mut self.matched, total, rows, &found, &times, self.am_left)?;
         }
         if self.joined && self.keeps_own_unmatched() {
-            let mut unmatched = ranges(&unmatched);
-            sort_by_key(&mut unmatched, key_of);
+            let unmatched = ranges(&unmatched);
             reserve_for(&mut self.unmatched, &unmatched);
             let ones = vec![1; unmatched.len()];
             let total = &mut self.totals.output_rows;

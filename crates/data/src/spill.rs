@@ -15,7 +15,7 @@
 use crate::csv::{CsvError, CsvReader, FieldSpan, RecordSpan};
 use crate::error::DataError;
 use crate::rows::order_key;
-use crate::table::KeyColumns;
+use crate::table::{KeyColumns, cmp_keys, key_prefix, sort_by_key};
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_protocols::{Progress, ProtocolError};
 use rayon::prelude::*;
@@ -88,7 +88,7 @@ impl Sink {
                     order,
                     row,
                     m.bytes.len(),
-                    key.len() as u32,
+                    key,
                     raw.len() as u32,
                 ));
                 m.bytes.extend_from_slice(key);
@@ -118,8 +118,8 @@ fn head(order: u128, row: u64, key: &[u8], raw: &[u8]) -> [u8; HEAD] {
     h
 }
 
-/// One row in a loaded shard group. The order key is kept as two words so the row is 40 bytes
-/// (a `u128` would align it to 48): a million of them are sorted per bucket.
+/// One row in a loaded shard group. The order key is kept as two words so the row is 48 bytes
+/// (a `u128` would align it to 64): a million of them are sorted per bucket.
 #[derive(Clone, Copy, Debug)]
 struct SpillRow {
     order_hi: u64,
@@ -129,37 +129,74 @@ struct SpillRow {
     at: usize,
     key_len: u32,
     raw_len: u32,
+    /// The first 8 bytes of the key's order-preserving encoding ([`key_prefix`]): what the
+    /// rows are sorted by before any key is read again.
+    prefix: u64,
 }
 
 impl SpillRow {
-    fn new(order: u128, row: u64, at: usize, key_len: u32, raw_len: u32) -> Self {
+    fn new(order: u128, row: u64, at: usize, key: &[u8], raw_len: u32) -> Self {
         SpillRow {
             order_hi: (order >> 64) as u64,
             order_lo: order as u64,
             row,
             at,
-            key_len,
+            key_len: key.len() as u32,
             raw_len,
+            prefix: (key_prefix(key) >> 64) as u64,
         }
     }
 
     fn order(&self) -> u128 {
         (u128::from(self.order_hi) << 64) | u128::from(self.order_lo)
     }
-
-    /// What rows are sorted by: order key, then input row.
-    fn sort_key(&self) -> (u64, u64, u64) {
-        (self.order_hi, self.order_lo, self.row)
-    }
 }
 
-/// The rows of some whole buckets, loaded from their shards and sorted by `(order key, row)`.
+/// Runs of rows tied on their key prefix up to this length are settled by full comparisons;
+/// longer ones (keys sharing a long prefix) by [`sort_by_key`], which looks at each key once
+/// per 16 bytes instead of once per comparison.
+const SETTLE_BY_COMPARISON: usize = 64;
+
+/// Sorts a unit's rows by bucket among `b`, then by key ([`cmp_keys`]), then by input row.
+///
+/// Sorting by key here, by the prefix each row carries, is what lets the per-bucket work take
+/// matched and unmatched groups in key order for free: sorting them by key after the protocol
+/// reaches each key at random. Equal keys end up next to each other, as key groups need (equal
+/// keys have equal digests).
+fn sort_rows(bytes: &[u8], mut rows: Vec<SpillRow>, b: usize) -> Vec<SpillRow> {
+    let bucket = |r: &SpillRow| crate::rows::bucket_of_order(r.order(), b);
+    rows.par_sort_unstable_by_key(|r| (bucket(r), r.prefix, r.row));
+    let key = |r: &SpillRow| &bytes[r.at..r.at + r.key_len as usize];
+    let mut i = 0;
+    while i < rows.len() {
+        let tie = (bucket(&rows[i]), rows[i].prefix);
+        let len = rows[i..]
+            .iter()
+            .position(|r| (bucket(r), r.prefix) != tie)
+            .unwrap_or(rows.len() - i);
+        let run = &mut rows[i..i + len];
+        if len <= SETTLE_BY_COMPARISON {
+            run.sort_unstable_by(|x, y| cmp_keys(key(x), key(y)).then(x.row.cmp(&y.row)));
+        } else {
+            // Positions in the run are in row order already: ties go by position.
+            let mut at: Vec<usize> = (0..len).collect();
+            sort_by_key(&mut at, |p| key(&run[p]));
+            let sorted: Vec<SpillRow> = at.iter().map(|&p| run[p]).collect();
+            run.copy_from_slice(&sorted);
+        }
+        i += len;
+    }
+    rows
+}
+
+/// The rows of some whole buckets, loaded from their shards and sorted by bucket, key and row
+/// ([`sort_rows`]).
 pub struct LoadedGroup {
     bytes: Vec<u8>,
     rows: Vec<SpillRow>,
 }
 
-/// The rows of one bucket in a [`LoadedGroup`], sorted by `(order key, row)`: what the
+/// The rows of one bucket in a [`LoadedGroup`], sorted by key and row: what the
 /// per-bucket work ([`crate::process`]) reads.
 pub struct GroupBucket<'a> {
     bytes: &'a [u8],
@@ -192,9 +229,9 @@ impl GroupBucket<'_> {
     }
 
     /// The key group of rows `start..end` (consecutive, equal keys), with where its first row
-    /// lies. Taken while walking the groups in row order, it lets a later walk in key order
-    /// reach each group's key and bytes with one cache miss instead of two (the row entry,
-    /// then the bytes it points at).
+    /// lies. Taken in a first walk over the row entries (in order), it lets the walk that
+    /// writes the groups reach each group's key and bytes with one cache miss instead of two
+    /// (the row entry, then the bytes it points at).
     pub fn group(&self, start: usize, end: usize) -> GroupRef {
         let r = &self.rows[start];
         GroupRef {
@@ -218,7 +255,7 @@ impl GroupBucket<'_> {
     }
 
     /// Loads the groups' first rows (a short list, at most [`WARM_BATCH`]) into the cache
-    /// before they are read in that order. Rows sit in the bucket in hash order and their
+    /// before they are read in that order. Rows sit in the bucket in key order and their
     /// bytes in file order, so a key-ordered walk misses the cache once per group; a loop
     /// that does nothing but load lets the CPU run dozens of those misses at once, where the
     /// copy loop that follows would run two or three.
@@ -722,8 +759,8 @@ impl SpilledTable {
                     }));
                 }
             }
-            let MemShard { bytes, mut rows } = group;
-            rows.par_sort_unstable_by_key(SpillRow::sort_key);
+            let MemShard { bytes, rows } = group;
+            let rows = sort_rows(&bytes, rows, b);
             return Ok(LoadedGroup { bytes, rows });
         }
         let mut bytes = Vec::new();
@@ -764,16 +801,17 @@ impl SpilledTable {
                 .checked_add(key_len as usize + raw_len as usize)
                 .filter(|&e| e <= bytes.len())
                 .ok_or_else(|| self.corrupt("a row running past the end"))?;
+            let key_at = at + HEAD;
             rows.push(SpillRow::new(
                 u128::from_le_bytes(order),
                 u64::from_le_bytes(row),
-                at + HEAD,
-                key_len,
+                key_at,
+                &bytes[key_at..key_at + key_len as usize],
                 raw_len,
             ));
             at = end;
         }
-        rows.par_sort_unstable_by_key(SpillRow::sort_key);
+        let rows = sort_rows(&bytes, rows, b);
         Ok(LoadedGroup { bytes, rows })
     }
 
@@ -879,7 +917,8 @@ mod tests {
         d
     }
 
-    /// Every row of a spilled table, as (row, key, raw), in row order.
+    /// Every row of a spilled table, as (row, key, raw), in row order; checks on the way that
+    /// each loaded bucket holds its own rows, sorted by key and then row.
     fn spilled_rows(t: &mut SpilledTable, b: usize) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
         let mut out = Vec::new();
         let m = b.min(t.shards());
@@ -889,6 +928,14 @@ mod tests {
                 let rows = g.bucket(k, b);
                 for i in 0..rows.len() {
                     assert_eq!(crate::rows::bucket_of_order(rows.order(i), b), k);
+                    if i > 0 {
+                        let order = crate::table::cmp_keys(rows.key(i - 1), rows.key(i))
+                            .then(rows.row(i - 1).cmp(&rows.row(i)));
+                        assert_eq!(order, std::cmp::Ordering::Less, "bucket {k}, row {i}");
+                        // Equal keys, and only they, share an order key (a digest).
+                        let same_key = rows.key(i - 1) == rows.key(i);
+                        assert_eq!(rows.order(i - 1) == rows.order(i), same_key);
+                    }
                     out.push((rows.row(i), rows.key(i).to_vec(), rows.raw(i).to_vec()));
                 }
             }
@@ -919,6 +966,40 @@ mod tests {
             t.give_back(unit, b, g);
         }
         assert_eq!(spilled_rows(&mut t, b), want);
+    }
+
+    #[test]
+    fn loaded_buckets_are_in_key_order_even_past_a_long_shared_prefix() {
+        // Two key columns; most first columns share 20 bytes (past the 16-byte sort prefix),
+        // some keys repeat, and the row order of the file is unrelated to the key order.
+        let d = dir("key-order");
+        let p = d.join("t.csv");
+        let mut text = "a,b,v\n".to_string();
+        for i in 0..3000u64 {
+            let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54;
+            let a = match i % 3 {
+                0 => format!("customer-00000000000{x:04}"),
+                1 => format!("c{x}"),
+                _ => "customer-0000000000".to_string(),
+            };
+            text.push_str(&format!("{a},{},{i}\n", x % 7));
+        }
+        std::fs::write(&p, &text).unwrap();
+        let keys = ["a".to_string(), "b".to_string()];
+        for (shards, b) in [(1, 1), (1, 8), (4, 2), (4, 16)] {
+            TEST_SHARDS.store(shards, std::sync::atomic::Ordering::Relaxed);
+            for to in [
+                SpillTo::Disk(SpillDir::temporary(&d).unwrap()),
+                SpillTo::Memory,
+            ] {
+                let mut t = spill(&p, &keys, to, &NoProgress).unwrap();
+                assert_eq!(
+                    spilled_rows(&mut t, b).len(),
+                    3000,
+                    "{shards} shards, {b} buckets"
+                );
+            }
+        }
     }
 
     #[test]

@@ -245,7 +245,7 @@ fn settle<'k, T: Copy + Ord + Send + Sync>(
 /// [`cmp_keys`] compares keys), truncated and zero-padded. Unequal prefixes never contradict
 /// [`cmp_keys`]. Unlike the first field's bytes alone, a constant or short first column
 /// (`country`, `id`) still leaves the next one's bytes in the prefix, so ties stay rare.
-fn key_prefix(key: &[u8]) -> u128 {
+pub(crate) fn key_prefix(key: &[u8]) -> u128 {
     // The common case: a first field of 16 bytes or more without NULs.
     if let Some((field, _)) = split_field(key)
         && let Some(head) = field.first_chunk::<16>()

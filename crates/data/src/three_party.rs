@@ -22,7 +22,6 @@ use crate::report::{Report, Stages, peak_rss_bytes};
 use crate::run::prepare;
 use crate::runs::{Runs, SortBy};
 use crate::spill::GroupBucket;
-use crate::table::sort_by_key;
 use blindjoin_link::{Cancel, Link, LinkError, LinkStats, TcpLink, TcpOptions, establish_three};
 use blindjoin_protocols::ecdh_3pc::{Seat, handshake_3pc, run_3pc, seats};
 use blindjoin_protocols::{NoProgress, Progress, ProtocolError, PsiOptions};
@@ -357,9 +356,8 @@ fn push_matches(
 ) -> Result<(), DataError> {
     let range = |g: usize| (if g == 0 { 0 } else { ends[g - 1] }, ends[g]);
     if align {
-        let mut groups: Vec<(usize, usize)> = found.iter().map(|&g| range(g)).collect();
-        sort_by_key(&mut groups, |(a, _)| rows.key(a));
-        for (a, b) in groups {
+        // Groups in index order are in key order (the bucket's rows are).
+        for (a, b) in found.iter().map(|&g| range(g)) {
             runs.push(rows.key(a), 1, true, (a..b).map(|i| rows.raw(i)))?;
         }
     } else {
