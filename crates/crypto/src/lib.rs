@@ -36,13 +36,14 @@ pub mod gf128;
 pub mod okvs;
 pub mod oprf;
 pub mod ristretto;
+mod sha256_ni_lanes;
 mod sm2_h2c;
 mod weierstrass;
 pub mod x25519;
 mod x25519_avx2;
 mod x25519_ifma;
 
-pub use digest::{ItemDigest, item_digest, tag_of};
+pub use digest::{ITEM_DIGEST_LANES, ItemDigest, item_digest, item_digests, tag_of};
 pub use error::CryptoError;
 
 use std::fmt;

@@ -16,7 +16,7 @@ use crate::csv::{CsvError, CsvReader, FieldSpan, RecordSpan};
 use crate::error::DataError;
 use crate::rows::order_key;
 use crate::table::{KeyColumns, cmp_keys, key_prefix, sort_by_key};
-use blindjoin_crypto::{ItemDigest, item_digest};
+use blindjoin_crypto::{ITEM_DIGEST_LANES, ItemDigest, item_digest, item_digests};
 use blindjoin_protocols::{Progress, ProtocolError};
 use rayon::prelude::*;
 use std::fs::File;
@@ -535,8 +535,9 @@ fn scan_blocks(
             let per_row = (used / parsed.records.len().max(1)).max(1) as u64;
             sink.reserve(usize::try_from(size / per_row + size / per_row / 10).unwrap_or(0));
         }
-        let hashes = parsed.hash(shards);
-        for (i, (order, shard)) in hashes.into_iter().enumerate() {
+        let orders = parsed.hash();
+        for (i, order) in orders.into_iter().enumerate() {
+            let shard = crate::rows::bucket_of_order(order, shards);
             let rec = parsed.records[i];
             let key = parsed.key(i);
             let raw = &tail[rec.start..rec.end];
@@ -661,15 +662,27 @@ impl ParsedBlock {
         &self.keys[start..self.key_ends[i]]
     }
 
-    /// Each record's order key and shard, computed on all cores.
-    fn hash(&self, shards: usize) -> Vec<(u128, usize)> {
-        (0..self.records.len())
-            .into_par_iter()
-            .map(|i| {
-                let order = order_key(&item_digest(self.key(i)));
-                (order, crate::rows::bucket_of_order(order, shards))
-            })
-            .collect()
+    /// Each record's order key, computed on all cores, [`ITEM_DIGEST_LANES`] keys at a time.
+    fn hash(&self) -> Vec<u128> {
+        let mut orders = vec![0u128; self.records.len()];
+        orders
+            .par_chunks_mut(ITEM_DIGEST_LANES)
+            .with_min_len(256)
+            .enumerate()
+            .for_each(|(c, out)| {
+                let first = c * ITEM_DIGEST_LANES;
+                if out.len() == ITEM_DIGEST_LANES {
+                    let keys = std::array::from_fn(|l| self.key(first + l));
+                    for (o, d) in out.iter_mut().zip(item_digests(keys)) {
+                        *o = order_key(&d);
+                    }
+                } else {
+                    for (l, o) in out.iter_mut().enumerate() {
+                        *o = order_key(&item_digest(self.key(first + l)));
+                    }
+                }
+            });
+        orders
     }
 }
 
