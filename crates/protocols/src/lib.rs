@@ -5,6 +5,12 @@
 //! in the intersection — or `None` when this party does not learn the result. It never touches
 //! files. The data path calls [`handshake`] and then [`run_psi`], the single dispatch point.
 //!
+//! The items arrive in the data path's order, which is the order of their keys, so a position
+//! tells where a key ranks among ours: a protocol must never let the peer learn which of our
+//! positions matched. (Each one here sends per-item values in our order only when the peer cannot
+//! relate them to its own, such as ECDH's blinded points; what the peer can match against it
+//! shuffles, or sends sorted by a pseudo-random value.)
+//!
 //! | protocol | module | model |
 //! |---|---|---|
 //! | `PROTOCOL_ECDH` | [`ecdh`] | semi-honest, DDH in the random-oracle model |
