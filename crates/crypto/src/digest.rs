@@ -12,7 +12,7 @@ const ITEM_DOMAIN: &[u8] = b"blindjoin/v1/item-digest\0";
 const TAG_DOMAIN: &[u8] = b"blindjoin/v1/ecdh-match-tag\0";
 
 /// SHA-256's initial hash value (FIPS 180-4 §5.3.3).
-const SHA256_IV: [u32; 8] = [
+pub(crate) const SHA256_IV: [u32; 8] = [
     0x6a09_e667,
     0xbb67_ae85,
     0x3c6e_f372,

@@ -49,6 +49,7 @@ pub(crate) fn compress_lanes(blocks: &[[u8; 64]; LANES]) -> Option<[[u8; 16]; LA
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::LANES;
+    use crate::digest::SHA256_IV as IV;
     use std::arch::x86_64::*;
 
     /// FIPS 180-4 §4.2.2, four per quad.
@@ -117,18 +118,6 @@ mod x86 {
         0xa450_6ceb,
         0xbef9_a3f7,
         0xc671_78f2,
-    ];
-
-    /// FIPS 180-4 §5.3.3.
-    const IV: [u32; 8] = [
-        0x6a09_e667,
-        0xbb67_ae85,
-        0x3c6e_f372,
-        0xa54f_f53a,
-        0x510e_527f,
-        0x9b05_688c,
-        0x1f83_d9ab,
-        0x5be0_cd19,
     ];
 
     #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
@@ -221,16 +210,7 @@ mod tests {
             }
             let got = compress_lanes(&blocks).unwrap();
             for (block, got) in blocks.iter().zip(got) {
-                let mut state = [
-                    0x6a09_e667u32,
-                    0xbb67_ae85,
-                    0x3c6e_f372,
-                    0xa54f_f53a,
-                    0x510e_527f,
-                    0x9b05_688c,
-                    0x1f83_d9ab,
-                    0x5be0_cd19,
-                ];
+                let mut state = crate::digest::SHA256_IV;
                 sha2::block_api::compress256(&mut state, std::slice::from_ref(block));
                 let mut want = [0u8; 16];
                 for (o, w) in want.chunks_exact_mut(4).zip(state) {
