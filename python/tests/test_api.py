@@ -24,8 +24,12 @@ RUN_TIMEOUT_S = 120  # bound on every two-party run (the runs themselves take we
 CONNECT_TIMEOUT_MS = 30_000
 
 # One party: call blindjoin.<fn>(*args, **kwargs) and print the outcome as one JSON line.
+# Ctrl-C is restored first: a test runner started in the background by a non-interactive shell
+# inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored, so the Ctrl-C tests would
+# wait for an interrupt that never comes.
 PARTY = r"""
-import json, sys
+import json, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import blindjoin
 req = json.loads(sys.argv[1])
 kwargs = dict(req.get("kwargs", {}))
