@@ -15,7 +15,7 @@
 use crate::csv::{CsvError, CsvReader, FieldSpan, RecordSpan};
 use crate::error::DataError;
 use crate::rows::order_key;
-use crate::table::{KeyColumns, cmp_keys, key_prefix, sort_by_key};
+use crate::table::{KeyColumns, SETTLE_BY_COMPARISON, cmp_keys, key_prefix, sort_by_key};
 use blindjoin_crypto::{ITEM_DIGEST_LANES, ItemDigest, item_digest, item_digests};
 use blindjoin_protocols::{Progress, ProtocolError};
 use rayon::prelude::*;
@@ -152,11 +152,6 @@ impl SpillRow {
     }
 }
 
-/// Runs of rows tied on their key prefix up to this length are settled by full comparisons;
-/// longer ones (keys sharing a long prefix) by [`sort_by_key`], which looks at each key once
-/// per 16 bytes instead of once per comparison.
-const SETTLE_BY_COMPARISON: usize = 64;
-
 /// Sorts a unit's rows by bucket among `b`, then by key ([`cmp_keys`]), then by input row.
 ///
 /// Sorting by key here, by the prefix each row carries, is what lets the per-bucket work take
@@ -175,7 +170,10 @@ fn sort_rows(bytes: &[u8], mut rows: Vec<SpillRow>, b: usize) -> Vec<SpillRow> {
             .position(|r| (bucket(r), r.prefix) != tie)
             .unwrap_or(rows.len() - i);
         let run = &mut rows[i..i + len];
-        if len <= SETTLE_BY_COMPARISON {
+        // Short runs by full comparisons; long ones (keys sharing a long prefix) by
+        // `sort_by_key`, which reads each key once per 16 bytes, not once per comparison: the
+        // same split, at the same length, as `sort_by_key`'s own settling.
+        if len < SETTLE_BY_COMPARISON {
             run.sort_unstable_by(|x, y| cmp_keys(key(x), key(y)).then(x.row.cmp(&y.row)));
         } else {
             // Positions in the run are in row order already: ties go by position.

@@ -183,7 +183,7 @@ pub(crate) fn sort_by_key<'k, T: Copy + Ord + Send + Sync>(
 }
 
 /// Runs of tied chunks below this length are settled by full comparisons.
-const SETTLE_BY_COMPARISON: usize = 32;
+pub(crate) const SETTLE_BY_COMPARISON: usize = 32;
 
 /// Chunks of the encoding looked at before the rest is settled by full comparisons.
 const MAX_CHUNKS: usize = 16;
