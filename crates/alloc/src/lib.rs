@@ -12,9 +12,9 @@
 //! 0.46–0.49 s, for about 80 MiB more peak memory (`docs/benchmarks.md`). [`trim_pool`] gives
 //! the kept blocks back (the Python module calls it after each run).
 //!
-//! **Huge pages**, when `BLINDJOIN_HUGE_PAGES=1` is set: `madvise(MADV_HUGEPAGE)` on the 2
-//! MiB-aligned interior of every fresh large block: one page fault per 2 MiB instead of per
-//! 4 KiB, and fewer TLB misses. Off by default, because what a first touch costs depends on the
+//! **Huge pages**, when `BLINDJOIN_HUGE_PAGES=1` is set: `madvise(MADV_HUGEPAGE)` on every fresh
+//! mapping of the pool's, whole (advice on part of one would split it, and `mremap` cannot grow
+//! a block across the split): one page fault per 2 MiB instead of per 4 KiB, and fewer TLB misses. Off by default, because what a first touch costs depends on the
 //! host. In a VM whose balloon reports free pages to the host (Firecracker and most cloud VMs), a
 //! free 2 MiB block is handed back to the host and must be faulted in and zeroed again there; a
 //! huge page then costs 1.8 ms per MiB on first touch, against 0.55 ms per MiB for 4 KiB pages
@@ -72,7 +72,9 @@ fn huge_pages_on() -> bool {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HugePageAlloc;
 
-/// Advises huge pages for the 2 MiB-aligned part of `[ptr, ptr + size)`.
+/// Advises huge pages for the 2 MiB-aligned part of `[ptr, ptr + size)`: a block of the system
+/// allocator's, which owns the mapping around it (advising part of a mapping splits it in two
+/// or three, which glibc's own `mremap` then refuses and works around by copying).
 #[cfg(target_os = "linux")]
 fn advise(ptr: *mut u8, size: usize) {
     if ptr.is_null() || size < HUGE_MIN || !huge_pages_on() {
@@ -87,6 +89,23 @@ fn advise(ptr: *mut u8, size: usize) {
         unsafe {
             libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
         }
+    }
+}
+
+/// Advises huge pages for a whole fresh mapping of the pool's, `[base, base + len)` (page
+/// aligned). The whole of it, never its 2 MiB-aligned interior: advice on part of a mapping
+/// splits it into separate kernel mappings, and `mremap` refuses a range across two of them
+/// (`EFAULT`), which is how growing a vector failed with the advice on. The kernel uses huge
+/// pages only for the aligned 2 MiB extents inside anyway.
+#[cfg(target_os = "linux")]
+fn advise_mapping(base: usize, len: usize) {
+    if len < HUGE_MIN || !huge_pages_on() {
+        return;
+    }
+    // SAFETY: `[base, base + len)` is a live mapping of ours, page-aligned; MADV_HUGEPAGE
+    // changes no contents or validity, and a failure leaves it as it was.
+    unsafe {
+        libc::madvise(base as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
     }
 }
 
@@ -157,7 +176,7 @@ unsafe impl GlobalAlloc for HugePageAlloc {
         #[cfg(target_os = "linux")]
         if was && will {
             // SAFETY: `ptr` is a pooled block (its layout says so).
-            return unsafe { pool::resize(ptr, new_size) };
+            return unsafe { pool::resize(ptr, layout.size(), new_size) };
         }
         if !was && !will {
             // SAFETY: forwarded contract.
@@ -192,11 +211,7 @@ unsafe fn alloc_either(layout: Layout, zeroed: bool) -> *mut u8 {
     #[cfg(target_os = "linux")]
     if pooled(layout.size(), layout.align()) {
         // SAFETY: freed through `dealloc` with the same (pooled) layout.
-        let (p, fresh) = unsafe { pool::alloc(layout.size(), zeroed) };
-        if fresh {
-            advise(p, layout.size());
-        }
-        return p;
+        return unsafe { pool::alloc(layout.size(), zeroed) };
     }
     // SAFETY: forwarded contract.
     let p = unsafe {
@@ -243,6 +258,60 @@ mod tests {
                 a.dealloc(q, Layout::from_size_align(2 * size, align).unwrap());
             }
         }
+    }
+
+    /// With the huge-page advice on, large blocks still grow, move, split and come back: the
+    /// advice once split a fresh mapping in three, and growing a vector in it then failed
+    /// (`mremap` across mappings), which aborted the process.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn large_blocks_grow_and_split_with_huge_page_advice() {
+        use std::sync::atomic::Ordering;
+        let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let a = HugePageAlloc;
+        trim_pool();
+        HUGE_STATE.store(2, Ordering::Relaxed);
+        let filled = |p: *mut u8, n: usize, v: u8| {
+            // SAFETY: `p` is live for at least `n` bytes in every call below.
+            unsafe { std::slice::from_raw_parts(p, n).iter().all(|&b| b == v) }
+        };
+        // SAFETY: every block is used within its size and freed once with its layout.
+        let ok = std::panic::catch_unwind(|| unsafe {
+            // A fresh, unaligned mapping grown twice: the case that failed.
+            let p = a.alloc(layout(5 * MIB + 123));
+            assert!(!p.is_null());
+            p.write_bytes(3, 5 * MIB + 123);
+            let q = a.realloc(p, layout(5 * MIB + 123), 10 * MIB);
+            assert!(!q.is_null(), "growing an advised block");
+            assert!(filled(q, 5 * MIB + 123, 3));
+            let r = a.realloc(q, layout(10 * MIB), 40 * MIB);
+            assert!(!r.is_null());
+            assert!(filled(r, 5 * MIB + 123, 3));
+            a.dealloc(r, layout(40 * MIB));
+            // Pieces of the kept mapping, each grown past its piece.
+            let s = a.alloc(layout(6 * MIB));
+            let t = a.alloc(layout(6 * MIB));
+            assert!(!s.is_null() && !t.is_null());
+            s.write_bytes(5, 6 * MIB);
+            t.write_bytes(6, 6 * MIB);
+            let s2 = a.realloc(s, layout(6 * MIB), 20 * MIB);
+            let t2 = a.realloc(t, layout(6 * MIB), 30 * MIB);
+            assert!(!s2.is_null() && !t2.is_null());
+            assert!(filled(s2, 6 * MIB, 5) && filled(t2, 6 * MIB, 6));
+            a.dealloc(s2, layout(20 * MIB));
+            a.dealloc(t2, layout(30 * MIB));
+            // A kept mapping too short for the request, grown as it is handed out.
+            trim_pool();
+            let u = a.alloc(layout(4 * MIB));
+            a.dealloc(u, layout(4 * MIB));
+            let v = a.alloc_zeroed(layout(9 * MIB));
+            assert!(!v.is_null());
+            assert!(filled(v, 9 * MIB, 0));
+            a.dealloc(v, layout(9 * MIB));
+        });
+        HUGE_STATE.store(0, Ordering::Relaxed);
+        trim_pool();
+        ok.unwrap();
     }
 
     #[cfg(target_os = "linux")]

@@ -100,27 +100,33 @@ fn map_len(size: usize) -> Option<usize> {
 }
 
 /// A block of `size` bytes (page-aligned), zeroed if asked; null if the system is out of memory.
-/// The flag says whether the block is a fresh mapping (only those get the huge-page advice).
 ///
 /// # Safety
 /// The result must be freed with [`free`] (or resized with [`resize`]).
-pub(crate) unsafe fn alloc(size: usize, zeroed: bool) -> (*mut u8, bool) {
+pub(crate) unsafe fn alloc(size: usize, zeroed: bool) -> *mut u8 {
     let Some(need) = map_len(size) else {
-        return (std::ptr::null_mut(), false);
+        return std::ptr::null_mut();
     };
     let kept = if usable() { pool().take(need) } else { None };
-    let (base, len, fresh) = match kept {
-        Some((base, len)) if len >= need => (base, len, false),
+    let reused = kept.and_then(|(base, len)| {
+        if len >= need {
+            return Some((base, len));
+        }
+        // SAFETY: a kept mapping, owned by this call now; MREMAP_MAYMOVE keeps its pages.
+        let p = unsafe { libc::mremap(base as *mut libc::c_void, len, need, libc::MREMAP_MAYMOVE) };
+        if p == libc::MAP_FAILED {
+            // Kept again (or unmapped); a fresh mapping below serves this request.
+            // SAFETY: as in `free`: the whole mapping is ours and unused.
+            unsafe { keep_or_unmap(base, len) };
+            return None;
+        }
+        Some((p as usize, need))
+    });
+    let (base, fresh) = match reused {
         Some((base, len)) => {
-            // SAFETY: a kept mapping, owned by this call now; MREMAP_MAYMOVE keeps its pages.
-            let p =
-                unsafe { libc::mremap(base as *mut libc::c_void, len, need, libc::MREMAP_MAYMOVE) };
-            if p == libc::MAP_FAILED {
-                // SAFETY: as above; the mapping is not used again.
-                unsafe { libc::munmap(base as *mut libc::c_void, len) };
-                return (std::ptr::null_mut(), false);
-            }
-            (p as usize, need, false)
+            // SAFETY: a live read-write mapping of `len` bytes that only this call owns.
+            unsafe { (base as *mut usize).write(len) };
+            (base, false)
         }
         None => {
             // SAFETY: a new private anonymous mapping; no existing memory is touched.
@@ -135,20 +141,32 @@ pub(crate) unsafe fn alloc(size: usize, zeroed: bool) -> (*mut u8, bool) {
                 )
             };
             if p == libc::MAP_FAILED {
-                return (std::ptr::null_mut(), false);
+                return std::ptr::null_mut();
             }
-            (p as usize, need, true)
+            crate::advise_mapping(p as usize, need);
+            // SAFETY: as above, for the new mapping.
+            unsafe { (p as *mut usize).write(need) };
+            (p as usize, true)
         }
     };
-    // SAFETY: `[base, base + len)` is a live read-write mapping of at least `PAGE + size` bytes
-    // that only this call owns now: its first word records the length, the rest is the block.
-    unsafe {
-        (base as *mut usize).write(len);
-        if zeroed && !fresh {
-            ((base + PAGE) as *mut u8).write_bytes(0, size);
+    if zeroed && !fresh {
+        // SAFETY: the block `[base + PAGE, base + PAGE + size)` lies inside the mapping.
+        unsafe { ((base + PAGE) as *mut u8).write_bytes(0, size) };
+    }
+    (base + PAGE) as *mut u8
+}
+
+/// Keeps a whole unused mapping of ours for reuse, or unmaps it if the pool is full.
+///
+/// # Safety
+/// `[base, base + len)` is a mapping of ours that nothing uses.
+unsafe fn keep_or_unmap(base: usize, len: usize) {
+    if !(usable() && pool().put(base, len)) {
+        // SAFETY: per the contract.
+        unsafe {
+            libc::munmap(base as *mut libc::c_void, len);
         }
     }
-    ((base + PAGE) as *mut u8, fresh)
 }
 
 /// Frees a block from [`alloc`] or [`resize`]: kept for reuse, or unmapped.
@@ -159,21 +177,19 @@ pub(crate) unsafe fn free(ptr: *mut u8) {
     let base = ptr as usize - PAGE;
     // SAFETY: the header page of a live block holds its mapping's length.
     let len = unsafe { (base as *const usize).read() };
-    if !(usable() && pool().put(base, len)) {
-        // SAFETY: the whole mapping is ours and no longer used.
-        unsafe {
-            libc::munmap(base as *mut libc::c_void, len);
-        }
-    }
+    // SAFETY: the whole mapping is ours and no longer used.
+    unsafe { keep_or_unmap(base, len) };
 }
 
-/// Resizes a block from [`alloc`] to `new_size` bytes, keeping its contents: in place if its
-/// mapping is long enough, else moved by `mremap` (no copy through the cache). Null if out of
+/// Resizes a block from [`alloc`] holding `old_size` bytes to `new_size` bytes, keeping its
+/// contents: in place if its mapping is long enough, else moved by `mremap` (no copy through
+/// the cache), else, if the kernel refuses that, copied into a new block. Null if out of
 /// memory (the old block is then untouched).
 ///
 /// # Safety
-/// As [`free`] for `ptr`, which is valid only if the result is null.
-pub(crate) unsafe fn resize(ptr: *mut u8, new_size: usize) -> *mut u8 {
+/// As [`free`] for `ptr`, which is valid only if the result is null; `old_size` is at most the
+/// size the block was allocated or last resized with.
+pub(crate) unsafe fn resize(ptr: *mut u8, old_size: usize, new_size: usize) -> *mut u8 {
     let base = ptr as usize - PAGE;
     // SAFETY: as in `free`.
     let len = unsafe { (base as *const usize).read() };
@@ -193,12 +209,23 @@ pub(crate) unsafe fn resize(ptr: *mut u8, new_size: usize) -> *mut u8 {
     }
     // SAFETY: the mapping is ours; MREMAP_MAYMOVE keeps its contents, header page included.
     let p = unsafe { libc::mremap(base as *mut libc::c_void, len, need, libc::MREMAP_MAYMOVE) };
-    if p == libc::MAP_FAILED {
-        return std::ptr::null_mut();
+    if p != libc::MAP_FAILED {
+        // SAFETY: the header page of the moved mapping.
+        unsafe { (p as *mut usize).write(need) };
+        return (p as usize + PAGE) as *mut u8;
     }
-    // SAFETY: the header page of the moved mapping.
-    unsafe { (p as *mut usize).write(need) };
-    (p as usize + PAGE) as *mut u8
+    // `mremap` refuses a range the kernel keeps as more than one mapping (`EFAULT`), or that
+    // cannot move: a new block and a copy always work where memory is left.
+    // SAFETY: a new block of `new_size > old_size` bytes; `ptr` is live for `old_size` bytes and
+    // freed once, after the copy.
+    unsafe {
+        let q = alloc(new_size, false);
+        if !q.is_null() {
+            std::ptr::copy_nonoverlapping(ptr, q, old_size.min(new_size));
+            free(ptr);
+        }
+        q
+    }
 }
 
 /// Unmaps every kept block (a long-lived process, e.g. Python, after a run).
