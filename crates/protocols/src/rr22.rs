@@ -317,10 +317,26 @@ fn receiver(
     let vole = vole.encode_c()?;
     decode_par(layout, vole.c(), items, &mut decoded)?;
     drop(vole);
-    let ours = output_hash(ctx, items, &mut decoded, w);
+    drop(okvs);
+    output_hash(ctx, items, &mut decoded, w);
+    if 8 * ctx.sizes.out_bytes as u32 <= Packed::TAG_BITS {
+        match_outputs::<Packed>(link, ctx, decoded)
+    } else {
+        match_outputs::<(u128, u32)>(link, ctx, decoded)
+    }
+}
+
+/// The receiver's last step: our tags sorted, merged with the sender's as they arrive, then the
+/// result (and, with `broadcast_result`, the sender's matched positions) settled.
+fn match_outputs<T: TagEntry>(
+    link: &mut dyn Link,
+    ctx: &Ctx<'_>,
+    tags: Vec<Gf128>,
+) -> Result<PsiOutput, ProtocolError> {
+    let n_items = tags.len();
     let ob = ctx.sizes.out_bytes;
-    let mut matcher = SortedMatch::new(sorted_tags(&ours, 8 * ob as u32));
-    drop(ours);
+    let mut matcher = SortedMatch::new(sorted_tags::<T>(&tags, 8 * ob as u32));
+    drop(tags);
 
     let mut mine = Vec::new();
     let mut theirs = Vec::new();
@@ -340,7 +356,7 @@ fn receiver(
         received += count;
         ctx.progress.advance(count as u64);
     }
-    crate::positions::finish_receiver(link, mine, items.len(), theirs, ctx.n_s, ctx.broadcast)
+    crate::positions::finish_receiver(link, mine, n_items, theirs, ctx.n_s, ctx.broadcast)
 }
 
 fn sender(
@@ -431,14 +447,32 @@ fn sender(
                 *d += delta * *h;
             }
         });
+    drop(hb);
+    output_hash(ctx, items, &mut decoded, w);
+    if 8 * ctx.sizes.out_bytes as u32 <= Packed::TAG_BITS {
+        send_outputs::<Packed>(link, ctx, decoded)
+    } else {
+        send_outputs::<(u128, u32)>(link, ctx, decoded)
+    }
+}
+
+/// The sender's last step: its tags sent sorted by value, then (with `broadcast_result`) the
+/// receiver's matched positions mapped back to our items.
+fn send_outputs<T: TagEntry>(
+    link: &mut dyn Link,
+    ctx: &Ctx<'_>,
+    tags: Vec<Gf128>,
+) -> Result<PsiOutput, ProtocolError> {
+    let n_items = tags.len();
     let ob = ctx.sizes.out_bytes;
-    let sorted = sorted_tags(&output_hash(ctx, items, &mut decoded, w), 8 * ob as u32);
+    let sorted = sorted_tags::<T>(&tags, 8 * ob as u32);
+    drop(tags);
     for chunk in sorted.chunks(OUT_CHUNK) {
         let mut msg = Vec::with_capacity(5 + chunk.len() * ob);
         msg.push(MSG_OUT);
         put_u32(&mut msg, chunk.len() as u32);
-        for (o, _) in chunk {
-            msg.extend_from_slice(&o.to_le_bytes()[..ob]);
+        for o in chunk {
+            msg.extend_from_slice(&o.tag().to_le_bytes()[..ob]);
         }
         link.send(&msg)?;
         ctx.progress.advance(chunk.len() as u64);
@@ -447,10 +481,10 @@ fn sender(
     if !ctx.broadcast {
         return Ok(PsiOutput::intersection(None));
     }
-    let positions = crate::positions::receive(link, items.len())?;
+    let positions = crate::positions::receive(link, n_items)?;
     let mut mine: Vec<usize> = positions
         .into_iter()
-        .map(|p| sorted[p].1 as usize)
+        .map(|p| sorted[p].index() as usize)
         .collect();
     mine.sort_unstable();
     Ok(PsiOutput::intersection(Some(mine)))
@@ -515,43 +549,38 @@ fn hash_b(items: &[ItemDigest], mask: u128) -> Vec<Gf128> {
     out
 }
 
-/// Output hash of `v` for each item, truncated to `out_bytes` (as a little-endian `u128`).
+/// Replaces each item's `v` by its output hash, truncated to `out_bytes` (as a little-endian
+/// `u128`): the values themselves are gone afterwards, and no second vector is needed.
 /// Semi-honest: `π_O(v) ⊕ v`. Malicious: Davies–Meyer keyed by the item, on `v + w`.
-fn output_hash(ctx: &Ctx<'_>, items: &[ItemDigest], v: &mut [Gf128], w: Option<u128>) -> Vec<u128> {
+fn output_hash(ctx: &Ctx<'_>, items: &[ItemDigest], v: &mut [Gf128], w: Option<u128>) {
     let mask = mask_bytes(ctx.sizes.out_bytes);
-    let mut out = vec![0u128; v.len()];
     match w {
         None => {
             let cipher = Aes128::new(&KEY_HO.into());
-            out.par_chunks_mut(TASK)
-                .zip(v.par_chunks(TASK))
-                .for_each(|(dst, src)| {
-                    let mut blocks: Vec<[u8; 16]> = src.iter().map(|x| x.0.to_le_bytes()).collect();
-                    cipher.encrypt_blocks(aes::Block::cast_slice_from_core_mut(&mut blocks));
-                    for ((d, b), x) in dst.iter_mut().zip(&blocks).zip(src) {
-                        *d = (u128::from_le_bytes(*b) ^ x.0) & mask;
-                    }
-                    blocks.zeroize();
-                });
+            v.par_chunks_mut(TASK).for_each(|chunk| {
+                let mut blocks: Vec<[u8; 16]> = chunk.iter().map(|x| x.0.to_le_bytes()).collect();
+                cipher.encrypt_blocks(aes::Block::cast_slice_from_core_mut(&mut blocks));
+                for (x, b) in chunk.iter_mut().zip(&blocks) {
+                    x.0 = (u128::from_le_bytes(*b) ^ x.0) & mask;
+                }
+                blocks.zeroize();
+            });
         }
         Some(w) => {
-            out.par_chunks_mut(TASK)
-                .zip(v.par_chunks(TASK))
+            v.par_chunks_mut(TASK)
                 .zip(items.par_chunks(TASK))
-                .for_each(|((dst, src), keys)| {
-                    for ((d, x), key) in dst.iter_mut().zip(src).zip(keys) {
+                .for_each(|(chunk, keys)| {
+                    for (x, key) in chunk.iter_mut().zip(keys) {
                         let z = x.0 ^ w;
                         let mut b = z.to_le_bytes().into();
                         Aes128::new(key.into()).encrypt_block(&mut b);
                         let mut bytes = [0u8; 16];
                         bytes.copy_from_slice(&b);
-                        *d = (u128::from_le_bytes(bytes) ^ z) & mask;
+                        x.0 = (u128::from_le_bytes(bytes) ^ z) & mask;
                     }
                 });
         }
     }
-    v.iter_mut().for_each(|x| x.0.zeroize());
-    out
 }
 
 /// OKVS decode on the rayon pool: when the peer is idle its core is ours.
@@ -566,11 +595,53 @@ fn decode_par(
         .map_err(okvs_error)
 }
 
+/// An output tag with its item's index, ordered by tag, then index.
+trait TagEntry: Copy + Default + Ord + Send + Sync {
+    /// Tags of at most this many bits fit.
+    const TAG_BITS: u32;
+    fn new(tag: u128, index: u32) -> Self;
+    fn tag(self) -> u128;
+    fn index(self) -> u32;
+}
+
+/// Any tag: 32 bytes an entry (a `u128` aligns the pair).
+impl TagEntry for (u128, u32) {
+    const TAG_BITS: u32 = 128;
+    fn new(tag: u128, index: u32) -> Self {
+        (tag, index)
+    }
+    fn tag(self) -> u128 {
+        self.0
+    }
+    fn index(self) -> u32 {
+        self.1
+    }
+}
+
+/// A tag of at most 96 bits above its index, in one `u128`: ordering the words orders by tag,
+/// then index, and an entry takes 16 bytes instead of 32. The semi-honest modes' tags are
+/// `λ + log2(n_R·n_S)` bits, so this is their case up to 2^28 items a side.
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Debug)]
+struct Packed(u128);
+
+impl TagEntry for Packed {
+    const TAG_BITS: u32 = 96;
+    fn new(tag: u128, index: u32) -> Self {
+        Packed((tag << 32) | u128::from(index))
+    }
+    fn tag(self) -> u128 {
+        self.0 >> 32
+    }
+    fn index(self) -> u32 {
+        self.0 as u32
+    }
+}
+
 /// `(tag, index)` for every tag, sorted by tag (then index). Tags are pseudo-random values below
 /// `2^value_bits`, so a counting sort on their top bits spreads them evenly over ranges of a
 /// few dozen, which are then sorted on their own, in parallel: about a tenth of a comparison
 /// sort of the whole vector.
-fn sorted_tags(tags: &[u128], value_bits: u32) -> Vec<(u128, u32)> {
+fn sorted_tags<T: TagEntry>(tags: &[Gf128], value_bits: u32) -> Vec<T> {
     let n = tags.len();
     let range_bits = (usize::BITS - n.leading_zeros())
         .saturating_sub(4)
@@ -579,17 +650,17 @@ fn sorted_tags(tags: &[u128], value_bits: u32) -> Vec<(u128, u32)> {
     let shift = value_bits.saturating_sub(range_bits);
     let range_of = |t: u128| ((t >> shift) as usize) & ((1 << range_bits) - 1);
     let mut starts = vec![0usize; (1 << range_bits) + 1];
-    for &t in tags {
-        starts[range_of(t) + 1] += 1;
+    for t in tags {
+        starts[range_of(t.0) + 1] += 1;
     }
     for r in 1..starts.len() {
         starts[r] += starts[r - 1];
     }
-    let mut out = vec![(0u128, 0u32); n];
+    let mut out = vec![T::default(); n];
     let mut next = starts.clone();
-    for (i, &t) in tags.iter().enumerate() {
-        let r = range_of(t);
-        out[next[r]] = (t, i as u32);
+    for (i, t) in tags.iter().enumerate() {
+        let r = range_of(t.0);
+        out[next[r]] = T::new(t.0, i as u32);
         next[r] += 1;
     }
     let mut ranges = Vec::with_capacity(starts.len() - 1);
@@ -609,16 +680,16 @@ fn sorted_tags(tags: &[u128], value_bits: u32) -> Vec<(u128, u32)> {
 /// The receiver's side of the matching: our tags sorted, merged with the sender's, which arrive
 /// in increasing order, batch after batch. One forward pass over both lists, where a hash table
 /// of our tags cost a table build and a cache miss per probe.
-struct SortedMatch {
-    ours: Vec<(u128, u32)>,
+struct SortedMatch<T> {
+    ours: Vec<T>,
     /// Our first tag not below the sender's last one.
     next: usize,
     /// The sender's last tag.
     last: Option<u128>,
 }
 
-impl SortedMatch {
-    fn new(ours: Vec<(u128, u32)>) -> Self {
+impl<T: TagEntry> SortedMatch<T> {
+    fn new(ours: Vec<T>) -> Self {
         SortedMatch {
             ours,
             next: 0,
@@ -649,13 +720,13 @@ impl SortedMatch {
                 ));
             }
             self.last = Some(t);
-            while self.ours.get(self.next).is_some_and(|o| o.0 < t) {
+            while self.ours.get(self.next).is_some_and(|o| o.tag() < t) {
                 self.next += 1;
             }
             let equal = self.ours[self.next..]
                 .iter()
-                .take_while(|o| o.0 == t)
-                .map(|o| o.1 as usize);
+                .take_while(|o| o.tag() == t)
+                .map(|o| o.index() as usize);
             let before = mine.len();
             mine.extend(equal);
             if mine.len() > before {
@@ -671,6 +742,10 @@ mod tests {
     use super::*;
 
     fn tags(n: usize, seed: u64, bits: u32) -> Vec<u128> {
+        tag_values(n, seed, bits).into_iter().map(|t| t.0).collect()
+    }
+
+    fn tag_values(n: usize, seed: u64, bits: u32) -> Vec<Gf128> {
         let mut x = seed | 1;
         (0..n)
             .map(|_| {
@@ -681,7 +756,7 @@ mod tests {
                     x ^= x << 17;
                     t = (t << 64) | u128::from(x);
                 }
-                t & (u128::MAX >> (128 - bits))
+                Gf128(t & (u128::MAX >> (128 - bits)))
             })
             .collect()
     }
@@ -694,19 +769,45 @@ mod tests {
             (5, 8),
             (3000, 16),
             (70_000, 80),
+            (70_000, 96),
             (70_000, 128),
         ] {
-            let mut ts = tags(n, n as u64 + 3, bits);
+            let mut ts = tag_values(n, n as u64 + 3, bits);
             // Repeated tags must keep every index.
             if n > 10 {
                 ts[7] = ts[3];
             }
-            let got = sorted_tags(&ts, bits);
-            let mut want: Vec<(u128, u32)> =
-                ts.iter().enumerate().map(|(i, &t)| (t, i as u32)).collect();
+            let mut want: Vec<(u128, u32)> = ts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.0, i as u32))
+                .collect();
             want.sort_unstable();
-            assert_eq!(got, want, "n = {n}, {bits} bits");
+            assert_eq!(
+                sorted_tags::<(u128, u32)>(&ts, bits),
+                want,
+                "n = {n}, {bits} bits"
+            );
+            if bits <= Packed::TAG_BITS {
+                let packed: Vec<(u128, u32)> = sorted_tags::<Packed>(&ts, bits)
+                    .into_iter()
+                    .map(|p| (p.tag(), p.index()))
+                    .collect();
+                assert_eq!(packed, want, "packed, n = {n}, {bits} bits");
+            }
         }
+    }
+
+    #[test]
+    fn packed_entries_order_by_tag_then_index_at_the_extremes() {
+        let top = u128::MAX >> 32;
+        let entries = [(top, u32::MAX), (top, 0), (0, u32::MAX), (1, 0), (0, 0)];
+        let mut packed: Vec<Packed> = entries.iter().map(|&(t, i)| Packed::new(t, i)).collect();
+        packed.sort_unstable();
+        let got: Vec<(u128, u32)> = packed.iter().map(|p| (p.tag(), p.index())).collect();
+        let mut want = entries.to_vec();
+        want.sort_unstable();
+        assert_eq!(got, want);
     }
 
     /// The sender's tags as the wire carries them: `ob` little-endian bytes each.
@@ -718,13 +819,18 @@ mod tests {
 
     #[test]
     fn sorted_match_finds_every_common_tag_across_batches() {
+        finds_every_common_tag::<Packed>();
+        finds_every_common_tag::<(u128, u32)>();
+    }
+
+    fn finds_every_common_tag<T: TagEntry>() {
         let ob = 10;
         let ours = tags(5000, 11, 80);
         let mut theirs: Vec<u128> = tags(4000, 12, 80);
         theirs.extend(ours.iter().step_by(3).copied());
         theirs.push(ours[0]); // a repeated sender tag matches again
         theirs.sort_unstable();
-        let mut m = SortedMatch::new(sorted_tags(&ours, 80));
+        let mut m = SortedMatch::new(sorted_tags::<T>(&tag_values(5000, 11, 80), 80));
         let (mut mine, mut pos) = (Vec::new(), Vec::new());
         for (b, chunk) in theirs.chunks(777).enumerate() {
             m.batch(&wire(chunk, ob), ob, b * 777, &mut mine, &mut pos)
@@ -742,8 +848,8 @@ mod tests {
     #[test]
     fn sorted_match_refuses_tags_out_of_order() {
         let ob = 10;
-        let ours = tags(100, 5, 80);
-        let mut m = SortedMatch::new(sorted_tags(&ours, 80));
+        let ours = tag_values(100, 5, 80);
+        let mut m = SortedMatch::new(sorted_tags::<Packed>(&ours, 80));
         let (mut mine, mut pos) = (Vec::new(), Vec::new());
         m.batch(&wire(&[5, 9], ob), ob, 0, &mut mine, &mut pos)
             .unwrap();
@@ -753,7 +859,7 @@ mod tests {
             matches!(err, Err(ProtocolError::PeerMisbehaved(_))),
             "{err:?}"
         );
-        let mut m = SortedMatch::new(sorted_tags(&ours, 80));
+        let mut m = SortedMatch::new(sorted_tags::<Packed>(&ours, 80));
         let err = m.batch(&wire(&[9, 5], ob), ob, 0, &mut mine, &mut pos);
         assert!(
             matches!(err, Err(ProtocolError::PeerMisbehaved(_))),
