@@ -183,16 +183,72 @@ impl VoleReceiverA {
     /// Dual-encodes `w` into `C` (in parallel), giving the finished VOLE.
     ///
     /// # Errors
-    /// Only on an internal length mismatch ([`OtError::Usage`]).
+    /// Only on an internal length mismatch, or if `C`'s encoding was split off already
+    /// ([`OtError::Usage`]).
     pub fn encode_c(mut self) -> Result<VoleReceiver, OtError> {
+        let c = self.split_c()?.encode()?;
+        self.with_c(c)
+    }
+
+    /// Splits `C`'s dual encoding off, to run on other cores while `A` is used (RR22 sends `A`
+    /// as soon as its OKVS is solved, which may be before or after `C` is ready). Finish with
+    /// [`CEncoding::encode`] and [`VoleReceiverA::with_c`].
+    ///
+    /// # Errors
+    /// [`OtError::Usage`] if it was split off already.
+    pub fn split_c(&mut self) -> Result<CEncoding, OtError> {
+        if self.w.is_empty() && self.m > 0 {
+            return Err(OtError::Usage("C's encoding was already split off".into()));
+        }
+        Ok(CEncoding {
+            w: std::mem::take(&mut self.w),
+            code: self.code.clone(),
+            m: self.m,
+        })
+    }
+
+    /// The finished VOLE, with `c` from [`CEncoding::encode`].
+    ///
+    /// # Errors
+    /// [`OtError::Usage`] if `c` is not `m` long.
+    pub fn with_c(mut self, c: Vec<Gf128>) -> Result<VoleReceiver, OtError> {
+        if c.len() != self.m {
+            return Err(OtError::Usage(format!(
+                "C has {} entries, the VOLE {}",
+                c.len(),
+                self.m
+            )));
+        }
+        let a = std::mem::take(&mut self.a);
+        Ok(VoleReceiver { a, c })
+    }
+}
+
+/// The receiver's dual encoding of `C`, split off a [`VoleReceiverA`].
+pub struct CEncoding {
+    w: Vec<u128>,
+    code: ExAccCode,
+    m: usize,
+}
+
+impl CEncoding {
+    /// Dual-encodes `w` into `C` (in parallel on the rayon pool).
+    ///
+    /// # Errors
+    /// Only on an internal length mismatch ([`OtError::Usage`]).
+    pub fn encode(mut self) -> Result<Vec<Gf128>, OtError> {
         let mut c = vec![0u128; self.code.n()];
         self.code
             .dual_encode(&mut self.w, &mut c)
             .map_err(|e| OtError::Usage(e.to_string()))?;
         c.truncate(self.m);
-        let c: Vec<Gf128> = c.into_iter().map(Gf128).collect();
-        let a = std::mem::take(&mut self.a);
-        Ok(VoleReceiver { a, c })
+        Ok(c.into_iter().map(Gf128).collect())
+    }
+}
+
+impl Drop for CEncoding {
+    fn drop(&mut self) {
+        self.w.zeroize();
     }
 }
 
@@ -727,6 +783,28 @@ mod tests {
             "{:?}",
             r.err()
         );
+    }
+
+    /// `C` encoded apart from `A` (while `A` is in use) gives the same VOLE relation.
+    #[test]
+    fn c_encoded_apart_keeps_the_relation() {
+        for (m, bits) in [(1usize, 128usize), (1000, 128), (4097, 64)] {
+            let (s, r) = run2(
+                move |l| vole_send(l, m, bits, false).unwrap(),
+                move |l| {
+                    let mut a = vole_receive_a_first(l, m, bits, false).unwrap();
+                    let job = a.split_c().unwrap();
+                    assert!(a.split_c().is_err(), "split twice");
+                    let c = std::thread::spawn(move || job.encode())
+                        .join()
+                        .unwrap()
+                        .unwrap();
+                    assert!(a.a().len() == m);
+                    a.with_c(c).unwrap()
+                },
+            );
+            check(&s, &r, m, bits);
+        }
     }
 
     #[test]
