@@ -298,13 +298,12 @@ fn receiver(
     ctx.progress.stage("RR22: matching", ctx.n_s as u64);
     let layout = okvs.layout();
     let mut decoded = vec![Gf128::ZERO; items.len()];
-    // C's dual encoding waited until A was on its way: the sender works on A meanwhile.
     let vole = vole.with_c(c)?;
     decode_par(layout, vole.c(), items, &mut decoded)?;
     drop(vole);
     drop(okvs);
     output_hash(ctx, items, &mut decoded, w);
-    if 8 * ctx.sizes.out_bytes as u32 <= Packed::TAG_BITS {
+    if tags_pack(ctx) {
         match_outputs::<Packed>(link, ctx, decoded)
     } else {
         match_outputs::<(u128, u32)>(link, ctx, decoded)
@@ -465,7 +464,7 @@ fn sender(
         });
     drop(hb);
     output_hash(ctx, items, &mut decoded, w);
-    if 8 * ctx.sizes.out_bytes as u32 <= Packed::TAG_BITS {
+    if tags_pack(ctx) {
         send_outputs::<Packed>(link, ctx, decoded)
     } else {
         send_outputs::<(u128, u32)>(link, ctx, decoded)
@@ -651,6 +650,12 @@ impl TagEntry for Packed {
     fn index(self) -> u32 {
         self.0 as u32
     }
+}
+
+/// Whether this run's output tags fit [`Packed`]. A local choice: the wire carries
+/// `out_bytes` per tag either way.
+fn tags_pack(ctx: &Ctx<'_>) -> bool {
+    8 * ctx.sizes.out_bytes as u32 <= Packed::TAG_BITS
 }
 
 /// `(tag, index)` for every tag, sorted by tag (then index). Tags are pseudo-random values below
