@@ -211,7 +211,8 @@ impl VoleReceiverA {
     ///
     /// # Errors
     /// [`OtError::Usage`] if `c` is not `m` long.
-    pub fn with_c(mut self, c: Vec<Gf128>) -> Result<VoleReceiver, OtError> {
+    pub fn with_c(mut self, mut c: EncodedC) -> Result<VoleReceiver, OtError> {
+        let c = std::mem::take(&mut c.0);
         if c.len() != self.m {
             return Err(OtError::Usage(format!(
                 "C has {} entries, the VOLE {}",
@@ -236,13 +237,26 @@ impl CEncoding {
     ///
     /// # Errors
     /// Only on an internal length mismatch ([`OtError::Usage`]).
-    pub fn encode(mut self) -> Result<Vec<Gf128>, OtError> {
+    pub fn encode(mut self) -> Result<EncodedC, OtError> {
         let mut c = vec![0u128; self.code.n()];
-        self.code
-            .dual_encode(&mut self.w, &mut c)
-            .map_err(|e| OtError::Usage(e.to_string()))?;
+        let encoded = self.code.dual_encode(&mut self.w, &mut c);
+        if let Err(e) = encoded {
+            c.zeroize();
+            return Err(OtError::Usage(e.to_string()));
+        }
+        c[self.m..].zeroize();
         c.truncate(self.m);
-        Ok(c.into_iter().map(Gf128).collect())
+        Ok(EncodedC(c.into_iter().map(Gf128).collect()))
+    }
+}
+
+/// `C`, from [`CEncoding::encode`], for [`VoleReceiverA::with_c`]; zeroized if dropped instead
+/// (a run that fails between the two).
+pub struct EncodedC(Vec<Gf128>);
+
+impl Drop for EncodedC {
+    fn drop(&mut self) {
+        zeroize_field(&mut self.0);
     }
 }
 

@@ -258,7 +258,7 @@ fn receiver(
     let mut seed = [0u8; 16];
     random_bytes(&mut seed)?;
     let vmask = ctx.sizes.value_mask();
-    let (vole, okvs, c) = std::thread::scope(|scope| {
+    let (vole, okvs) = std::thread::scope(|scope| {
         let solver = scope.spawn(|| {
             let values = hash_b(items, vmask);
             encode_with_retry(items, &values, seed, OKVS_TRIES)
@@ -286,7 +286,7 @@ fn receiver(
             .ok_or(ProtocolError::Unreachable("no C encoding"))?
             .join()
             .map_err(|_| ProtocolError::Unreachable("the C encoding thread panicked"))??;
-        Ok((vole, okvs, c))
+        Ok((vole.with_c(c)?, okvs))
     })?;
 
     let w = match commitment {
@@ -298,7 +298,6 @@ fn receiver(
     ctx.progress.stage("RR22: matching", ctx.n_s as u64);
     let layout = okvs.layout();
     let mut decoded = vec![Gf128::ZERO; items.len()];
-    let vole = vole.with_c(c)?;
     decode_par(layout, vole.c(), items, &mut decoded)?;
     drop(vole);
     drop(okvs);
