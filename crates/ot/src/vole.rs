@@ -212,14 +212,14 @@ impl VoleReceiverA {
     /// # Errors
     /// [`OtError::Usage`] if `c` is not `m` long.
     pub fn with_c(mut self, mut c: EncodedC) -> Result<VoleReceiver, OtError> {
-        let c = std::mem::take(&mut c.0);
-        if c.len() != self.m {
+        if c.0.len() != self.m {
             return Err(OtError::Usage(format!(
                 "C has {} entries, the VOLE {}",
-                c.len(),
+                c.0.len(),
                 self.m
             )));
         }
+        let c = std::mem::take(&mut c.0);
         let a = std::mem::take(&mut self.a);
         Ok(VoleReceiver { a, c })
     }
@@ -244,7 +244,9 @@ impl CEncoding {
             c.zeroize();
             return Err(OtError::Usage(e.to_string()));
         }
-        c[self.m..].zeroize();
+        if let Some(tail) = c.get_mut(self.m..) {
+            tail.zeroize();
+        }
         c.truncate(self.m);
         Ok(EncodedC(c.into_iter().map(Gf128).collect()))
     }
