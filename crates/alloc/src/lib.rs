@@ -14,10 +14,11 @@
 //!
 //! **Huge pages**, when `BLINDJOIN_HUGE_PAGES=1` is set: `madvise(MADV_HUGEPAGE)` on every fresh
 //! mapping of the pool's, whole (advice on part of one would split it, and `mremap` cannot grow
-//! a block across the split): one page fault per 2 MiB instead of per 4 KiB, and fewer TLB misses. Off by default, because what a first touch costs depends on the
-//! host. In a VM whose balloon reports free pages to the host (Firecracker and most cloud VMs), a
-//! free 2 MiB block is handed back to the host and must be faulted in and zeroed again there; a
-//! huge page then costs 1.8 ms per MiB on first touch, against 0.55 ms per MiB for 4 KiB pages
+//! a block across the split): one page fault per 2 MiB instead of per 4 KiB, and fewer TLB
+//! misses. Off by default, because what a first touch costs depends on the host. In a VM whose
+//! balloon reports free pages to the host (Firecracker and most cloud VMs), a free 2 MiB block
+//! is handed back to the host and must be faulted in and zeroed again there; a huge page then
+//! costs 1.8 ms per MiB on first touch, against 0.55 ms per MiB for 4 KiB pages
 //! (measured on the project's CI VM). At 2^20 rows that was 0.3 s of each party's 1.4 s. On bare
 //! metal, or where free pages stay with the guest, huge pages can win, so the switch stays.
 //! Where THP is disabled (`/sys/kernel/mm/transparent_hugepage/enabled` = `never`) the advice is

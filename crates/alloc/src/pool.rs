@@ -122,12 +122,8 @@ pub(crate) unsafe fn alloc(size: usize, zeroed: bool) -> *mut u8 {
         }
         Some((p as usize, need))
     });
-    let (base, fresh) = match reused {
-        Some((base, len)) => {
-            // SAFETY: a live read-write mapping of `len` bytes that only this call owns.
-            unsafe { (base as *mut usize).write(len) };
-            (base, false)
-        }
+    let (base, len, fresh) = match reused {
+        Some((base, len)) => (base, len, false),
         None => {
             // SAFETY: a new private anonymous mapping; no existing memory is touched.
             let p = unsafe {
@@ -144,14 +140,16 @@ pub(crate) unsafe fn alloc(size: usize, zeroed: bool) -> *mut u8 {
                 return std::ptr::null_mut();
             }
             crate::advise_mapping(p as usize, need);
-            // SAFETY: as above, for the new mapping.
-            unsafe { (p as *mut usize).write(need) };
-            (p as usize, true)
+            (p as usize, need, true)
         }
     };
-    if zeroed && !fresh {
-        // SAFETY: the block `[base + PAGE, base + PAGE + size)` lies inside the mapping.
-        unsafe { ((base + PAGE) as *mut u8).write_bytes(0, size) };
+    // SAFETY: `[base, base + len)` is a live read-write mapping of at least `PAGE + size` bytes
+    // that only this call owns now: its first word records the length, the rest is the block.
+    unsafe {
+        (base as *mut usize).write(len);
+        if zeroed && !fresh {
+            ((base + PAGE) as *mut u8).write_bytes(0, size);
+        }
     }
     (base + PAGE) as *mut u8
 }

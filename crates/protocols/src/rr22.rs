@@ -611,8 +611,6 @@ fn decode_par(
 
 /// An output tag with its item's index, ordered by tag, then index.
 trait TagEntry: Copy + Default + Ord + Send + Sync {
-    /// Tags of at most this many bits fit.
-    const TAG_BITS: u32;
     fn new(tag: u128, index: u32) -> Self;
     fn tag(self) -> u128;
     fn index(self) -> u32;
@@ -620,7 +618,6 @@ trait TagEntry: Copy + Default + Ord + Send + Sync {
 
 /// Any tag: 32 bytes an entry (a `u128` aligns the pair).
 impl TagEntry for (u128, u32) {
-    const TAG_BITS: u32 = 128;
     fn new(tag: u128, index: u32) -> Self {
         (tag, index)
     }
@@ -638,8 +635,12 @@ impl TagEntry for (u128, u32) {
 #[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Debug)]
 struct Packed(u128);
 
-impl TagEntry for Packed {
+impl Packed {
+    /// Tags of at most this many bits fit.
     const TAG_BITS: u32 = 96;
+}
+
+impl TagEntry for Packed {
     fn new(tag: u128, index: u32) -> Self {
         Packed((tag << 32) | u128::from(index))
     }
