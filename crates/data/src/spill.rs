@@ -160,7 +160,12 @@ impl SpillRow {
 /// keys have equal digests).
 fn sort_rows(bytes: &[u8], mut rows: Vec<SpillRow>, b: usize) -> Vec<SpillRow> {
     let bucket = |r: &SpillRow| crate::rows::bucket_of_order(r.order(), b);
-    rows.par_sort_unstable_by_key(|r| (bucket(r), r.prefix, r.row));
+    if b == 1 {
+        // One bucket (every run up to `bucket_size` keys): no bucket to compute per comparison.
+        rows.par_sort_unstable_by_key(|r| (r.prefix, r.row));
+    } else {
+        rows.par_sort_unstable_by_key(|r| (bucket(r), r.prefix, r.row));
+    }
     let key = |r: &SpillRow| &bytes[r.at..r.at + r.key_len as usize];
     let mut i = 0;
     while i < rows.len() {
