@@ -20,9 +20,14 @@
 //!    Expand-Accumulate code ([`ExAccCode`], "ExAcc7": expander weight 7, rate 1/2, `N = 2n`,
 //!    BCG+22 CRYPTO 2022 §3), where `u ∈ GF(2^128)^N` is *regular* sparse noise (one nonzero
 //!    `β_j` per block) and `w = v + u·Δ`. The code seed is public (sent by the sender).
-//! 2. **Noise weight.** `t ≥` [`NOISE_WEIGHT`] `= 400` blocks: libOTe's rule
-//!    `t = ⌈−κ / log2(1 − 2δ)⌉` for a code of relative minimum distance `δ`, with libOTe's
-//!    estimate `δ = 0.10` for ExAcc7 and `κ = 128`, gives 398, rounded up to a multiple of 8.
+//! 2. **Noise weight.** `t ≥` [`NOISE_WEIGHT`] `= 848` blocks: libOTe's rule
+//!    `t = ⌈−κ / log2(1 − 2δ)⌉` (regular noise resists linear attacks with bias `(1 − 2δ)^t`
+//!    for a code of relative minimum distance `δ`), with `κ = 128` and `δ = 0.05`, the
+//!    estimate for ExAcc7 in libOTe (`EAConfigure`, at rate 1/5) and in SecretFlow's yacl
+//!    (`kMinDistanceRatio`, at this same rate 1/2), gives 843, rounded up to a multiple of 8.
+//!    (Until wire-6 the floor was 400, from a misread estimate of 0.10, so `t` was 400–799
+//!    and gave 61–121 bits at `δ = 0.05`.) [`LpnShape::linear_attack_bits`] states what a
+//!    shape gives.
 //!    The code length is at least `2·`[`MIN_CODE_N`] so small `m` keep a healthy LPN instance
 //!    (the extra outputs are simply dropped).
 //! 3. **Multi-point VOLE** `w = v + u·Δ` from GGM trees ([`crate::pprf::mpvole_send`]): one
@@ -67,7 +72,14 @@ use rayon::prelude::*;
 use zeroize::Zeroize;
 
 /// Regular noise weight (number of GGM trees), at least; see the module docs.
-pub const NOISE_WEIGHT: usize = 400;
+pub const NOISE_WEIGHT: usize = 848;
+
+/// ExAcc7's relative minimum distance as libOTe and SecretFlow estimate it; the noise weight is
+/// chosen from it (see the module docs).
+pub const EXACC7_MIN_DISTANCE: f64 = 0.05;
+
+/// Security against linear attacks the noise weight is chosen for (bits).
+pub const LINEAR_ATTACK_BITS: f64 = 128.0;
 
 /// Smallest code message size: shorter VOLEs are cut from one of this length.
 pub const MIN_CODE_N: usize = 1 << 13;
@@ -318,6 +330,12 @@ impl LpnShape {
             t: big_n.div_ceil(1 << d),
             d,
         })
+    }
+
+    /// Bits of security against linear attacks: `−t·log2(1 − 2δ)` with δ =
+    /// [`EXACC7_MIN_DISTANCE`] (libOTe's bound for regular noise).
+    pub fn linear_attack_bits(&self) -> f64 {
+        -(self.t as f64) * (1.0 - 2.0 * EXACC7_MIN_DISTANCE).log2()
     }
 
     /// Leaves of tree `j` that lie inside the code length.
@@ -823,12 +841,23 @@ mod tests {
         }
     }
 
+    /// The noise weight follows from the distance estimate: the least multiple of 8 with
+    /// `(1 − 2δ)^t ≤ 2^-128`.
+    #[test]
+    fn noise_weight_gives_128_bits_at_the_distance_estimate() {
+        let bits = |t: usize| -(t as f64) * (1.0 - 2.0 * EXACC7_MIN_DISTANCE).log2();
+        assert!(bits(NOISE_WEIGHT) >= LINEAR_ATTACK_BITS);
+        assert!(bits(NOISE_WEIGHT - 8) < LINEAR_ATTACK_BITS);
+        assert_eq!(NOISE_WEIGHT % 8, 0);
+    }
+
     #[test]
     fn shape_meets_noise_weight_and_covers_code() {
         for m in [0usize, 1, 1 << 13, 100_000, 1 << 20, 1_300_000, 1 << 24] {
             let s = LpnShape::for_len(m).unwrap();
             assert!(s.n >= m && s.big_n == 2 * s.n);
             assert!(s.t >= NOISE_WEIGHT, "{s:?}");
+            assert!(s.linear_attack_bits() >= LINEAR_ATTACK_BITS, "{s:?}");
             assert!(s.t << s.d >= s.big_n && (s.t - 1) << s.d < s.big_n, "{s:?}");
             assert!(s.tree_len(s.t - 1) >= 1);
         }

@@ -6,7 +6,7 @@ use crate::{Curve, Protocol, ProtocolError, Role};
 use blindjoin_link::{Link, Reader, put_bytes_u16, put_u32, put_u64};
 
 /// Version of the wire format; both parties must speak the same one.
-pub const WIRE_VERSION: &str = concat!("blindjoin/", env!("CARGO_PKG_VERSION"), "/wire-5");
+pub const WIRE_VERSION: &str = concat!("blindjoin/", env!("CARGO_PKG_VERSION"), "/wire-6");
 /// Longest string field in a hello.
 const MAX_FIELD: usize = 128;
 
