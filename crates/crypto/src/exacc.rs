@@ -133,12 +133,14 @@ pub struct ExAccCode {
     seed: [u8; 16],
 }
 
-/// The position PRG: AES-128-CTR, consumed as a stream of 64-bit words.
+/// The position PRG: AES-128-CTR, consumed as a stream of 64-bit words. The counter blocks
+/// are encrypted in place as plain byte arrays (a block's 16 bytes are its two words, little
+/// endian), so a refill is one `encrypt_blocks` call and no per-block conversion.
 struct WordStream {
     cipher: Aes128,
     counter: u128,
-    blocks: [aes::Block; PRG_BATCH_BLOCKS],
-    words: [u64; 2 * PRG_BATCH_BLOCKS],
+    blocks: [[u8; 16]; PRG_BATCH_BLOCKS],
+    /// Next word to read, in `0..=2 * PRG_BATCH_BLOCKS`.
     idx: usize,
 }
 
@@ -147,23 +149,18 @@ impl WordStream {
         Self {
             cipher: Aes128::new(&Array::from(*seed)),
             counter: 0,
-            blocks: [aes::Block::default(); PRG_BATCH_BLOCKS],
-            words: [0; 2 * PRG_BATCH_BLOCKS],
+            blocks: [[0; 16]; PRG_BATCH_BLOCKS],
             idx: 2 * PRG_BATCH_BLOCKS,
         }
     }
 
     fn refill(&mut self) {
         for b in self.blocks.iter_mut() {
-            *b = Array::from(self.counter.to_le_bytes());
+            *b = self.counter.to_le_bytes();
             self.counter = self.counter.wrapping_add(1);
         }
-        self.cipher.encrypt_blocks(&mut self.blocks);
-        for (w, b) in self.words.chunks_exact_mut(2).zip(self.blocks.iter()) {
-            let v = u128::from_le_bytes(b.0);
-            w[0] = v as u64;
-            w[1] = (v >> 64) as u64;
-        }
+        self.cipher
+            .encrypt_blocks(aes::Block::cast_slice_from_core_mut(&mut self.blocks));
         self.idx = 0;
     }
 
@@ -178,12 +175,17 @@ impl WordStream {
     /// Overwrites `dst` with the next `dst.len()` words of the stream.
     fn fill(&mut self, mut dst: &mut [u64]) {
         while !dst.is_empty() {
-            if self.idx == self.words.len() {
+            if self.idx == 2 * PRG_BATCH_BLOCKS {
                 self.refill();
             }
-            let take = dst.len().min(self.words.len() - self.idx);
+            let take = dst.len().min(2 * PRG_BATCH_BLOCKS - self.idx);
             let (head, tail) = dst.split_at_mut(take);
-            head.copy_from_slice(&self.words[self.idx..self.idx + take]);
+            let bytes = &self.blocks.as_flattened()[8 * self.idx..8 * (self.idx + take)];
+            for (w, b) in head.iter_mut().zip(bytes.chunks_exact(8)) {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(b);
+                *w = u64::from_le_bytes(word);
+            }
             self.idx += take;
             dst = tail;
         }
