@@ -21,7 +21,8 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 const FILE: &str = "checkpoint.json";
-const FORMAT: u32 = 1;
+/// Version of the checkpoint and of the spill shards it names (2: shard row heads are varints).
+const FORMAT: u32 = 2;
 const RESUME_MAGIC: &[u8; 4] = b"RSUM";
 
 /// What the recovery folder says about the run so far.
