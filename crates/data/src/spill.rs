@@ -92,6 +92,17 @@ impl Sink {
         key: &[u8],
         raw: &[u8],
     ) -> Result<(), DataError> {
+        // Lengths are kept as `u32` (shard heads, `SpillRow`).
+        if u32::try_from(key.len().max(raw.len())).is_err() {
+            return Err(DataError::Io {
+                path: match self {
+                    Sink::File(path, ..) => path.clone(),
+                    Sink::Memory(_) => PathBuf::from("<memory>"),
+                },
+                action: "keeping a row (rows of 4 GiB or more are not supported)",
+                source: std::io::Error::from(std::io::ErrorKind::InvalidData),
+            });
+        }
         match self {
             Sink::Memory(m) => {
                 m.rows.push(SpillRow::new(
@@ -111,13 +122,6 @@ impl Sink {
                     ProtocolError::Unreachable("spill rows out of order"),
                 ))?;
                 *last = row;
-                if u32::try_from(key.len().max(raw.len())).is_err() {
-                    return Err(DataError::Io {
-                        path: path.clone(),
-                        action: "spilling a row (rows of 4 GiB or more are not supported)",
-                        source: std::io::Error::from(std::io::ErrorKind::InvalidData),
-                    });
-                }
                 let mut h = [0u8; HEAD_MAX];
                 let len = head(order, gap, key, raw, &mut h);
                 w.write_all(&h[..len])
