@@ -22,6 +22,7 @@ use crate::error::DataError;
 use crate::rows::order_key;
 use crate::table::{KeyColumns, SETTLE_BY_COMPARISON, cmp_keys, key_prefix, sort_by_key};
 use blindjoin_crypto::{ITEM_DIGEST_LANES, ItemDigest, item_digest, item_digests};
+use blindjoin_link::{MAX_VARINT_LEN, MAX_VARINT64_LEN, read_varint_u64, varint_bytes};
 use blindjoin_protocols::{Progress, ProtocolError};
 use rayon::prelude::*;
 use std::fs::File;
@@ -37,7 +38,7 @@ const SHARD_INPUT_BYTES: u64 = 64 << 20;
 const MAX_SHARDS: usize = 4096;
 /// Most bytes of a spilled row's head: order key, then varints of the row gap (u64), the key
 /// length and the raw length (u32 each); see the module docs.
-const HEAD_MAX: usize = 16 + 10 + 5 + 5;
+const HEAD_MAX: usize = 16 + MAX_VARINT64_LEN + 2 * MAX_VARINT_LEN;
 /// Fewest bytes of a spilled row: its head with one-byte varints, a one-field key (length word
 /// and one byte) and one raw byte.
 const ROW_MIN: usize = 16 + 3 + 4 + 1 + 1;
@@ -142,40 +143,11 @@ fn head(order: u128, gap: u64, key: &[u8], raw: &[u8], h: &mut [u8; HEAD_MAX]) -
     h[..16].copy_from_slice(&order.to_le_bytes());
     let mut at = 16;
     for v in [gap, key.len() as u64, raw.len() as u64] {
-        at += put_leb128(v, &mut h[at..]);
+        let (bytes, len) = varint_bytes(v);
+        h[at..at + len].copy_from_slice(&bytes[..len]);
+        at += len;
     }
     at
-}
-
-/// LEB128 of `v` into the front of `out` (which has room for 10 bytes); returns its length.
-fn put_leb128(mut v: u64, out: &mut [u8]) -> usize {
-    let mut n = 0;
-    while v >= 0x80 {
-        out[n] = (v as u8) | 0x80;
-        v >>= 7;
-        n += 1;
-    }
-    out[n] = v as u8;
-    n + 1
-}
-
-/// Reads a LEB128 `u64` at `*at`, moving `*at` past it. `None` when it runs past the end or
-/// past 64 bits.
-fn get_leb128(bytes: &[u8], at: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for i in 0..10 {
-        let b = *bytes.get(*at + i)?;
-        let bits = u64::from(b & 0x7f);
-        if i == 9 && b > 1 {
-            return None;
-        }
-        v |= bits << (7 * i);
-        if b < 0x80 {
-            *at += i + 1;
-            return Some(v);
-        }
-    }
-    None
 }
 
 /// One row in a loaded shard group. The order key is kept as two words so the row is 48 bytes
@@ -870,18 +842,18 @@ impl SpilledTable {
         let mut rows = Vec::with_capacity(bytes.len() / ROW_MIN);
         for shard in starts.windows(2) {
             let (mut at, end) = (shard[0], shard[1]);
+            let shard_bytes = &bytes[..end];
             let mut last = 0u64;
             while at < end {
                 let mut order = [0u8; 16];
                 order.copy_from_slice(
-                    bytes
+                    shard_bytes
                         .get(at..at + 16)
-                        .filter(|_| at + 16 <= end)
                         .ok_or_else(|| self.corrupt("a truncated row header"))?,
                 );
                 let mut p = at + 16;
                 let mut next = || {
-                    get_leb128(&bytes[..end], &mut p)
+                    read_varint_u64(shard_bytes, &mut p)
                         .ok_or_else(|| self.corrupt("a truncated or malformed row header"))
                 };
                 let gap = next()?;

@@ -150,14 +150,65 @@ pub fn put_bytes_u16(out: &mut Vec<u8>, v: &[u8]) {
 /// Longest LEB128 encoding of a `u32`.
 pub const MAX_VARINT_LEN: usize = 5;
 
-/// Appends `v` as an LEB128 varint (7 bits per byte, low first; 1–5 bytes).
-pub fn put_varint(out: &mut Vec<u8>, v: u32) {
+/// Longest LEB128 encoding of a `u64`.
+pub const MAX_VARINT64_LEN: usize = 10;
+
+/// `v` as an LEB128 varint (7 bits per byte, low first): the bytes, and how many of them are
+/// used (1–10). For writers that keep a varint on the stack ([`put_varint`] appends one).
+pub fn varint_bytes(v: u64) -> ([u8; MAX_VARINT64_LEN], usize) {
+    let mut out = [0u8; MAX_VARINT64_LEN];
     let mut v = v;
+    let mut n = 0;
     while v >= 0x80 {
-        out.push((v as u8) | 0x80);
+        out[n] = (v as u8) | 0x80;
         v >>= 7;
+        n += 1;
     }
-    out.push(v as u8);
+    out[n] = v as u8;
+    (out, n + 1)
+}
+
+/// Appends `v` as an LEB128 varint (1–5 bytes).
+pub fn put_varint(out: &mut Vec<u8>, v: u32) {
+    let (bytes, len) = varint_bytes(u64::from(v));
+    out.extend_from_slice(&bytes[..len]);
+}
+
+/// Why an LEB128 varint did not decode.
+enum VarintFault {
+    /// More than the allowed bytes, or bits past 64.
+    TooLong,
+    /// The bytes ended inside it.
+    CutOff,
+}
+
+/// The LEB128 varint at the front of `bytes`, of at most `max_len` bytes: its value and its
+/// length.
+fn leb128(bytes: &[u8], max_len: usize) -> Result<(u64, usize), VarintFault> {
+    let mut v = 0u64;
+    for i in 0.. {
+        if i == max_len {
+            return Err(VarintFault::TooLong);
+        }
+        let b = *bytes.get(i).ok_or(VarintFault::CutOff)?;
+        // The tenth byte holds bit 63 only.
+        if i == MAX_VARINT64_LEN - 1 && b > 1 {
+            return Err(VarintFault::TooLong);
+        }
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Ok((v, i + 1));
+        }
+    }
+    Err(VarintFault::TooLong)
+}
+
+/// Reads the LEB128 `u64` at `*at` in `bytes` and moves `*at` past it; `None` when it is cut
+/// off at the end of `bytes` or does not fit 64 bits.
+pub fn read_varint_u64(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let (v, len) = leb128(bytes.get(*at..)?, MAX_VARINT64_LEN).ok()?;
+    *at += len;
+    Some(v)
 }
 
 /// The LEB128 varints of [`put_varint`] in `bytes`, in order. A varint longer than
@@ -177,23 +228,16 @@ pub fn varints<'a>(
         if rest.is_empty() || failed {
             return None;
         }
-        let mut v = 0u64;
-        for (i, &b) in rest.iter().enumerate() {
-            if i == MAX_VARINT_LEN {
-                failed = true;
-                return Some(Err(err("a varint is too long")));
+        let decoded = match leb128(rest, MAX_VARINT_LEN) {
+            Ok((v, len)) => {
+                rest = &rest[len..];
+                u32::try_from(v).map_err(|_| err("a varint is above 2^32 − 1"))
             }
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                rest = &rest[i + 1..];
-                return Some(u32::try_from(v).map_err(|_| {
-                    failed = true;
-                    err("a varint is above 2^32 − 1")
-                }));
-            }
-        }
-        failed = true;
-        Some(Err(err("the last varint is cut off")))
+            Err(VarintFault::TooLong) => Err(err("a varint is too long")),
+            Err(VarintFault::CutOff) => Err(err("the last varint is cut off")),
+        };
+        failed = decoded.is_err();
+        Some(decoded)
     })
 }
 

@@ -43,8 +43,8 @@ mod tls;
 
 pub use cancel::Cancel;
 pub use codec::{
-    BULK_CHUNK, BulkError, DecodeError, MAX_VARINT_LEN, Reader, put_bytes_u16, put_u32, put_u64,
-    put_varint, recv_bulk, send_bulk, varints,
+    BULK_CHUNK, BulkError, DecodeError, MAX_VARINT_LEN, MAX_VARINT64_LEN, Reader, put_bytes_u16,
+    put_u32, put_u64, put_varint, read_varint_u64, recv_bulk, send_bulk, varint_bytes, varints,
 };
 pub use error::LinkError;
 pub use frame::MAX_FRAME_LEN;

@@ -287,6 +287,40 @@ fn varints_round_trip_and_reject_bad_encodings() {
 }
 
 #[test]
+fn u64_varints_round_trip_and_reject_bad_encodings() {
+    let values = [
+        0u64,
+        1,
+        127,
+        128,
+        1 << 35,
+        u64::from(u32::MAX) + 1,
+        u64::MAX,
+    ];
+    let mut buf = Vec::new();
+    for &v in &values {
+        let (bytes, len) = crate::varint_bytes(v);
+        buf.extend_from_slice(&bytes[..len]);
+    }
+    let mut at = 0;
+    let back: Vec<u64> = values
+        .iter()
+        .map(|_| crate::read_varint_u64(&buf, &mut at).unwrap())
+        .collect();
+    assert_eq!((back.as_slice(), at), (&values[..], buf.len()));
+    assert_eq!(crate::read_varint_u64(&buf, &mut at), None, "past the end");
+    for bad in [
+        &[0x80u8][..],
+        &[0xff; 11][..],
+        &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02][..],
+    ] {
+        let mut at = 0;
+        assert_eq!(crate::read_varint_u64(bad, &mut at), None, "{bad:?}");
+        assert_eq!(at, 0);
+    }
+}
+
+#[test]
 fn bulk_bytes_cross_in_chunks_and_overruns_are_refused() {
     let (mut a, mut b) = mem_pair();
     let data: Vec<u8> = (0..(crate::BULK_CHUNK + 10)).map(|i| i as u8).collect();

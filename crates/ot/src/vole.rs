@@ -81,6 +81,12 @@ pub const EXACC7_MIN_DISTANCE: f64 = 0.05;
 /// Security against linear attacks the noise weight is chosen for (bits).
 pub const LINEAR_ATTACK_BITS: f64 = 128.0;
 
+/// Bits of security against linear attacks of regular noise of weight `t`: `−t·log2(1 − 2δ)`
+/// with δ = [`EXACC7_MIN_DISTANCE`] (libOTe's bound).
+pub fn linear_attack_bits(t: usize) -> f64 {
+    -(t as f64) * (1.0 - 2.0 * EXACC7_MIN_DISTANCE).log2()
+}
+
 /// Smallest code message size: shorter VOLEs are cut from one of this length.
 pub const MIN_CODE_N: usize = 1 << 13;
 
@@ -332,10 +338,9 @@ impl LpnShape {
         })
     }
 
-    /// Bits of security against linear attacks: `−t·log2(1 − 2δ)` with δ =
-    /// [`EXACC7_MIN_DISTANCE`] (libOTe's bound for regular noise).
+    /// Bits of security against linear attacks of this shape's noise ([`linear_attack_bits`]).
     pub fn linear_attack_bits(&self) -> f64 {
-        -(self.t as f64) * (1.0 - 2.0 * EXACC7_MIN_DISTANCE).log2()
+        linear_attack_bits(self.t)
     }
 
     /// Leaves of tree `j` that lie inside the code length.
@@ -845,9 +850,8 @@ mod tests {
     /// `(1 − 2δ)^t ≤ 2^-128`.
     #[test]
     fn noise_weight_gives_128_bits_at_the_distance_estimate() {
-        let bits = |t: usize| -(t as f64) * (1.0 - 2.0 * EXACC7_MIN_DISTANCE).log2();
-        assert!(bits(NOISE_WEIGHT) >= LINEAR_ATTACK_BITS);
-        assert!(bits(NOISE_WEIGHT - 8) < LINEAR_ATTACK_BITS);
+        assert!(linear_attack_bits(NOISE_WEIGHT) >= LINEAR_ATTACK_BITS);
+        assert!(linear_attack_bits(NOISE_WEIGHT - 8) < LINEAR_ATTACK_BITS);
         assert_eq!(NOISE_WEIGHT % 8, 0);
     }
 
