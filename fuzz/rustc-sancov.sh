@@ -11,8 +11,8 @@ prev=
 for a in "$@"; do
     if [ "$prev" = "--crate-name" ]; then
         case "$a" in
-        blindjoin_* | fuzz_support | link_frames | link_reader | link_bulk | hello | positions | \
-            join_counts | psi_rr22 | psi_kkrt | psi_ecdh) ours=yes ;;
+        blindjoin_* | fuzz_support | link_frames | link_reader | link_bulk | link_greeting | \
+            hello | positions | join_counts | psi_rr22 | psi_kkrt | psi_ecdh | ub_oprf) ours=yes ;;
         esac
     fi
     prev="$a"
