@@ -15,6 +15,10 @@ mod error;
 pub mod generate;
 pub mod join;
 mod output;
+#[cfg(feature = "parquet")]
+pub mod parquet_io;
+#[cfg(not(feature = "parquet"))]
+#[path = "parquet_off.rs"]
 pub mod parquet_io;
 mod process;
 mod recovery;

@@ -526,6 +526,7 @@ fn threshold_reveals_at_most_t_keys_across_buckets() {
 }
 
 /// A side whose keys are integers, for typed Parquet columns.
+#[cfg(feature = "parquet")]
 fn int_side(tag: &'static str, n: usize, range: u64, seed: &mut u64) -> Side {
     Side {
         tag,
@@ -533,6 +534,7 @@ fn int_side(tag: &'static str, n: usize, range: u64, seed: &mut u64) -> Side {
     }
 }
 
+#[cfg(feature = "parquet")]
 /// `side` as Parquet: `payload` (string), `id` (int64).
 fn write_parquet(path: &Path, side: &Side) {
     use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
@@ -549,6 +551,7 @@ fn write_parquet(path: &Path, side: &Side) {
     w.close().unwrap();
 }
 
+#[cfg(feature = "parquet")]
 /// A Parquet output's rows as (payload, id), `None` for an all-null padding row; checks the
 /// column types survived.
 fn parquet_rows(path: &Path) -> Vec<Option<(String, String)>> {
@@ -581,6 +584,7 @@ fn parquet_rows(path: &Path) -> Vec<Option<(String, String)>> {
     out
 }
 
+#[cfg(feature = "parquet")]
 #[test]
 fn parquet_in_and_out_give_the_csv_run_s_rows_with_types_kept() {
     let mut seed = 21;

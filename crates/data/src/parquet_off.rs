@@ -1,0 +1,120 @@
+//! Parquet input and output in a build without the `parquet` feature: the same entry points as
+//! the real module, each refusing with an error that names the file and says how to go on, so
+//! the rest of the data path needs no feature switches of its own.
+
+use crate::error::DataError;
+use arrow_schema::SchemaRef;
+use blindjoin_protocols::Progress;
+use std::convert::Infallible;
+use std::io::Write;
+use std::path::Path;
+
+/// What a Parquet table is told in this build.
+const NOT_BUILT: &str = "this build of blindjoin has no Parquet support (blindjoin-data's \
+                         `parquet` feature is off); use a CSV table (IO_TYPE_FILE_CSV) or a \
+                         build with the feature";
+
+/// Refuses: no Parquet file can be read in this build.
+///
+/// # Errors
+/// Always [`DataError::Parquet`].
+pub fn read_schema(path: &Path) -> Result<SchemaRef, DataError> {
+    Err(not_built(path))
+}
+
+/// Refuses: no Parquet file can be read in this build.
+///
+/// # Errors
+/// Always [`DataError::Parquet`].
+pub fn parquet_to_csv(
+    path: &Path,
+    _keys: &[String],
+    _out: &mut dyn Write,
+    _progress: &dyn Progress,
+) -> Result<u64, DataError> {
+    Err(not_built(path))
+}
+
+fn not_built(path: &Path) -> DataError {
+    DataError::Parquet {
+        path: path.to_path_buf(),
+        message: NOT_BUILT.into(),
+    }
+}
+
+/// A Parquet output that cannot exist in this build: [`ParquetWriter::create`] refuses, so no
+/// value of this type is ever made.
+pub struct ParquetWriter {
+    never: Infallible,
+}
+
+impl ParquetWriter {
+    /// Refuses: no Parquet file can be written in this build.
+    ///
+    /// # Errors
+    /// Always [`DataError::ParquetOutput`].
+    pub fn create(
+        path: &Path,
+        _schema: Option<SchemaRef>,
+        _null_rep: &str,
+    ) -> Result<ParquetWriter, DataError> {
+        Err(DataError::ParquetOutput {
+            path: path.to_path_buf(),
+            message: NOT_BUILT.into(),
+        })
+    }
+
+    /// Unreachable: no writer exists.
+    ///
+    /// # Errors
+    /// None.
+    pub fn commit(self) -> Result<u64, DataError> {
+        match self.never {}
+    }
+
+    /// Unreachable: no writer exists.
+    pub fn take_error(&mut self) -> Option<DataError> {
+        match self.never {}
+    }
+}
+
+impl Write for ParquetWriter {
+    fn write(&mut self, _buf: &[u8]) -> std::io::Result<usize> {
+        match self.never {}
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self.never {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parquet_tables_are_refused_with_the_file_named() {
+        let p = Path::new("in.parquet");
+        let e = read_schema(p)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.starts_with("in.parquet: ") && e.contains("no Parquet support"),
+            "{e}"
+        );
+        let e = parquet_to_csv(p, &[], &mut Vec::new(), &blindjoin_protocols::NoProgress)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("`parquet` feature"), "{e}");
+        let e = ParquetWriter::create(Path::new("out.parquet"), None, "NULL")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.starts_with("out.parquet: ") && e.contains("IO_TYPE_FILE_CSV"),
+            "{e}"
+        );
+    }
+}
