@@ -92,26 +92,27 @@ impl Write for ParquetWriter {
 mod tests {
     use super::*;
 
+    /// The error's message, or nothing for a success (which the asserts then reject).
+    fn message<T>(r: Result<T, DataError>) -> String {
+        r.err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
     #[test]
     fn parquet_tables_are_refused_with_the_file_named() {
         let p = Path::new("in.parquet");
-        let e = read_schema(p)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let e = message(read_schema(p));
         assert!(
             e.starts_with("in.parquet: ") && e.contains("no Parquet support"),
             "{e}"
         );
-        let e = parquet_to_csv(p, &[], &mut Vec::new(), &blindjoin_protocols::NoProgress)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let no_progress = blindjoin_protocols::NoProgress;
+        let e = message(parquet_to_csv(p, &[], &mut Vec::new(), &no_progress));
         assert!(e.contains("`parquet` feature"), "{e}");
-        let e = ParquetWriter::create(Path::new("out.parquet"), None, "NULL")
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let e = message(ParquetWriter::create(
+            Path::new("out.parquet"),
+            None,
+            "NULL",
+        ));
         assert!(
             e.starts_with("out.parquet: ") && e.contains("IO_TYPE_FILE_CSV"),
             "{e}"
