@@ -534,8 +534,8 @@ fn int_side(tag: &'static str, n: usize, range: u64, seed: &mut u64) -> Side {
     }
 }
 
-#[cfg(feature = "parquet")]
 /// `side` as Parquet: `payload` (string), `id` (int64).
+#[cfg(feature = "parquet")]
 fn write_parquet(path: &Path, side: &Side) {
     use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
     let payload: ArrayRef = std::sync::Arc::new(StringArray::from_iter_values(
@@ -551,9 +551,9 @@ fn write_parquet(path: &Path, side: &Side) {
     w.close().unwrap();
 }
 
-#[cfg(feature = "parquet")]
 /// A Parquet output's rows as (payload, id), `None` for an all-null padding row; checks the
 /// column types survived.
+#[cfg(feature = "parquet")]
 fn parquet_rows(path: &Path) -> Vec<Option<(String, String)>> {
     use arrow_array::{Array, Int64Array, StringArray};
     let file = std::fs::File::open(path).unwrap();
