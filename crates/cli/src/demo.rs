@@ -2,10 +2,7 @@
 
 use anyhow::{Context, Result};
 use blindjoin_data::generate::{GenSpec, generate};
-use blindjoin_data::{
-    DEFAULT_RECV_TIMEOUT, DEFAULT_SILENCE_TIMEOUT, NoProgress, Parties, Protocol, Role, Rr22Mode,
-    RunSpec, parse_curve, write_atomic,
-};
+use blindjoin_data::{NoProgress, Parties, Role, Rr22Mode, RunSpec, protocol_choice, write_atomic};
 use clap::Args;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -70,49 +67,19 @@ fn spec(
     role: Role,
     a: &DemoArgs,
 ) -> Result<RunSpec> {
-    let protocol: Protocol = a.protocol.parse()?;
-    let (curve, variant) = match protocol {
-        Protocol::Ecdh => (Some(parse_curve(&a.curve)?), String::new()),
-        Protocol::Rr22 => (None, Rr22Mode::Fast.variant().to_string()),
-        Protocol::Kkrt => (None, String::new()),
-        other => anyhow::bail!("--protocol {other}: the demo runs rr22, kkrt or ecdh"),
+    let protocol = protocol_choice(&a.protocol, &a.curve, Rr22Mode::Fast, "--protocol")?;
+    let parties = Parties {
+        self_id: me.into(),
+        self_addr: format!("127.0.0.1:{port}"),
+        peer_id: other.into(),
+        peer_addr: format!("127.0.0.1:{peer_port}"),
     };
-    Ok(RunSpec {
-        parties: Parties {
-            self_id: me.into(),
-            self_addr: format!("127.0.0.1:{port}"),
-            peer_id: other.into(),
-            peer_addr: format!("127.0.0.1:{peer_port}"),
-        },
-        protocol,
-        curve,
-        variant,
-        bucket_size: blindjoin_data::DEFAULT_BUCKET_SIZE,
-        role,
-        broadcast_result: true,
-        input: dir.join(format!("{me}.csv")),
-        output: Some(dir.join(format!("{me}_out.csv"))),
-        keys: vec!["id".into()],
-        align: true,
-        report: None,
-        batch_size: 4096,
-        secret_key_path: None,
-        connect_timeout: Duration::from_secs(30),
-        recv_timeout: DEFAULT_RECV_TIMEOUT,
-        silence_timeout: DEFAULT_SILENCE_TIMEOUT,
-        join: Default::default(),
-        spill: Default::default(),
-        spill_dir: None,
-        recovery: None,
-        reveal: Default::default(),
-        count_path: None,
-        min_intersection: None,
-        input_format: Default::default(),
-        output_format: Default::default(),
-        warnings: Vec::new(),
-        tls: None,
-        link_shape: None,
-    })
+    let input = dir.join(format!("{me}.csv"));
+    let mut spec = RunSpec::new(parties, protocol, role, input, vec!["id".into()])
+        .with_output(dir.join(format!("{me}_out.csv")));
+    spec.broadcast_result = true;
+    spec.connect_timeout = Duration::from_secs(30);
+    Ok(spec)
 }
 
 fn demo_in(dir: &Path, a: &DemoArgs) -> Result<()> {
@@ -121,10 +88,9 @@ fn demo_in(dir: &Path, a: &DemoArgs) -> Result<()> {
     let (pa, pb) = (free_port()?, free_port()?);
     let alice = spec(dir, "alice", pa, "bob", pb, Role::Receiver, a)?;
     let bob = spec(dir, "bob", pb, "alice", pa, Role::Sender, a)?;
-    let what = match alice.curve {
+    let what = match alice.protocol.curve() {
         Some(c) => format!("ECDH-PSI on {c}"),
-        None if alice.variant.is_empty() => alice.protocol.to_string(),
-        None => format!("{} ({} mode)", alice.protocol, alice.variant),
+        None => alice.protocol.to_string(),
     };
     println!(
         "blindjoin demo: alice (receiver) and bob (sender) each hold {} rows, {} keys in common; {what} over 127.0.0.1",

@@ -6,8 +6,8 @@ use anyhow::{Context, Result};
 use blindjoin_data::Rr22Mode;
 use blindjoin_data::{
     Cancel, DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT,
-    DEFAULT_SILENCE_TIMEOUT, LinkShape, ParsedConfig, Parties, Protocol, Report, Reveal, Role,
-    RunSpec, SpillMode, TableFormat, TlsConfig, parse_any_launch_config, parse_curve,
+    DEFAULT_SILENCE_TIMEOUT, LinkShape, ParsedConfig, Parties, Report, Reveal, Role, RunSpec,
+    SpillMode, TlsConfig, parse_any_launch_config, protocol_choice,
 };
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -412,25 +412,10 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
         Role::Receiver => ("receiver", "sender"),
         Role::Sender => ("sender", "receiver"),
     };
-    let protocol: Protocol = a.protocol.parse()?;
-    if !protocol.is_supported() {
-        anyhow::bail!(
-            "--protocol {}: not supported yet; use rr22, kkrt or ecdh",
-            a.protocol
-        );
-    }
+    let protocol = protocol_choice(&a.protocol, &a.curve, a.rr22_mode.mode(), "--protocol")?;
     if a.bucket_size == 0 {
         anyhow::bail!("--bucket-size must be at least 1");
     }
-    let (curve, variant, bucket_size) = match protocol {
-        Protocol::Ecdh => (Some(parse_curve(&a.curve)?), String::new(), a.bucket_size),
-        Protocol::Kkrt => (None, String::new(), a.bucket_size),
-        _ => (
-            None,
-            a.rr22_mode.mode().variant().to_string(),
-            a.bucket_size,
-        ),
-    };
     if a.keys.is_empty() {
         return Err(missing("--keys"));
     }
@@ -443,68 +428,50 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
     if learns && reveal != Reveal::Cardinality && a.output.is_none() {
         return Err(missing("--output (this party receives the intersection)"));
     }
-    Ok(RunSpec {
-        parties: Parties {
-            self_id: a.self_id.clone().unwrap_or_else(|| me.to_string()),
-            self_addr: a.self_addr.clone().ok_or_else(|| missing("--self"))?,
-            peer_id: a.peer_id.clone().unwrap_or_else(|| other.to_string()),
-            peer_addr: a.peer_addr.clone().ok_or_else(|| missing("--peer"))?,
-        },
-        protocol,
-        curve,
-        variant,
-        bucket_size,
-        role,
-        broadcast_result: a.broadcast_result,
-        input: a.input.clone().ok_or_else(|| missing("--input"))?,
-        output: a.output.clone(),
-        keys: a.keys.clone(),
-        align: !a.no_align,
-        report: a.report.clone(),
-        batch_size: a.batch_size,
-        secret_key_path: a.secret_key.clone(),
-        connect_timeout: secs(
-            a.connect_timeout,
-            DEFAULT_CONNECT_TIMEOUT,
-            "--connect-timeout",
-        )?,
-        recv_timeout: secs(a.recv_timeout, DEFAULT_RECV_TIMEOUT, "--recv-timeout")?,
-        silence_timeout: secs(
-            a.peer_silence_timeout,
-            DEFAULT_SILENCE_TIMEOUT,
-            "--peer-silence-timeout",
-        )?,
-        join: Default::default(),
-        tls: tls_from_args(a),
-        link_shape: shape_from_args(a)?,
-        spill: a.spill,
-        spill_dir: a.spill_dir.clone(),
-        recovery: a.recovery_dir.clone(),
-        reveal,
-        count_path: a.count_path.clone(),
-        min_intersection: a.min_intersection.filter(|&m| m > 0),
-        input_format: a
-            .input
-            .as_deref()
-            .map(TableFormat::from_path)
-            .unwrap_or_default(),
-        output_format: a
-            .output
-            .as_deref()
-            .map(TableFormat::from_path)
-            .unwrap_or_default(),
-        warnings: Vec::new(),
-    })
-    .and_then(|spec| {
-        let flag = if a.cardinality_only {
-            "--cardinality-only"
-        } else {
-            "--intersection-threshold"
-        };
-        spec.check_reveal()
-            .map_err(|why| anyhow::anyhow!("{flag} {why}"))?;
-        Ok(spec)
-    })
+    let parties = Parties {
+        self_id: a.self_id.clone().unwrap_or_else(|| me.to_string()),
+        self_addr: a.self_addr.clone().ok_or_else(|| missing("--self"))?,
+        peer_id: a.peer_id.clone().unwrap_or_else(|| other.to_string()),
+        peer_addr: a.peer_addr.clone().ok_or_else(|| missing("--peer"))?,
+    };
+    let input = a.input.clone().ok_or_else(|| missing("--input"))?;
+    let mut spec = RunSpec::new(parties, protocol, role, input, a.keys.clone());
+    if let Some(out) = &a.output {
+        spec = spec.with_output(out.clone());
+    }
+    spec.bucket_size = a.bucket_size;
+    spec.broadcast_result = a.broadcast_result;
+    spec.align = !a.no_align;
+    spec.report = a.report.clone();
+    spec.batch_size = a.batch_size;
+    spec.secret_key_path = a.secret_key.clone();
+    spec.connect_timeout = secs(
+        a.connect_timeout,
+        DEFAULT_CONNECT_TIMEOUT,
+        "--connect-timeout",
+    )?;
+    spec.recv_timeout = secs(a.recv_timeout, DEFAULT_RECV_TIMEOUT, "--recv-timeout")?;
+    spec.silence_timeout = secs(
+        a.peer_silence_timeout,
+        DEFAULT_SILENCE_TIMEOUT,
+        "--peer-silence-timeout",
+    )?;
+    spec.tls = tls_from_args(a);
+    spec.link_shape = shape_from_args(a)?;
+    spec.spill = a.spill;
+    spec.spill_dir = a.spill_dir.clone();
+    spec.recovery = a.recovery_dir.clone();
+    spec.reveal = reveal;
+    spec.count_path = a.count_path.clone();
+    spec.min_intersection = a.min_intersection.filter(|&m| m > 0);
+    let flag = if a.cardinality_only {
+        "--cardinality-only"
+    } else {
+        "--intersection-threshold"
+    };
+    spec.check_reveal()
+        .map_err(|why| anyhow::anyhow!("{flag} {why}"))?;
+    Ok(spec)
 }
 
 fn parse_spill(s: &str) -> Result<SpillMode, String> {

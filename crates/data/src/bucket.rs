@@ -16,15 +16,15 @@
 //! in each bucket (a histogram of a public hash of the peer's keys), as in SecretFlow.
 
 use crate::error::DataError;
-use blindjoin_link::{Link, Reader, put_u32, put_u64};
+use crate::wire::BucketCount;
+use blindjoin_link::Link;
+use blindjoin_link::wire::WireMessage;
 use blindjoin_protocols::{
     HandshakeChecked, ItemDigest, Progress, ProtocolError, PsiOptions, PsiOutput, Reveal, run_psi,
 };
 
 /// Most buckets a run may use.
 pub const MAX_BUCKETS: usize = 1 << 16;
-
-const COUNT_MAGIC: &[u8; 4] = b"BKT1";
 
 /// Number of buckets for the two parties' row counts: the power of two at or above
 /// `max / bucket_size` (1 when `bucket_size` is 0).
@@ -82,16 +82,17 @@ pub struct RevealCounts {
 }
 
 impl<'h> BucketedPsi<'h> {
-    /// Sets up the run the handshake agreed.
+    /// Sets up the run the handshake agreed, in buckets of `bucket_size` items (agreed in the
+    /// run terms; 0: one bucket).
     ///
     /// # Errors
     /// The row counts need too many buckets.
-    pub fn new(hs: &'h HandshakeChecked, opts: &PsiOptions) -> Result<Self, DataError> {
-        let buckets = bucket_count(
-            hs.ours.item_count,
-            hs.theirs.item_count,
-            hs.ours.bucket_size,
-        )?;
+    pub fn new(
+        hs: &'h HandshakeChecked,
+        opts: &PsiOptions,
+        bucket_size: u64,
+    ) -> Result<Self, DataError> {
+        let buckets = bucket_count(hs.ours().item_count, hs.theirs().item_count, bucket_size)?;
         let mut opts = opts.clone();
         opts.extra_stat_bits += usize::BITS - (buckets - 1).leading_zeros();
         Ok(BucketedPsi {
@@ -191,25 +192,24 @@ impl<'h> BucketedPsi<'h> {
 
     /// Swaps bucket `k`'s unique-key count with the peer and bounds the peer's.
     fn exchange_count(&self, link: &mut dyn Link, k: usize, ours: u64) -> Result<u64, DataError> {
-        let mut msg = COUNT_MAGIC.to_vec();
-        put_u32(&mut msg, k as u32);
-        put_u64(&mut msg, ours);
-        link.send(&msg).map_err(ProtocolError::from)?;
+        let msg = BucketCount {
+            bucket: k as u32,
+            keys: ours,
+        };
+        link.send(&msg.encode()).map_err(ProtocolError::from)?;
         let reply = link.recv().map_err(ProtocolError::from)?;
         let bad = |why: String| DataError::Protocol(ProtocolError::PeerMisbehaved(why));
-        let mut r = Reader::new(&reply, "bucket count");
-        if r.take(4).map_err(ProtocolError::from)? != COUNT_MAGIC {
-            return Err(bad("the bucket count has the wrong magic".into()));
-        }
-        let their_k = r.u32().map_err(ProtocolError::from)? as usize;
-        let theirs = r.u64().map_err(ProtocolError::from)?;
-        r.finish().map_err(ProtocolError::from)?;
+        let BucketCount {
+            bucket: their_k,
+            keys: theirs,
+        } = BucketCount::decode(&reply).map_err(ProtocolError::from)?;
+        let their_k = their_k as usize;
         if their_k != k {
             return Err(bad(format!(
                 "the peer is at bucket {their_k}, this party at bucket {k}"
             )));
         }
-        let total = self.hs.theirs.item_count;
+        let total = self.hs.theirs().item_count;
         if self.peer_keys.saturating_add(theirs) > total {
             return Err(bad(format!(
                 "the peer's bucket counts exceed the {total} rows it announced"
@@ -238,10 +238,11 @@ pub fn run_bucketed(
     link: &mut dyn Link,
     hs: &HandshakeChecked,
     opts: &PsiOptions,
+    bucket_size: u64,
     items: &[ItemDigest],
     progress: &dyn Progress,
 ) -> Result<PsiOutput, DataError> {
-    let mut psi = BucketedPsi::new(hs, opts)?;
+    let mut psi = BucketedPsi::new(hs, opts, bucket_size)?;
     let b = psi.buckets();
     let mut by_bucket: Vec<Vec<usize>> = vec![Vec::new(); b];
     for (i, d) in items.iter().enumerate() {
@@ -267,7 +268,8 @@ mod tests {
     use super::*;
     use blindjoin_crypto::item_digest;
     use blindjoin_link::mem_pair;
-    use blindjoin_protocols::{Hello, NoProgress, Protocol, Role, handshake};
+    use blindjoin_protocols::rr22::Rr22Mode;
+    use blindjoin_protocols::{Hello, NoProgress, ProtocolChoice, Role, handshake};
     use std::collections::HashSet;
 
     fn digests(tag: &str, range: std::ops::Range<usize>) -> Vec<ItemDigest> {
@@ -278,27 +280,21 @@ mod tests {
 
     /// Both parties through `run_bucketed` on the in-memory link.
     fn run_both(
-        protocol: Protocol,
-        variant: &str,
+        protocol: ProtocolChoice,
         bucket_size: u64,
         xs: Vec<ItemDigest>,
         ys: Vec<ItemDigest>,
     ) -> (PsiOutput, PsiOutput) {
         let (mut la, mut lb) = mem_pair();
-        let curve = (protocol == Protocol::Ecdh).then_some(blindjoin_crypto::Curve::Curve25519);
-        let variant = variant.to_string();
-        let hello = move |role, n: usize| {
-            Hello::new(protocol, curve, role, 1, "INNER", true, n as u64)
-                .with_variant(&variant)
-                .with_bucket_size(bucket_size)
-        };
-        let h2 = hello.clone();
+        let hello = move |role, n: usize| Hello::new(protocol, role, true, n as u64);
         let t = std::thread::spawn(move || {
-            let hs = handshake(&mut lb, h2(Role::Sender, ys.len())).unwrap();
-            run_bucketed(&mut lb, &hs, &PsiOptions::default(), &ys, &NoProgress).unwrap()
+            let hs = handshake(&mut lb, hello(Role::Sender, ys.len())).unwrap();
+            let opts = PsiOptions::default();
+            run_bucketed(&mut lb, &hs, &opts, bucket_size, &ys, &NoProgress).unwrap()
         });
         let hs = handshake(&mut la, hello(Role::Receiver, xs.len())).unwrap();
-        let r = run_bucketed(&mut la, &hs, &PsiOptions::default(), &xs, &NoProgress).unwrap();
+        let opts = PsiOptions::default();
+        let r = run_bucketed(&mut la, &hs, &opts, bucket_size, &xs, &NoProgress).unwrap();
         (r, t.join().unwrap())
     }
 
@@ -315,14 +311,20 @@ mod tests {
         xs.extend(digests("x", 0..500));
         let mut ys = digests("y", 0..1200);
         ys.extend(digests("k", 1000..2000));
-        for (protocol, variant, size) in [
-            (Protocol::Rr22, "fast", 700),
-            (Protocol::Rr22, "low_comm", 1),
-            (Protocol::Rr22, "fast", 1 << 20),
-            (Protocol::Ecdh, "", 250),
+        let rr22 = |mode| ProtocolChoice::Rr22 { mode };
+        for (protocol, size) in [
+            (rr22(Rr22Mode::Fast), 700),
+            (rr22(Rr22Mode::LowComm), 1),
+            (rr22(Rr22Mode::Fast), 1 << 20),
+            (
+                ProtocolChoice::Ecdh {
+                    curve: blindjoin_crypto::Curve::Curve25519,
+                },
+                250,
+            ),
         ] {
             let size = if size == 1 { 3500 / 7 } else { size };
-            let (r, s) = run_both(protocol, variant, size, xs.clone(), ys.clone());
+            let (r, s) = run_both(protocol, size, xs.clone(), ys.clone());
             assert_eq!(
                 r.intersection,
                 Some(plaintext(&xs, &ys)),
@@ -345,9 +347,18 @@ mod tests {
             (Vec::new(), one.clone()),
             (one.clone(), one.clone()),
         ] {
-            let (r, s) = run_both(Protocol::Rr22, "fast", 1, xs.clone(), ys.clone());
+            let fast = ProtocolChoice::Rr22 {
+                mode: Rr22Mode::Fast,
+            };
+            let (r, s) = run_both(fast, 1, xs.clone(), ys.clone());
             assert_eq!(r.intersection, Some(plaintext(&xs, &ys)));
             assert_eq!(s.intersection, Some(plaintext(&ys, &xs)));
+        }
+    }
+
+    fn fast() -> ProtocolChoice {
+        ProtocolChoice::Rr22 {
+            mode: Rr22Mode::Fast,
         }
     }
 
@@ -361,31 +372,17 @@ mod tests {
         ] {
             let (mut la, mut lb) = mem_pair();
             let t = std::thread::spawn(move || {
-                let hello = Hello::new(
-                    Protocol::Rr22,
-                    None,
-                    Role::Sender,
-                    1,
-                    "INNER",
-                    true,
-                    100_000,
-                )
-                .with_variant("fast")
-                .with_bucket_size(1 << 14);
+                let hello = Hello::new(fast(), Role::Sender, true, 100_000);
                 handshake(&mut lb, hello).unwrap();
                 for (k, c) in claims {
                     let _ = lb.recv();
-                    let mut msg = COUNT_MAGIC.to_vec();
-                    put_u32(&mut msg, k);
-                    put_u64(&mut msg, c);
-                    let _ = lb.send(&msg);
+                    let msg = BucketCount { bucket: k, keys: c };
+                    let _ = lb.send(&msg.encode());
                 }
             });
-            let hello = Hello::new(Protocol::Rr22, None, Role::Receiver, 1, "INNER", true, 100)
-                .with_variant("fast")
-                .with_bucket_size(1 << 14);
+            let hello = Hello::new(fast(), Role::Receiver, true, 100);
             let hs = handshake(&mut la, hello).unwrap();
-            let mut psi = BucketedPsi::new(&hs, &PsiOptions::default()).unwrap();
+            let mut psi = BucketedPsi::new(&hs, &PsiOptions::default(), 1 << 14).unwrap();
             assert_eq!(psi.buckets(), 8);
             let e = psi
                 .run_next(&mut la, &digests("k", 0..10), &NoProgress)

@@ -16,7 +16,7 @@ use crate::spec::{
 use blindjoin_crypto::Curve;
 use blindjoin_link::{DEFAULT_SILENCE_TIMEOUT, TlsConfig};
 use blindjoin_protocols::rr22::Rr22Mode;
-use blindjoin_protocols::{Protocol, Reveal, Role};
+use blindjoin_protocols::{Protocol, ProtocolChoice, ProtocolError, Reveal, Role};
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -239,19 +239,19 @@ pub fn parse_launch_config(
     // Protocol, role, curve.
     let pc = &psi.protocol_config;
     let protocol: Protocol = match pc.protocol.trim() {
-        "PROTOCOL_ECDH" => Protocol::Ecdh,
-        "PROTOCOL_RR22" => Protocol::Rr22,
-        "PROTOCOL_KKRT" => Protocol::Kkrt,
-        // --- three-party (threepc branch) ---
         other if three_party::THREE_PARTY_PROTOCOLS.contains(&other) => {
             return Err(invalid(
                 "psi_config.protocol_config.protocol",
                 &format!(
-                    "{other} is the three-party protocol; it needs three link_config.parties and                      protocol_config.receiver, and runs through parse_three_party_config"
+                    "{other} is the three-party protocol; it needs three link_config.parties and \
+                     protocol_config.receiver"
                 ),
             ));
         }
-        // --- end three-party ---
+        // SecretFlow's spellings only: `PROTOCOL_ECDH`, `PROTOCOL_RR22`, `PROTOCOL_KKRT`.
+        other if other.starts_with("PROTOCOL_") => other.parse().map_err(|e: ProtocolError| {
+            invalid("psi_config.protocol_config.protocol", &e.to_string())
+        })?,
         other => {
             return Err(invalid(
                 "psi_config.protocol_config.protocol",
@@ -301,10 +301,19 @@ pub fn parse_launch_config(
             ),
         ));
     }
-    let (variant, bucket_size) = match protocol {
-        Protocol::Rr22 => rr22_settings(pc.rr22_config.as_ref())?,
-        Protocol::Kkrt => (String::new(), kkrt_settings(pc.kkrt_config.as_ref())?),
-        _ => (String::new(), DEFAULT_BUCKET_SIZE),
+    let (choice, bucket_size) = match (protocol, curve) {
+        (Protocol::Rr22, _) => rr22_settings(pc.rr22_config.as_ref())?,
+        (Protocol::Kkrt, _) => (
+            ProtocolChoice::Kkrt,
+            kkrt_settings(pc.kkrt_config.as_ref())?,
+        ),
+        (_, Some(curve)) => (ProtocolChoice::Ecdh { curve }, DEFAULT_BUCKET_SIZE),
+        (_, None) => {
+            return Err(invalid(
+                "psi_config.protocol_config.protocol",
+                &format!("{protocol} is not a two-party protocol of this build"),
+            ));
+        }
     };
 
     // Input and output.
@@ -554,9 +563,7 @@ pub fn parse_launch_config(
             peer_id: peer.id.clone(),
             peer_addr: peer.host.clone(),
         },
-        protocol,
-        curve,
-        variant,
+        protocol: choice,
         bucket_size,
         role,
         broadcast_result,
@@ -683,8 +690,8 @@ fn bucket_size(value: Option<&Value>, field: &str) -> Result<u64, ConfigError> {
 /// Default `rr22_config.bucket_size` and `kkrt_config.bucket_size`, as SecretFlow.
 pub const DEFAULT_BUCKET_SIZE: u64 = 1 << 20;
 
-/// `(mode, bucket_size)` from `rr22_config`.
-fn rr22_settings(cfg: Option<&Rr22Config>) -> Result<(String, u64), ConfigError> {
+/// `(RR22 in its mode, bucket_size)` from `rr22_config`.
+fn rr22_settings(cfg: Option<&Rr22Config>) -> Result<(ProtocolChoice, u64), ConfigError> {
     let low_comm = cfg.and_then(|c| c.low_comm_mode).unwrap_or(false);
     let malicious = cfg.and_then(|c| c.malicious).unwrap_or(false);
     let mode = Rr22Mode::from_flags(low_comm, malicious).map_err(|e| {
@@ -697,7 +704,29 @@ fn rr22_settings(cfg: Option<&Rr22Config>) -> Result<(String, u64), ConfigError>
         cfg.and_then(|c| c.bucket_size.as_ref()),
         "psi_config.protocol_config.rr22_config.bucket_size",
     )?;
-    Ok((mode.variant().to_string(), bucket_size))
+    Ok((ProtocolChoice::Rr22 { mode }, bucket_size))
+}
+
+/// The protocol a user names outside a config file (CLI flags, the demo, the Python API's
+/// short names): `protocol` as `rr22` / `PROTOCOL_RR22` (likewise kkrt, ecdh), ECDH's `curve`,
+/// RR22's `mode`; the other protocols ignore `curve` and `mode`.
+///
+/// # Errors
+/// An unknown protocol or curve, naming `field` (the flag or argument).
+pub fn protocol_choice(
+    protocol: &str,
+    curve: &str,
+    mode: Rr22Mode,
+    field: &str,
+) -> Result<ProtocolChoice, ConfigError> {
+    let protocol: Protocol = protocol
+        .parse()
+        .map_err(|e: ProtocolError| invalid(field, &e.to_string()))?;
+    let curve = match protocol {
+        Protocol::Ecdh => Some(parse_curve(curve)?),
+        _ => None,
+    };
+    ProtocolChoice::new(protocol, curve, mode).map_err(|e| invalid(field, &e.to_string()))
 }
 
 fn name_is_elligator(ecdh: Option<&EcdhConfig>) -> bool {

@@ -63,6 +63,19 @@ impl JoinType {
         }
     }
 
+    /// The join's code in the run terms (its place in [`JoinType::ALL`]).
+    pub(crate) fn wire_code(self) -> u8 {
+        JoinType::ALL
+            .iter()
+            .position(|&j| j == self)
+            .map_or(u8::MAX, |i| i as u8)
+    }
+
+    /// The join [`JoinType::wire_code`] names.
+    pub(crate) fn from_wire_code(code: u8) -> Option<Self> {
+        JoinType::ALL.get(usize::from(code)).copied()
+    }
+
     /// Parses SecretFlow's names (`ADVANCED_JOIN_TYPE_UNSPECIFIED` is inner) and the short
     /// forms `inner`, `left`, `right`, `full`, `difference`.
     pub fn parse(s: &str) -> Option<Self> {
@@ -102,7 +115,7 @@ fn peer_error(message: String) -> DataError {
     DataError::Protocol(ProtocolError::PeerMisbehaved(message))
 }
 
-const MSG_JOIN_INFO: u8 = 0x40;
+const MSG_JOIN_INFO: u8 = blindjoin_link::wire::byte(blindjoin_link::wire::ids::JOIN_INFO);
 
 /// Sends our row count per matched key and our unmatched row count; receives the peer's.
 /// Both parties must pass the same number of matched keys (they know the same intersection).

@@ -32,13 +32,14 @@ mod spec;
 mod spill;
 mod table;
 mod three_party;
+mod wire;
 
 pub use config::{THREE_PARTY_PROTOCOLS, ThreePartySpec, parse_three_party_config};
 pub use three_party::{ThreePartyOutcome, run_three_party};
 // Unbalanced PSI (ub_psi_config): key file, caches, modes.
 pub mod ub;
 
-pub use config::{DEFAULT_BUCKET_SIZE, parse_curve, parse_launch_config};
+pub use config::{DEFAULT_BUCKET_SIZE, parse_curve, parse_launch_config, protocol_choice};
 pub use config::{ParsedConfig, parse_any_launch_config};
 pub use config::{is_ub_launch_config, parse_ub_launch_config};
 pub use error::{ConfigError, DataError};
@@ -54,4 +55,4 @@ pub use blindjoin_crypto::Curve;
 pub use blindjoin_link::{Cancel, DEFAULT_SILENCE_TIMEOUT, LinkShape, TlsConfig};
 pub use blindjoin_protocols::Reveal;
 pub use blindjoin_protocols::rr22::Rr22Mode;
-pub use blindjoin_protocols::{NoProgress, Progress, Protocol, Role};
+pub use blindjoin_protocols::{NoProgress, Progress, Protocol, ProtocolChoice, Role};

@@ -16,8 +16,10 @@ use crate::rows::digest_of_order;
 use crate::runs::{Runs, SortBy};
 use crate::spec::{RunSpec, TableFormat};
 use crate::spill::{GroupBucket, GroupRef, WARM_BATCH};
+use crate::wire::DigestCheck;
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_link::Link;
+use blindjoin_link::wire::WireMessage;
 use blindjoin_protocols::{NoProgress, Progress, ProtocolError};
 use std::path::Path;
 
@@ -533,9 +535,10 @@ fn peer_error(message: &str) -> DataError {
 /// `check_hash_digest`: both parties chain a hash over each bucket's matched digests (in order
 /// key order) and compare the results.
 fn check_digest(link: &mut dyn Link, ours: &ItemDigest) -> Result<(), DataError> {
-    link.send(ours)?;
-    let theirs = link.recv()?;
-    if theirs.as_slice() != ours.as_slice() {
+    let msg = DigestCheck { digest: *ours };
+    link.send(&msg.encode())?;
+    let theirs = DigestCheck::decode(&link.recv()?).map_err(ProtocolError::from)?;
+    if theirs.digest != *ours {
         return Err(peer_error(
             "check_hash_digest: the two parties' intersections differ (a bug, a corrupted run, \
              or a dishonest peer); no output was written",

@@ -14,8 +14,10 @@ use crate::error::{ConfigError, DataError};
 use crate::output::write_atomic;
 use crate::process::ProcessorState;
 use crate::spec::RunSpec;
+use crate::wire::ResumePoint;
 use blindjoin_crypto::item_digest;
-use blindjoin_link::{Link, Reader, put_u32};
+use blindjoin_link::Link;
+use blindjoin_link::wire::WireMessage;
 use blindjoin_protocols::ProtocolError;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -23,7 +25,6 @@ use std::path::{Path, PathBuf};
 const FILE: &str = "checkpoint.json";
 /// Version of the checkpoint and of the spill shards it names (2: shard row heads are varints).
 const FORMAT: u32 = 2;
-const RESUME_MAGIC: &[u8; 4] = b"RSUM";
 
 /// What the recovery folder says about the run so far.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -154,16 +155,14 @@ impl Checkpoint {
             )));
         }
         let ours = self.current.as_ref().map_or(0, |s| s.buckets_done);
-        let mut msg = RESUME_MAGIC.to_vec();
-        put_u32(&mut msg, ours as u32);
-        link.send(&msg).map_err(ProtocolError::from)?;
+        let msg = ResumePoint {
+            buckets_done: ours as u32,
+        };
+        link.send(&msg.encode()).map_err(ProtocolError::from)?;
         let reply = link.recv().map_err(ProtocolError::from)?;
-        let mut r = Reader::new(&reply, "resume point");
-        if r.take(4).map_err(ProtocolError::from)? != RESUME_MAGIC {
-            return Err(peer_error("expected the peer's resume point".into()));
-        }
-        let theirs = r.u32().map_err(ProtocolError::from)? as usize;
-        r.finish().map_err(ProtocolError::from)?;
+        let theirs = ResumePoint::decode(&reply)
+            .map_err(ProtocolError::from)?
+            .buckets_done as usize;
         let at = ours.min(theirs);
         let state = [&self.current, &self.previous]
             .into_iter()
@@ -210,8 +209,8 @@ fn fingerprint(spec: &RunSpec) -> Result<String, DataError> {
         (
             (
                 &spec.protocol,
-                &spec.curve,
-                spec.handshake_variant(),
+                &spec.reveal,
+                &spec.min_intersection,
                 spec.bucket_size
             ),
             (&spec.role, spec.broadcast_result, spec.align, &spec.join),

@@ -10,8 +10,9 @@ use crate::recovery::{Checkpoint, Recovery};
 use crate::report::{PeakTracker, Report, Stages};
 use crate::spec::{RunSpec, SpillMode, TableFormat};
 use crate::spill::{SpillDir, SpillTo, SpilledTable, spill};
+use crate::wire::RunTerms;
 use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
-use blindjoin_protocols::{Hello, Progress, PsiOptions, Reveal, handshake};
+use blindjoin_protocols::{Hello, Progress, ProtocolChoice, PsiOptions, Reveal, handshake};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use zeroize::Zeroizing;
@@ -173,25 +174,19 @@ fn cardinality_pass(
     link: &mut dyn Link,
     progress: &dyn Progress,
 ) -> Result<u64, DataError> {
-    let curve = spec.curve.unwrap_or(blindjoin_crypto::Curve::Curve25519);
-    let hello = Hello::new(
-        blindjoin_protocols::Protocol::Ecdh,
-        Some(curve),
-        spec.role,
-        spec.keys.len() as u32,
-        "INNER",
-        true,
-        table.rows,
-    )
-    .with_variant("cardinality-only")
-    .with_bucket_size(spec.bucket_size);
+    let curve = spec
+        .protocol
+        .curve()
+        .unwrap_or(blindjoin_crypto::Curve::Curve25519);
+    let hello = Hello::new(ProtocolChoice::Ecdh { curve }, spec.role, true, table.rows)
+        .with_reveal(Reveal::Cardinality);
     let hs = handshake(link, hello)?;
     let opts = PsiOptions {
         batch_size: spec.batch_size,
         reveal: Reveal::Cardinality,
         ..PsiOptions::default()
     };
-    let mut psi = BucketedPsi::new(&hs, &opts)?;
+    let mut psi = BucketedPsi::new(&hs, &opts, spec.bucket_size)?;
     let b = psi.buckets();
     let m = b.min(table.shards());
     let per = b / m;
@@ -281,7 +276,6 @@ impl Drop for CsvInput {
     }
 }
 
-// --- three-party (threepc branch) ---
 impl Prepared {
     /// The keyed table and the seconds reading it took (the three-party run uses neither
     /// recovery nor a secret key).
@@ -289,7 +283,6 @@ impl Prepared {
         (self.source, self.read_s)
     }
 }
-// --- end three-party ---
 
 /// Reads and keys the input (spilling it to disk when large) and loads the secret key, if any.
 ///
@@ -373,24 +366,10 @@ pub fn run_on_link(
     };
 
     let t = Instant::now();
-    let hello = Hello::new(
-        spec.protocol,
-        spec.curve,
-        spec.role,
-        spec.keys.len() as u32,
-        // Recovery adds a message before the first bucket: both must have it on.
-        &(spec.join.handshake_name()
-            + if spec.recovery.is_some() {
-                ":recovery"
-            } else {
-                ""
-            }),
-        spec.broadcast_result,
-        table.rows,
-    )
-    .with_variant(&spec.handshake_variant())
-    .with_bucket_size(spec.bucket_size);
+    let hello = Hello::new(spec.protocol, spec.role, spec.broadcast_result, table.rows)
+        .with_reveal(spec.reveal);
     let hs = handshake(link, hello)?;
+    RunTerms::of(spec).agree(link, spec.role)?;
     stages.connect_s = (start.elapsed().as_secs_f64() - read_s).max(t.elapsed().as_secs_f64());
     let mut min_check = None;
     if let Some(min) = spec.min_intersection {
@@ -412,7 +391,7 @@ pub fn run_on_link(
         reveal: spec.reveal,
         ..PsiOptions::default()
     };
-    let psi = BucketedPsi::new(&hs, &opts)?;
+    let psi = BucketedPsi::new(&hs, &opts, spec.bucket_size)?;
     let b = psi.buckets();
     let resume = match &recovery {
         Some((_, cp)) => Some(cp.agree(link, b)?),
@@ -490,9 +469,9 @@ pub fn run_on_link(
         version: env!("CARGO_PKG_VERSION").to_string(),
         party: spec.parties.self_id.clone(),
         role: spec.role.to_string(),
-        protocol: spec.protocol.to_string(),
-        curve: spec.curve.map(|c| c.to_string()),
-        mode: Some(spec.variant.clone()).filter(|v| !v.is_empty()),
+        protocol: spec.protocol.protocol().to_string(),
+        curve: spec.protocol.curve().map(|c| c.to_string()),
+        mode: spec.protocol.mode().map(str::to_string),
         buckets: finished.buckets as u64,
         spilled: table.dir().is_some(),
         resumed_at_bucket: first as u64,

@@ -7,7 +7,7 @@ use crate::join::JoinType;
 use crate::spec::{JoinSpec, Parties, RunSpec, SpillMode};
 use crate::{prepare, run_on_link};
 use blindjoin_link::mem_pair;
-use blindjoin_protocols::{NoProgress, Protocol, Role};
+use blindjoin_protocols::{NoProgress, Protocol, ProtocolChoice, Role};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -59,12 +59,14 @@ fn spec(
             peer_id: String::new(),
             peer_addr: String::new(),
         },
-        protocol,
-        curve: (protocol == Protocol::Ecdh).then_some(blindjoin_crypto::Curve::Curve25519),
-        variant: if protocol == Protocol::Rr22 {
-            "fast".into()
-        } else {
-            String::new()
+        protocol: match protocol {
+            Protocol::Ecdh => ProtocolChoice::Ecdh {
+                curve: blindjoin_crypto::Curve::Curve25519,
+            },
+            Protocol::Rr22 => ProtocolChoice::Rr22 {
+                mode: blindjoin_protocols::rr22::Rr22Mode::Fast,
+            },
+            _ => ProtocolChoice::Kkrt,
         },
         bucket_size: 40,
         role,

@@ -2,10 +2,9 @@
 //! our flags, or the Python API).
 
 use crate::join::JoinType;
-use blindjoin_crypto::Curve;
 use blindjoin_link::LinkShape;
 use blindjoin_link::TlsConfig;
-use blindjoin_protocols::{Protocol, Reveal, Role};
+use blindjoin_protocols::{Protocol, ProtocolChoice, Reveal, Role};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -33,13 +32,8 @@ pub struct Parties {
 pub struct RunSpec {
     /// Network identities and addresses.
     pub parties: Parties,
-    /// The protocol.
-    pub protocol: Protocol,
-    /// The curve (ECDH only).
-    pub curve: Option<Curve>,
-    /// The protocol's mode where it has several (RR22: `fast`, `low_comm`, `malicious`; see
-    /// `blindjoin_protocols::rr22::Rr22Mode`), empty otherwise. Passed through to the handshake.
-    pub variant: String,
+    /// The protocol, with its curve (ECDH) or mode (RR22).
+    pub protocol: ProtocolChoice,
     /// Items per hash bucket (0: one bucket). See [`crate::bucket`].
     pub bucket_size: u64,
     /// This party's role.
@@ -170,22 +164,56 @@ impl Default for JoinSpec {
     }
 }
 
-impl JoinSpec {
-    /// What the handshake compares: the join, its left side and the digest check must agree.
-    pub fn handshake_name(&self) -> String {
-        let mut s = format!(
-            "{}:{}",
-            self.join.config_name(),
-            self.left_side.config_name()
-        );
-        if self.check_hash_digest {
-            s.push_str(":check_hash_digest");
-        }
-        s
-    }
-}
-
 impl RunSpec {
+    /// A run of `protocol` between `parties` on `input`'s `keys`, with every other setting at
+    /// its default (as a config that names only these would have it): no output, aligned,
+    /// buckets of [`crate::DEFAULT_BUCKET_SIZE`], no broadcast, inner join, default timeouts,
+    /// plain TCP, spill `auto`, no recovery. The CLI's flags and the demo start from here.
+    pub fn new(
+        parties: Parties,
+        protocol: ProtocolChoice,
+        role: Role,
+        input: PathBuf,
+        keys: Vec<String>,
+    ) -> Self {
+        RunSpec {
+            parties,
+            protocol,
+            bucket_size: crate::DEFAULT_BUCKET_SIZE,
+            role,
+            broadcast_result: false,
+            input_format: TableFormat::from_path(&input),
+            input,
+            output: None,
+            keys,
+            align: true,
+            report: None,
+            batch_size: 4096,
+            secret_key_path: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            recv_timeout: DEFAULT_RECV_TIMEOUT,
+            silence_timeout: blindjoin_link::DEFAULT_SILENCE_TIMEOUT,
+            tls: None,
+            link_shape: None,
+            join: JoinSpec::default(),
+            spill: SpillMode::Auto,
+            spill_dir: None,
+            recovery: None,
+            reveal: Reveal::Intersection,
+            count_path: None,
+            min_intersection: None,
+            output_format: TableFormat::Csv,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The same run writing its result to `output` (its format from the file name).
+    pub fn with_output(mut self, output: PathBuf) -> Self {
+        self.output_format = TableFormat::from_path(&output);
+        self.output = Some(output);
+        self
+    }
+
     /// Whether this party learns the intersection (its rows), and so writes an output.
     pub fn learns_result(&self) -> bool {
         self.reveal != Reveal::Cardinality && self.learns_count_or_result()
@@ -200,24 +228,6 @@ impl RunSpec {
         self.role == Role::Receiver || self.broadcast_result
     }
 
-    /// The protocol mode both parties must agree on: the protocol's own variant, plus what the
-    /// run reveals when that is not the intersection.
-    pub fn handshake_variant(&self) -> String {
-        let mut parts: Vec<String> = Vec::new();
-        if !self.variant.is_empty() {
-            parts.push(self.variant.clone());
-        }
-        match self.reveal {
-            Reveal::Intersection => {}
-            Reveal::Cardinality => parts.push("cardinality-only".into()),
-            Reveal::UpTo(t) => parts.push(format!("intersection_threshold={t}")),
-        }
-        if let Some(m) = self.min_intersection {
-            parts.push(format!("min_intersection={m}"));
-        }
-        parts.join("/")
-    }
-
     /// Checks that the reveal mode fits the protocol and the join; `field` names the setting
     /// that chose the mode in errors.
     ///
@@ -227,10 +237,10 @@ impl RunSpec {
         if self.reveal == Reveal::Intersection {
             return Ok(());
         }
-        if self.protocol != Protocol::Ecdh {
+        if self.protocol.protocol() != Protocol::Ecdh {
             return Err(format!(
                 "needs PROTOCOL_ECDH (got {}): only the ECDH protocol can hide which items match",
-                self.protocol
+                self.protocol.protocol()
             ));
         }
         if self.join.join != JoinType::Inner {

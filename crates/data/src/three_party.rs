@@ -153,7 +153,7 @@ pub(crate) fn run_on_links<L: Link>(
         read_input_s: read_s,
         ..Stages::default()
     };
-    let curve = spec.curve.ok_or_else(|| {
+    let curve = spec.protocol.curve().ok_or_else(|| {
         DataError::Protocol(ProtocolError::Config(
             "ECDH_PSI_3PC needs protocol_config.ecdh_config.curve".into(),
         ))

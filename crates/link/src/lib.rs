@@ -35,6 +35,7 @@ mod inbox;
 mod mem;
 mod shape;
 mod tcp;
+pub mod wire;
 // --- three-party links (threepc branch) ---
 mod three;
 pub use three::{PartyAddr, establish_three, three_party_listens};

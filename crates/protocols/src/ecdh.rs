@@ -18,17 +18,19 @@
 
 use crate::shuffle::random_permutation;
 use crate::{
-    HandshakeChecked, ItemDigest, Progress, ProtocolError, PsiOptions, PsiOutput, Reveal, Role,
+    Curve, HandshakeChecked, ItemDigest, Progress, ProtocolError, PsiOptions, PsiOutput, Reveal,
+    Role,
 };
 use blindjoin_crypto::{EcdhCipher, new_cipher, tag_of};
+use blindjoin_link::wire::{self, ids};
 use blindjoin_link::{Link, Reader, put_u32};
 use rayon::prelude::*;
 
 /// Statistical security parameter λ.
 const STAT_SEC: u32 = 40;
 
-pub(crate) const MSG_POINTS: u8 = 1;
-pub(crate) const MSG_TAGS: u8 = 2;
+pub(crate) const MSG_POINTS: u8 = wire::byte(ids::ECDH_POINTS);
+pub(crate) const MSG_TAGS: u8 = wire::byte(ids::ECDH_TAGS);
 
 /// Batches processed in parallel per step: enough to keep every core busy.
 fn batches_in_flight() -> usize {
@@ -51,28 +53,21 @@ pub fn tag_len_with(n_r: u64, n_s: u64, extra: u32) -> usize {
 pub(crate) fn run(
     link: &mut dyn Link,
     hs: &HandshakeChecked,
+    curve: Curve,
     opts: &PsiOptions,
     items: &[ItemDigest],
     progress: &dyn Progress,
 ) -> Result<PsiOutput, ProtocolError> {
-    let curve = hs.curve.ok_or_else(|| {
-        ProtocolError::Config("PROTOCOL_ECDH needs protocol_config.ecdh_config.curve".into())
-    })?;
     let cipher = new_cipher(curve, opts.secret_key.as_ref().map(|k| k.as_slice()))?;
-    let (n_r, n_s) = hs.set_sizes();
-    if n_r > u32::MAX as u64 || n_s > u32::MAX as u64 {
-        return Err(ProtocolError::Config(
-            "ECDH-PSI takes at most 2^32 - 1 unique keys per party".into(),
-        ));
-    }
+    let (n_r, n_s) = crate::sizes_within(hs, u64::from(u32::MAX), "ECDH-PSI", "")?;
     let ctx = Ctx {
         cipher: &*cipher,
         batch: opts.batch_size,
         tag_len: tag_len_with(n_r, n_s, opts.extra_stat_bits),
         progress,
     };
-    let broadcast = hs.ours.broadcast_result;
-    match (hs.ours.role, opts.reveal) {
+    let broadcast = hs.broadcast_result();
+    match (hs.role(), opts.reveal) {
         (Role::Receiver, Reveal::Intersection) => {
             receiver(link, &ctx, items, n_s as usize, broadcast)
         }

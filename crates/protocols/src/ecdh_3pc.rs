@@ -53,7 +53,7 @@ use crate::ecdh::{
 };
 use crate::shuffle::random_permutation;
 use crate::{
-    Curve, Hello, ItemDigest, Progress, Protocol, ProtocolError, PsiOptions, Role, handshake,
+    Curve, Hello, ItemDigest, Progress, ProtocolChoice, ProtocolError, PsiOptions, Role, handshake,
 };
 use blindjoin_crypto::{item_digest, new_cipher, random_bytes, tag_of};
 use blindjoin_link::{Link, Reader, put_u32};
@@ -162,9 +162,8 @@ pub fn handshake_3pc(
     setup: &str,
     items: u64,
 ) -> Result<Agreed3, ProtocolError> {
-    // The variant field holds at most 128 bytes: a digest of the setup always fits.
-    let d = item_digest(setup.as_bytes());
-    let variant = format!("ecdh-3pc/{}", hex(&d[..8]));
+    // The hello's context binds the setup and the key-column count.
+    let context = item_digest(format!("ecdh-3pc\0{setup}\0{key_columns}").as_bytes());
     let mut sizes = [0u64; 3];
     sizes[seat.index()] = items;
     for (link, other) in links.into_iter().zip(seat.others()) {
@@ -173,25 +172,17 @@ pub fn handshake_3pc(
         } else {
             Role::Sender
         };
-        let hello = Hello::new(
-            Protocol::Ecdh,
-            Some(curve),
-            role,
-            key_columns,
-            "INNER",
-            false,
-            items,
-        )
-        .with_variant(&variant);
+        let hello =
+            Hello::new(ProtocolChoice::Ecdh { curve }, role, false, items).with_context(context);
         let hs = handshake(link, hello)?;
-        if hs.theirs.item_count > u64::from(u32::MAX) {
+        let theirs = hs.theirs().item_count;
+        if theirs > u64::from(u32::MAX) {
             return Err(ProtocolError::PeerMisbehaved(format!(
-                "party {:?} announced {} items; {NAME} takes at most 2^32 - 1 per party",
+                "party {:?} announced {theirs} items; {NAME} takes at most 2^32 - 1 per party",
                 link.peer_id(),
-                hs.theirs.item_count
             )));
         }
-        sizes[other.index()] = hs.theirs.item_count;
+        sizes[other.index()] = theirs;
     }
     if items > u64::from(u32::MAX) {
         return Err(ProtocolError::Config(format!(
@@ -199,10 +190,6 @@ pub fn handshake_3pc(
         )));
     }
     Ok(Agreed3 { seat, curve, sizes })
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Runs the protocol; `links` go to the two other seats in [`Seat::others`] order. Returns the

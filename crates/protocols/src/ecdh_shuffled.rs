@@ -27,10 +27,11 @@ use crate::ecdh::{
 };
 use crate::shuffle::random_permutation;
 use crate::{ItemDigest, ProtocolError, PsiOutput, Reveal};
+use blindjoin_link::wire::{self, ids};
 use blindjoin_link::{Link, Reader, put_u64};
 
 /// R → S: the intersection's size.
-const MSG_COUNT: u8 = 3;
+const MSG_COUNT: u8 = wire::byte(ids::ECDH_COUNT);
 
 /// R's side; `reveal` is [`Reveal::Cardinality`] or [`Reveal::UpTo`].
 pub(crate) fn receiver(

@@ -1,146 +1,167 @@
 //! The session handshake: before any protocol message, both parties send a [`Hello`] and check the
-//! other's. Any disagreement is an error on *both* sides that names the field and both values —
+//! other's. Any disagreement is an error on *both* sides that names the setting and both values —
 //! the check is the same pure function of the two hellos on each side.
+//!
+//! A hello holds only what the protocol layer needs to agree on: the wire version, the protocol
+//! with its curve or mode ([`ProtocolChoice`]), the roles, who learns the result, what it reveals
+//! and the set sizes, plus a caller's context digest (the three-party setup). The data path's own
+//! settings (join, buckets, key columns, recovery) are agreed by the data path in its own message.
 
-use crate::{Curve, Protocol, ProtocolError, Role};
-use blindjoin_link::{Link, Reader, put_bytes_u16, put_u32, put_u64};
+use crate::{ProtocolChoice, ProtocolError, Reveal, Role};
+use blindjoin_link::wire::{WireMessage, ids};
+use blindjoin_link::{DecodeError, Link, Reader, put_bytes_u16, put_u64};
 
 /// Version of the wire format; both parties must speak the same one.
-pub const WIRE_VERSION: &str = concat!("blindjoin/", env!("CARGO_PKG_VERSION"), "/wire-6");
-/// Longest string field in a hello.
-const MAX_FIELD: usize = 128;
+pub const WIRE_VERSION: &str = concat!("blindjoin/", env!("CARGO_PKG_VERSION"), "/wire-7");
+/// Longest version string accepted.
+const MAX_VERSION: usize = 128;
 
 /// What one party announces about its run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hello {
     /// Program and wire version.
     pub version: String,
-    /// The protocol to run.
-    pub protocol: String,
-    /// The curve (empty when the protocol has none).
-    pub curve: String,
+    /// The protocol to run, with its curve or mode.
+    pub choice: ProtocolChoice,
     /// This party's role.
     pub role: Role,
-    /// Number of key columns.
-    pub key_columns: u32,
-    /// The join type.
-    pub join_type: String,
     /// Whether the sender also receives the result.
     pub broadcast_result: bool,
+    /// What the run reveals (the intersection, its size, or at most T of its items).
+    pub reveal: Reveal,
     /// Number of (unique) items this party brings — revealed to the peer by every PSI protocol.
     pub item_count: u64,
-    /// The protocol's mode where it has several (RR22: `fast`, `low_comm`, `malicious`); empty
+    /// A digest of settings the caller binds into the handshake (the three-party setup); zero
     /// otherwise. Must agree.
-    pub variant: String,
-    /// Items per bucket when the data path splits the run into buckets (0: one bucket). Must
-    /// agree, since both sides derive the bucket count from it.
-    pub bucket_size: u64,
+    pub context: [u8; 16],
 }
 
 impl Hello {
-    /// A hello for this build's wire version.
+    /// A hello for this build's wire version, revealing the intersection, with no context.
     pub fn new(
-        protocol: Protocol,
-        curve: Option<Curve>,
+        choice: ProtocolChoice,
         role: Role,
-        key_columns: u32,
-        join_type: &str,
         broadcast_result: bool,
         item_count: u64,
     ) -> Self {
         Hello {
             version: WIRE_VERSION.to_string(),
-            protocol: protocol.config_name().to_string(),
-            curve: curve
-                .map(|c| c.config_name().to_string())
-                .unwrap_or_default(),
+            choice,
             role,
-            key_columns,
-            join_type: join_type.to_string(),
             broadcast_result,
+            reveal: Reveal::Intersection,
             item_count,
-            variant: String::new(),
-            bucket_size: 0,
+            context: [0; 16],
         }
     }
 
-    /// The same hello announcing `bucket_size` items per bucket (0: no bucketing).
-    pub fn with_bucket_size(mut self, bucket_size: u64) -> Self {
-        self.bucket_size = bucket_size;
+    /// The same hello revealing `reveal`.
+    pub fn with_reveal(mut self, reveal: Reveal) -> Self {
+        self.reveal = reveal;
         self
     }
 
-    /// The protocol's own mode: [`Hello::variant`] up to the first `/` (what follows are
-    /// settings of the data path that must also agree, e.g. `fast/min_intersection=10`).
-    pub fn protocol_mode(&self) -> &str {
-        self.variant.split('/').next().unwrap_or_default()
-    }
-
-    /// The same hello announcing protocol mode `variant` (see [`Hello::variant`]).
-    pub fn with_variant(mut self, variant: &str) -> Self {
-        self.variant = variant.to_string();
+    /// The same hello binding `context` (see [`Hello::context`]).
+    pub fn with_context(mut self, context: [u8; 16]) -> Self {
+        self.context = context;
         self
     }
+}
 
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(128);
-        put_bytes_u16(&mut out, self.version.as_bytes());
-        put_bytes_u16(&mut out, self.protocol.as_bytes());
-        put_bytes_u16(&mut out, self.curve.as_bytes());
+/// `(kind, threshold)` on the wire.
+fn reveal_codes(r: Reveal) -> (u8, u64) {
+    match r {
+        Reveal::Intersection => (0, 0),
+        Reveal::Cardinality => (1, 0),
+        Reveal::UpTo(t) => (2, t),
+    }
+}
+
+fn reveal_name(r: Reveal) -> String {
+    match r {
+        Reveal::Intersection => "the intersection".into(),
+        Reveal::Cardinality => "its size only (cardinality_only)".into(),
+        Reveal::UpTo(t) => format!("at most {t} of its keys (intersection_threshold)"),
+    }
+}
+
+/// A decoded hello: either one of our version, or the version string of a peer that speaks
+/// another (whose other fields we cannot read).
+enum Decoded {
+    Same(Hello),
+    OtherVersion(String),
+}
+
+impl WireMessage for Hello {
+    const ID: &'static [u8] = ids::HELLO;
+    const NAME: &'static str = "hello";
+
+    fn put_body(&self, out: &mut Vec<u8>) {
+        put_bytes_u16(out, self.version.as_bytes());
+        let (p, q) = self.choice.wire_codes();
+        out.extend_from_slice(&[p, q]);
         out.push(match self.role {
             Role::Receiver => 0,
             Role::Sender => 1,
         });
-        put_u32(&mut out, self.key_columns);
-        put_bytes_u16(&mut out, self.join_type.as_bytes());
         out.push(u8::from(self.broadcast_result));
-        put_u64(&mut out, self.item_count);
-        put_bytes_u16(&mut out, self.variant.as_bytes());
-        put_u64(&mut out, self.bucket_size);
-        out
+        let (kind, t) = reveal_codes(self.reveal);
+        out.push(kind);
+        put_u64(out, t);
+        put_u64(out, self.item_count);
+        out.extend_from_slice(&self.context);
     }
 
-    fn decode(bytes: &[u8]) -> Result<Hello, ProtocolError> {
-        let mut r = Reader::new(bytes, "hello");
-        let version = r.str_u16(MAX_FIELD)?.to_string();
-        let protocol = r.str_u16(MAX_FIELD)?.to_string();
-        let curve = r.str_u16(MAX_FIELD)?.to_string();
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let bad = |reason: String| DecodeError {
+            what: "hello",
+            reason,
+        };
+        let version = r.str_u16(MAX_VERSION)?.to_string();
+        let (p, q) = (r.u8()?, r.u8()?);
+        let choice = ProtocolChoice::from_wire_codes(p, q)
+            .ok_or_else(|| bad(format!("unknown protocol code {p}/{q}")))?;
         let role = match r.u8()? {
             0 => Role::Receiver,
             1 => Role::Sender,
-            other => {
-                return Err(ProtocolError::PeerMisbehaved(format!(
-                    "unknown role code {other} in hello"
-                )));
-            }
+            other => return Err(bad(format!("unknown role code {other}"))),
         };
-        let key_columns = r.u32()?;
-        let join_type = r.str_u16(MAX_FIELD)?.to_string();
         let broadcast_result = match r.u8()? {
             0 => false,
             1 => true,
-            other => {
-                return Err(ProtocolError::PeerMisbehaved(format!(
-                    "bad boolean {other} in hello"
-                )));
-            }
+            other => return Err(bad(format!("bad boolean {other}"))),
+        };
+        let reveal = match (r.u8()?, r.u64()?) {
+            (0, 0) => Reveal::Intersection,
+            (1, 0) => Reveal::Cardinality,
+            (2, t) => Reveal::UpTo(t),
+            (k, t) => return Err(bad(format!("bad reveal code {k}/{t}"))),
         };
         let item_count = r.u64()?;
-        let variant = r.str_u16(MAX_FIELD)?.to_string();
-        let bucket_size = r.u64()?;
-        r.finish()?;
+        let mut context = [0u8; 16];
+        context.copy_from_slice(r.take(16)?);
         Ok(Hello {
             version,
-            protocol,
-            curve,
+            choice,
             role,
-            key_columns,
-            join_type,
             broadcast_result,
+            reveal,
             item_count,
-            variant,
-            bucket_size,
+            context,
         })
+    }
+}
+
+/// Reads the version first: a peer of another wire version is reported as such, not as a
+/// malformed hello.
+fn decode(bytes: &[u8]) -> Result<Decoded, ProtocolError> {
+    let version = bytes
+        .strip_prefix(ids::HELLO)
+        .and_then(|body| Reader::new(body, "hello").str_u16(MAX_VERSION).ok())
+        .map(str::to_string);
+    match version {
+        Some(v) if v != WIRE_VERSION => Ok(Decoded::OtherVersion(v)),
+        _ => Ok(Decoded::Same(Hello::decode(bytes)?)),
     }
 }
 
@@ -148,17 +169,41 @@ impl Hello {
 /// [`crate::run_psi`] requires it.
 #[derive(Clone, Debug)]
 pub struct HandshakeChecked {
-    /// What we announced.
-    pub ours: Hello,
-    /// What the peer announced.
-    pub theirs: Hello,
-    /// The agreed protocol.
-    pub protocol: Protocol,
-    /// The agreed curve, if any.
-    pub curve: Option<Curve>,
+    ours: Hello,
+    theirs: Hello,
 }
 
 impl HandshakeChecked {
+    /// What we announced.
+    pub fn ours(&self) -> &Hello {
+        &self.ours
+    }
+
+    /// What the peer announced.
+    pub fn theirs(&self) -> &Hello {
+        &self.theirs
+    }
+
+    /// The agreed protocol, with its curve or mode.
+    pub fn choice(&self) -> ProtocolChoice {
+        self.ours.choice
+    }
+
+    /// Our role.
+    pub fn role(&self) -> Role {
+        self.ours.role
+    }
+
+    /// Whether the sender also learns the result.
+    pub fn broadcast_result(&self) -> bool {
+        self.ours.broadcast_result
+    }
+
+    /// What the run reveals.
+    pub fn reveal(&self) -> Reveal {
+        self.ours.reveal
+    }
+
     /// The same agreement for one bucket of a bucketed run, holding `ours` of our items and
     /// `theirs` of the peer's.
     pub fn for_bucket(&self, ours: u64, theirs: u64) -> Self {
@@ -182,8 +227,37 @@ impl HandshakeChecked {
     }
 }
 
+/// The settings two hellos compare, each with the config field a user changes to fix it.
+fn settings(h: &Hello) -> [(&'static str, String); 5] {
+    [
+        (
+            "protocol_config.protocol",
+            h.choice.protocol().config_name().to_string(),
+        ),
+        (
+            "protocol_config.ecdh_config.curve",
+            h.choice.curve().map(|c| c.to_string()).unwrap_or_default(),
+        ),
+        (
+            "the protocol mode (rr22_config.low_comm_mode / .malicious)",
+            h.choice.mode().unwrap_or_default().to_string(),
+        ),
+        (
+            "what the run reveals (intersection_threshold, blindjoin.cardinality_only, blindjoin.min_intersection)",
+            reveal_name(h.reveal),
+        ),
+        (
+            "protocol_config.broadcast_result",
+            h.broadcast_result.to_string(),
+        ),
+    ]
+}
+
 /// Compares two hellos. Pure and symmetric up to swapping `ours`/`theirs`, so both parties report
 /// the same field.
+///
+/// # Errors
+/// [`ProtocolError::Mismatch`] naming the first setting that differs.
 pub fn check(ours: &Hello, theirs: &Hello) -> Result<(), ProtocolError> {
     let mismatch = |field: &'static str, a: String, b: String| ProtocolError::Mismatch {
         field,
@@ -192,52 +266,24 @@ pub fn check(ours: &Hello, theirs: &Hello) -> Result<(), ProtocolError> {
         our_role: ours.role.to_string(),
         their_role: theirs.role.to_string(),
     };
-    let fields: [(&'static str, String, String); 8] = [
-        (
+    if ours.version != theirs.version {
+        return Err(mismatch(
             "program version",
             ours.version.clone(),
             theirs.version.clone(),
-        ),
-        (
-            "protocol_config.protocol",
-            ours.protocol.clone(),
-            theirs.protocol.clone(),
-        ),
-        (
-            "protocol_config.ecdh_config.curve",
-            ours.curve.clone(),
-            theirs.curve.clone(),
-        ),
-        (
-            "the protocol mode and what the run reveals (rr22_config.low_comm_mode / .malicious, intersection_threshold, blindjoin.cardinality_only / .min_intersection)",
-            ours.variant.clone(),
-            theirs.variant.clone(),
-        ),
-        (
-            "the number of key columns (keys)",
-            ours.key_columns.to_string(),
-            theirs.key_columns.to_string(),
-        ),
-        (
-            "the bucket size (rr22_config.bucket_size / kkrt_config.bucket_size)",
-            ours.bucket_size.to_string(),
-            theirs.bucket_size.to_string(),
-        ),
-        (
-            "advanced_join_type",
-            ours.join_type.clone(),
-            theirs.join_type.clone(),
-        ),
-        (
-            "protocol_config.broadcast_result",
-            ours.broadcast_result.to_string(),
-            theirs.broadcast_result.to_string(),
-        ),
-    ];
-    for (field, a, b) in fields {
+        ));
+    }
+    for ((field, a), (_, b)) in settings(ours).into_iter().zip(settings(theirs)) {
         if a != b {
             return Err(mismatch(field, a, b));
         }
+    }
+    if ours.context != theirs.context {
+        return Err(mismatch(
+            "the three-party setup (link_config.parties, protocol_config.receiver and the number of keys)",
+            hex(&ours.context),
+            hex(&theirs.context),
+        ));
     }
     if ours.role == theirs.role {
         return Err(mismatch(
@@ -249,6 +295,10 @@ pub fn check(ours: &Hello, theirs: &Hello) -> Result<(), ProtocolError> {
     Ok(())
 }
 
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 /// Sends our hello, reads the peer's, and checks them. On a mismatch both sides fail with the same
 /// field named.
 ///
@@ -256,18 +306,129 @@ pub fn check(ours: &Hello, theirs: &Hello) -> Result<(), ProtocolError> {
 /// [`ProtocolError::Mismatch`], a malformed hello, or a link failure.
 pub fn handshake(link: &mut dyn Link, ours: Hello) -> Result<HandshakeChecked, ProtocolError> {
     link.send(&ours.encode())?;
-    let theirs = Hello::decode(&link.recv()?)?;
-    check(&ours, &theirs)?;
-    let protocol: Protocol = ours.protocol.parse()?;
-    let curve = if ours.curve.is_empty() {
-        None
-    } else {
-        Some(ours.curve.parse::<Curve>()?)
+    let theirs = match decode(&link.recv()?)? {
+        Decoded::Same(h) => h,
+        Decoded::OtherVersion(v) => {
+            return Err(ProtocolError::Mismatch {
+                field: "program version",
+                ours: ours.version.clone(),
+                theirs: v,
+                our_role: ours.role.to_string(),
+                their_role: "other".into(),
+            });
+        }
     };
-    Ok(HandshakeChecked {
-        ours,
-        theirs,
-        protocol,
-        curve,
-    })
+    check(&ours, &theirs)?;
+    Ok(HandshakeChecked { ours, theirs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Curve;
+    use crate::rr22::Rr22Mode;
+
+    fn hello(role: Role) -> Hello {
+        Hello::new(
+            ProtocolChoice::Ecdh {
+                curve: Curve::FourQ,
+            },
+            role,
+            true,
+            5,
+        )
+        .with_reveal(Reveal::UpTo(3))
+        .with_context([7; 16])
+    }
+
+    #[test]
+    fn hello_round_trips() {
+        let h = hello(Role::Sender);
+        match decode(&h.encode()).unwrap() {
+            Decoded::Same(back) => assert_eq!(back, h),
+            Decoded::OtherVersion(v) => panic!("{v}"),
+        }
+    }
+
+    #[test]
+    fn each_setting_mismatch_is_named_on_both_sides() {
+        let a = hello(Role::Receiver);
+        let cases: Vec<(Hello, &str)> = vec![
+            (
+                Hello {
+                    choice: ProtocolChoice::Rr22 {
+                        mode: Rr22Mode::Fast,
+                    },
+                    ..hello(Role::Sender)
+                },
+                "protocol_config.protocol",
+            ),
+            (
+                Hello {
+                    choice: ProtocolChoice::Ecdh { curve: Curve::P256 },
+                    ..hello(Role::Sender)
+                },
+                "curve",
+            ),
+            (
+                hello(Role::Sender).with_reveal(Reveal::Cardinality),
+                "what the run reveals",
+            ),
+            (
+                Hello {
+                    broadcast_result: false,
+                    ..hello(Role::Sender)
+                },
+                "broadcast_result",
+            ),
+            (hello(Role::Sender).with_context([8; 16]), "three-party"),
+            (hello(Role::Receiver), "protocol_config.role"),
+        ];
+        for (b, field) in cases {
+            for (x, y) in [(&a, &b), (&b, &a)] {
+                let e = check(x, y).unwrap_err().to_string();
+                assert!(e.contains(field), "{field}: {e}");
+            }
+        }
+        assert!(check(&a, &hello(Role::Sender)).is_ok());
+    }
+
+    #[test]
+    fn rr22_modes_must_agree() {
+        let h = |role, mode| Hello::new(ProtocolChoice::Rr22 { mode }, role, false, 1);
+        let e = check(
+            &h(Role::Receiver, Rr22Mode::Fast),
+            &h(Role::Sender, Rr22Mode::LowComm),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("low_comm_mode"), "{e}");
+    }
+
+    #[test]
+    fn another_wire_version_is_reported_as_such() {
+        let mut theirs = hello(Role::Sender);
+        theirs.version = "blindjoin/0.0.1/wire-1".into();
+        let (mut a, mut b) = blindjoin_link::mem_pair();
+        b.send(&theirs.encode()).unwrap();
+        let e = handshake(&mut a, hello(Role::Receiver))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("program version") && e.contains("wire-1"), "{e}");
+    }
+
+    #[test]
+    fn hostile_hellos_are_typed_errors() {
+        let good = hello(Role::Sender).encode();
+        for cut in 0..good.len() {
+            assert!(decode(&good[..cut]).is_err() || cut == 0 && decode(&[]).is_err());
+        }
+        let mut bad_role = good.clone();
+        let at = ids::HELLO.len() + 2 + WIRE_VERSION.len() + 2;
+        bad_role[at] = 9;
+        assert!(decode(&bad_role).is_err());
+        let mut bad_proto = good.clone();
+        bad_proto[at - 2] = 77;
+        assert!(decode(&bad_proto).is_err());
+    }
 }

@@ -5,6 +5,7 @@
 //! allocate what a size claims. The fuzz targets (`fuzz/`) explore the same surface at random.
 
 use super::*;
+use crate::rr22::Rr22Mode;
 use blindjoin_crypto::item_digest;
 use blindjoin_link::{LinkError, LinkStats, mem_pair_with_timeout};
 use std::sync::mpsc;
@@ -36,7 +37,7 @@ pub(crate) struct Hostile<L: Link> {
     target: usize,
     mangle: Mangle,
     held: Option<Vec<u8>>,
-    /// Bytes of the hello after its item count (variant and bucket size).
+    /// Bytes of the hello after its item count (its context).
     hello_tail: usize,
 }
 
@@ -137,15 +138,10 @@ impl<L: Link> Link for Hostile<L> {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Setup {
-    protocol: Protocol,
-    curve: Option<Curve>,
-    variant: &'static str,
-}
+type Setup = ProtocolChoice;
 
 fn hello(s: Setup, role: Role, n: usize) -> Hello {
-    Hello::new(s.protocol, s.curve, role, 1, "INNER", true, n as u64).with_variant(s.variant)
+    Hello::new(s, role, true, n as u64)
 }
 
 fn items(tag: &str, n: usize, shared: usize) -> Vec<ItemDigest> {
@@ -191,7 +187,7 @@ fn against_hostile(
         items("hostile", HOSTILE_N, 30),
     );
     let hostile = std::thread::spawn(move || {
-        let mut link = Hostile::new(lb, target, mangle, 2 + s.variant.len() + 8);
+        let mut link = Hostile::new(lb, target, mangle, HELLO_TAIL);
         let _ = party(&mut link, s, hostile_role, &theirs);
     });
     let (tx, rx) = mpsc::channel();
@@ -226,28 +222,20 @@ fn messages_sent(s: Setup, role: Role) -> usize {
     la.stats().messages_sent as usize
 }
 
+/// Bytes of a hello after its item count: the context digest.
+const HELLO_TAIL: usize = 16;
+
 fn setups() -> Vec<Setup> {
-    let ecdh = |curve| Setup {
-        protocol: Protocol::Ecdh,
-        curve: Some(curve),
-        variant: "",
-    };
-    let rr22 = |variant| Setup {
-        protocol: Protocol::Rr22,
-        curve: None,
-        variant,
-    };
+    let rr22 = |mode| ProtocolChoice::Rr22 { mode };
     // One curve stands for all: the protocol code above the curve is the same.
     vec![
-        ecdh(Curve::Curve25519),
-        rr22("fast"),
-        rr22("low_comm"),
-        rr22("malicious"),
-        Setup {
-            protocol: Protocol::Kkrt,
-            curve: None,
-            variant: "",
+        ProtocolChoice::Ecdh {
+            curve: Curve::Curve25519,
         },
+        rr22(Rr22Mode::Fast),
+        rr22(Rr22Mode::LowComm),
+        rr22(Rr22Mode::Malicious),
+        ProtocolChoice::Kkrt,
     ]
 }
 

@@ -33,6 +33,7 @@ use blindjoin_crypto::cuckoo::{
     CUCKOO_HASHES, CuckooError, CuckooHasher, EMPTY_BIN, cuckoo_insert_with_retry, max_cuckoo_bins,
 };
 use blindjoin_crypto::random_bytes;
+use blindjoin_link::wire::{self, ids};
 use blindjoin_link::{Link, Reader, put_u64};
 use blindjoin_ot::kkrt_oprf::{kkrt_oprf_receive, kkrt_oprf_send};
 use rayon::prelude::*;
@@ -46,8 +47,8 @@ const OUT_CHUNK: usize = 1 << 16;
 /// Tags looked up per parallel task.
 const TASK: usize = 1 << 12;
 
-const MSG_SEED: u8 = 0x31;
-const MSG_TAGS: u8 = 0x32;
+const MSG_SEED: u8 = wire::byte(ids::KKRT_SEED);
+const MSG_TAGS: u8 = wire::byte(ids::KKRT_TAGS);
 
 /// Runs KKRT16 PSI after a successful handshake.
 pub(crate) fn run(
@@ -57,13 +58,12 @@ pub(crate) fn run(
     items: &[ItemDigest],
     progress: &dyn Progress,
 ) -> Result<PsiOutput, ProtocolError> {
-    let (n_r, n_s) = hs.set_sizes();
-    if n_r > u32::MAX as u64 || n_s > u32::MAX as u64 {
-        return Err(ProtocolError::Config(
-            "KKRT takes at most 2^32 - 1 unique keys per party; lower kkrt_config.bucket_size"
-                .into(),
-        ));
-    }
+    let (n_r, n_s) = crate::sizes_within(
+        hs,
+        u64::from(u32::MAX),
+        "KKRT",
+        "; lower kkrt_config.bucket_size",
+    )?;
     let ctx = Ctx {
         n_r: n_r as usize,
         n_s: n_s as usize,
@@ -73,15 +73,15 @@ pub(crate) fn run(
             opts.extra_stat_bits,
         ),
         progress,
-        broadcast: hs.ours.broadcast_result,
+        broadcast: hs.broadcast_result(),
     };
     // With an empty side the intersection is empty; both parties know both sizes, so neither
     // sends anything.
     if ctx.n_r == 0 || ctx.n_s == 0 {
-        let learns = hs.ours.role == Role::Receiver || ctx.broadcast;
+        let learns = hs.role() == Role::Receiver || ctx.broadcast;
         return Ok(PsiOutput::intersection(learns.then(Vec::new)));
     }
-    match hs.ours.role {
+    match hs.role() {
         Role::Receiver => receiver(link, &ctx, items),
         Role::Sender => sender(link, &ctx, items),
     }

@@ -23,7 +23,8 @@
 //! use blindjoin_link::mem_pair;
 //! use blindjoin_protocols::*;
 //! let (mut la, mut lb) = mem_pair();
-//! let hello = |role, n| Hello::new(Protocol::Ecdh, Some(Curve::Curve25519), role, 1, "INNER", true, n);
+//! let ecdh = ProtocolChoice::Ecdh { curve: Curve::Curve25519 };
+//! let hello = |role, n| Hello::new(ecdh, role, true, n);
 //! let xs: Vec<_> = ["a", "b", "c"].iter().map(|s| item_digest(s.as_bytes())).collect();
 //! let ys: Vec<_> = ["b", "c", "d"].iter().map(|s| item_digest(s.as_bytes())).collect();
 //! let t = std::thread::spawn(move || {
@@ -36,10 +37,9 @@
 //! assert_eq!(t.join().unwrap().intersection, Some(vec![0, 1]));
 //! ```
 
+mod choice;
 pub mod ecdh;
-// --- three-party ECDH-PSI (threepc branch) ---
 pub mod ecdh_3pc;
-// --- end three-party ---
 mod ecdh_shuffled;
 mod error;
 #[cfg(feature = "fuzzing")]
@@ -56,6 +56,7 @@ pub mod ub_oprf;
 
 pub use blindjoin_crypto::{Curve, ItemDigest};
 pub use blindjoin_link::Link;
+pub use choice::ProtocolChoice;
 pub use error::ProtocolError;
 pub use handshake::{HandshakeChecked, Hello, handshake};
 pub use progress::{NoProgress, Progress};
@@ -85,11 +86,6 @@ impl Protocol {
             Protocol::Kkrt => "PROTOCOL_KKRT",
             Protocol::Rr22 => "PROTOCOL_RR22",
         }
-    }
-
-    /// Whether this build implements the protocol.
-    pub fn is_supported(self) -> bool {
-        matches!(self, Protocol::Ecdh | Protocol::Kkrt | Protocol::Rr22)
     }
 }
 
@@ -146,7 +142,7 @@ impl fmt::Display for Role {
 }
 
 /// Local knobs that need not agree between the parties.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PsiOptions {
     /// Items per message (SecretFlow's `ecdh_config.batch_size`, default 4096).
     pub batch_size: usize,
@@ -156,9 +152,25 @@ pub struct PsiOptions {
     /// buckets, so the false-match bound 2^-40 holds for the whole run, not per bucket. Both
     /// parties derive it from agreed values.
     pub extra_stat_bits: u32,
-    /// What the receiver may learn. Anything but [`Reveal::Intersection`] needs `PROTOCOL_ECDH`;
-    /// both parties must pass the same kind (the data path puts it in [`Hello::variant`]).
+    /// What the receiver may learn in this run (or bucket): [`Hello::reveal`] of the handshake,
+    /// with a threshold lowered by what earlier buckets revealed. Anything but
+    /// [`Reveal::Intersection`] needs `PROTOCOL_ECDH`.
     pub reveal: Reveal,
+}
+
+/// Never prints the secret key.
+impl fmt::Debug for PsiOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PsiOptions")
+            .field("batch_size", &self.batch_size)
+            .field(
+                "secret_key",
+                &self.secret_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("extra_stat_bits", &self.extra_stat_bits)
+            .field("reveal", &self.reveal)
+            .finish()
+    }
 }
 
 /// What a run reveals to the receiver (and, with `broadcast_result`, to the sender).
@@ -223,7 +235,7 @@ pub fn run_psi(
     items: &[ItemDigest],
     progress: &dyn Progress,
 ) -> Result<PsiOutput, ProtocolError> {
-    if items.len() as u64 != hs.ours.item_count {
+    if items.len() as u64 != hs.ours().item_count {
         return Err(ProtocolError::Unreachable(
             "item count differs from the handshake",
         ));
@@ -234,18 +246,58 @@ pub fn run_psi(
             opts.batch_size
         )));
     }
-    if opts.reveal != Reveal::Intersection && hs.protocol != Protocol::Ecdh {
+    let agreed_kind = std::mem::discriminant(&hs.reveal());
+    if std::mem::discriminant(&opts.reveal) != agreed_kind {
+        return Err(ProtocolError::Unreachable(
+            "the reveal mode differs from the handshake's",
+        ));
+    }
+    // The one place a protocol choice becomes its implementation.
+    match hs.choice() {
+        ProtocolChoice::Ecdh { curve } => ecdh::run(link, hs, curve, opts, items, progress),
+        ProtocolChoice::Rr22 { mode } => {
+            refuse_reveal(hs, opts)?;
+            rr22::run(link, hs, mode, opts, items, progress)
+        }
+        ProtocolChoice::Kkrt => {
+            refuse_reveal(hs, opts)?;
+            kkrt::run(link, hs, opts, items, progress)
+        }
+    }
+}
+
+/// `(n_receiver, n_sender)` when both are at most `max`. Too many items of our own is a setting
+/// to change (`hint`); too many announced by the peer is the peer's fault.
+pub(crate) fn sizes_within(
+    hs: &HandshakeChecked,
+    max: u64,
+    name: &str,
+    hint: &str,
+) -> Result<(u64, u64), ProtocolError> {
+    if hs.ours().item_count > max {
         return Err(ProtocolError::Config(format!(
-            "{} reveals the intersection itself; the cardinality-only and threshold modes need \
-             PROTOCOL_ECDH",
-            hs.protocol
+            "{name} takes at most {max} unique keys per party{hint}"
         )));
     }
-    match hs.protocol {
-        Protocol::Ecdh => ecdh::run(link, hs, opts, items, progress),
-        Protocol::Rr22 => rr22::run(link, hs, opts, items, progress),
-        Protocol::Kkrt => kkrt::run(link, hs, opts, items, progress),
+    if hs.theirs().item_count > max {
+        return Err(ProtocolError::PeerMisbehaved(format!(
+            "the peer announced {} unique keys; {name} takes at most {max} per party",
+            hs.theirs().item_count
+        )));
     }
+    Ok(hs.set_sizes())
+}
+
+/// The cardinality-only and threshold modes need a protocol that can hide which items match.
+fn refuse_reveal(hs: &HandshakeChecked, opts: &PsiOptions) -> Result<(), ProtocolError> {
+    if opts.reveal == Reveal::Intersection {
+        return Ok(());
+    }
+    Err(ProtocolError::Config(format!(
+        "{} reveals the intersection itself; the cardinality-only and threshold modes need \
+         PROTOCOL_ECDH",
+        hs.choice()
+    )))
 }
 
 #[cfg(test)]

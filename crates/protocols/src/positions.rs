@@ -13,12 +13,13 @@
 
 use crate::ecdh::expect_type;
 use crate::{ProtocolError, PsiOutput};
+use blindjoin_link::wire::{self, ids};
 use blindjoin_link::{
     Link, MAX_VARINT_LEN, Reader, put_u32, put_varint, recv_bulk, send_bulk, varints,
 };
 
 /// Message type of the result positions.
-const MSG_POSITIONS: u8 = 3;
+const MSG_POSITIONS: u8 = wire::byte(ids::POSITIONS);
 
 const FORMAT_GAPS: u8 = 0;
 const FORMAT_BITMAP: u8 = 1;

@@ -40,6 +40,7 @@ use aes::cipher::{BlockCipherEncrypt, KeyInit};
 use blindjoin_crypto::gf128::Gf128;
 use blindjoin_crypto::okvs::{Okvs, OkvsError, OkvsLayout, OkvsParams, encode_with_retry};
 use blindjoin_crypto::random_bytes;
+use blindjoin_link::wire::{self, ids};
 use blindjoin_link::{Link, Reader, put_u32};
 use blindjoin_ot::vole::{vole_receive_a_first, vole_send};
 use rayon::prelude::*;
@@ -62,11 +63,11 @@ const TASK: usize = 1 << 12;
 /// OKVS encoding attempts before giving up (each fails with probability ≲ 2^-40).
 const OKVS_TRIES: u32 = 8;
 
-const MSG_COMMIT: u8 = 0x21;
-const MSG_A: u8 = 0x22;
-const MSG_W_R: u8 = 0x23;
-const MSG_W_S: u8 = 0x24;
-const MSG_OUT: u8 = 0x25;
+const MSG_COMMIT: u8 = wire::byte(ids::RR22_COMMIT);
+const MSG_A: u8 = wire::byte(ids::RR22_A);
+const MSG_W_R: u8 = wire::byte(ids::RR22_W_R);
+const MSG_W_S: u8 = wire::byte(ids::RR22_W_S);
+const MSG_OUT: u8 = wire::byte(ids::RR22_OUT);
 
 const KEY_HB: [u8; 16] = *b"blindjoin-rr22-B";
 const KEY_HO: [u8; 16] = *b"blindjoin-rr22-O";
@@ -176,18 +177,17 @@ fn mask_bytes(bytes: usize) -> u128 {
 pub(crate) fn run(
     link: &mut dyn Link,
     hs: &HandshakeChecked,
+    mode: Rr22Mode,
     opts: &PsiOptions,
     items: &[ItemDigest],
     progress: &dyn Progress,
 ) -> Result<PsiOutput, ProtocolError> {
-    let mode = Rr22Mode::from_variant(hs.ours.protocol_mode())
-        .ok_or_else(|| ProtocolError::Config(format!("unknown RR22 mode {:?}", hs.ours.variant)))?;
-    let (n_r, n_s) = hs.set_sizes();
-    if n_r > u32::MAX as u64 || n_s > u32::MAX as u64 {
-        return Err(ProtocolError::Config(
-            "RR22 takes at most 2^32 - 1 unique keys per party; raise the bucket count".into(),
-        ));
-    }
+    let (n_r, n_s) = crate::sizes_within(
+        hs,
+        u64::from(u32::MAX),
+        "RR22",
+        "; lower rr22_config.bucket_size",
+    )?;
     let sizes = Rr22Sizes::new(mode, n_r, n_s, opts.extra_stat_bits);
     let ctx = Ctx {
         mode,
@@ -195,9 +195,9 @@ pub(crate) fn run(
         n_r: n_r as usize,
         n_s: n_s as usize,
         progress,
-        broadcast: hs.ours.broadcast_result,
+        broadcast: hs.broadcast_result(),
     };
-    match hs.ours.role {
+    match hs.role() {
         Role::Receiver => receiver(link, &ctx, items),
         Role::Sender => sender(link, &ctx, items),
     }

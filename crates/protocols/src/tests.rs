@@ -39,15 +39,14 @@ fn plaintext(mine: &[ItemDigest], theirs: &[ItemDigest]) -> Vec<usize> {
 }
 
 /// What runs: protocol, curve, mode.
-#[derive(Clone, Copy, Debug)]
-struct Proto(Protocol, Option<Curve>, &'static str);
+type Proto = ProtocolChoice;
 
 fn ecdh(curve: Curve) -> Proto {
-    Proto(Protocol::Ecdh, Some(curve), "")
+    ProtocolChoice::Ecdh { curve }
 }
 
 fn rr22(mode: rr22::Rr22Mode) -> Proto {
-    Proto(Protocol::Rr22, None, mode.variant())
+    ProtocolChoice::Rr22 { mode }
 }
 
 fn run_pair(
@@ -78,9 +77,10 @@ fn run_pair_with(
     Result<PsiOutput, ProtocolError>,
 ) {
     let (mut la, mut lb) = mem_pair();
-    let hello = move |role, n: usize| {
-        Hello::new(p.0, p.1, role, 1, "INNER", broadcast, n as u64).with_variant(p.2)
-    };
+    // Both announce the receiver's reveal mode; each runs with its own options (a test may give
+    // the sender a lower threshold than the receiver uses).
+    let reveal = opts.reveal;
+    let hello = move |role, n: usize| Hello::new(p, role, broadcast, n as u64).with_reveal(reveal);
     let t = std::thread::spawn(move || {
         let hs = handshake(&mut lb, hello(Role::Sender, ys.len())).unwrap();
         let out = run_psi(&mut lb, &hs, &o2, &ys, &NoProgress);
@@ -298,19 +298,9 @@ fn mismatch(a: Hello, b: Hello) -> (String, String) {
 
 #[test]
 fn handshake_mismatch_is_reported_on_both_sides() {
-    let base = |role| {
-        Hello::new(
-            Protocol::Ecdh,
-            Some(Curve::Curve25519),
-            role,
-            1,
-            "INNER",
-            true,
-            10,
-        )
-    };
+    let base = |role| Hello::new(ecdh(Curve::Curve25519), role, true, 10);
     let mut other_curve = base(Role::Sender);
-    other_curve.curve = Curve::Secp256k1.to_string();
+    other_curve.choice = ecdh(Curve::Secp256k1);
     let (a, b) = mismatch(base(Role::Receiver), other_curve);
     for e in [&a, &b] {
         assert!(
@@ -320,13 +310,6 @@ fn handshake_mismatch_is_reported_on_both_sides() {
     }
     let (a, b) = mismatch(base(Role::Receiver), base(Role::Receiver));
     assert!(a.contains("role") && b.contains("role"), "{a} / {b}");
-    let mut keys = base(Role::Sender);
-    keys.key_columns = 2;
-    let (a, b) = mismatch(base(Role::Receiver), keys);
-    assert!(
-        a.contains("key columns") && b.contains("key columns"),
-        "{a} / {b}"
-    );
     let mut bc = base(Role::Sender);
     bc.broadcast_result = false;
     let (a, b) = mismatch(base(Role::Receiver), bc);
@@ -343,20 +326,12 @@ fn a_lying_peer_gets_a_typed_error() {
     let t = std::thread::spawn(move || {
         let hs = handshake(
             &mut lb,
-            Hello::new(
-                Protocol::Ecdh,
-                Some(Curve::Curve25519),
-                Role::Sender,
-                1,
-                "INNER",
-                false,
-                2,
-            ),
+            Hello::new(ecdh(Curve::Curve25519), Role::Sender, false, 2),
         )
         .unwrap();
         let _ = hs;
         // Claims 1000 points in a 2-item session, then garbage points.
-        let mut msg = vec![1u8];
+        let mut msg = blindjoin_link::wire::ids::ECDH_POINTS.to_vec();
         msg.extend_from_slice(&1000u32.to_le_bytes());
         lb.send(&msg).unwrap();
         let _ = lb.recv();
@@ -364,15 +339,7 @@ fn a_lying_peer_gets_a_typed_error() {
     let xs = vec![item_digest(b"a"), item_digest(b"b")];
     let hs = handshake(
         &mut la,
-        Hello::new(
-            Protocol::Ecdh,
-            Some(Curve::Curve25519),
-            Role::Receiver,
-            1,
-            "INNER",
-            false,
-            2,
-        ),
+        Hello::new(ecdh(Curve::Curve25519), Role::Receiver, false, 2),
     )
     .unwrap();
     let err = run_psi(&mut la, &hs, &PsiOptions::default(), &xs, &NoProgress).unwrap_err();
@@ -427,9 +394,7 @@ fn rr22_speed() {
         }
         let (mut la, mut lb) = mem_pair();
         let p = rr22(mode);
-        let hello = move |role, n: usize| {
-            Hello::new(p.0, p.1, role, 1, "INNER", false, n as u64).with_variant(p.2)
-        };
+        let hello = move |role, n: usize| Hello::new(p, role, false, n as u64);
         let ys = ys.clone();
         let t0 = std::time::Instant::now();
         let t = std::thread::spawn(move || {
@@ -459,8 +424,7 @@ fn rr22_hostile_receiver_gets_a_typed_error() {
     use blindjoin_link::Link as _;
     let (mut la, mut lb) = mem_pair();
     let p = rr22(rr22::Rr22Mode::Fast);
-    let hello =
-        move |role, n: u64| Hello::new(p.0, p.1, role, 1, "INNER", false, n).with_variant(p.2);
+    let hello = move |role, n: u64| Hello::new(p, role, false, n);
     let ys = vec![item_digest(b"a"), item_digest(b"b")];
     let t = std::thread::spawn(move || {
         let hs = handshake(&mut lb, hello(Role::Sender, 2)).unwrap();
@@ -483,7 +447,7 @@ fn rr22_hostile_receiver_gets_a_typed_error() {
 }
 
 fn kkrt() -> Proto {
-    Proto(Protocol::Kkrt, None, "")
+    ProtocolChoice::Kkrt
 }
 
 #[test]
@@ -530,9 +494,7 @@ fn kkrt_speed() {
     );
     let (mut la, mut lb) = mem_pair();
     let p = kkrt();
-    let hello = move |role, n: usize| {
-        Hello::new(p.0, p.1, role, 1, "INNER", false, n as u64).with_variant(p.2)
-    };
+    let hello = move |role, n: usize| Hello::new(p, role, false, n as u64);
     let t0 = std::time::Instant::now();
     let t = std::thread::spawn(move || {
         let hs = handshake(&mut lb, hello(Role::Sender, ys.len())).unwrap();
@@ -560,8 +522,7 @@ fn kkrt_hostile_receiver_gets_a_typed_error() {
     use blindjoin_link::Link as _;
     let (mut la, mut lb) = mem_pair();
     let p = kkrt();
-    let hello =
-        move |role, n: u64| Hello::new(p.0, p.1, role, 1, "INNER", false, n).with_variant(p.2);
+    let hello = move |role, n: u64| Hello::new(p, role, false, n);
     let ys = vec![item_digest(b"a"), item_digest(b"b")];
     let t = std::thread::spawn(move || {
         let hs = handshake(&mut lb, hello(Role::Sender, 2)).unwrap();

@@ -41,6 +41,7 @@ use crate::shuffle::random_permutation;
 use crate::{ItemDigest, Progress, ProtocolError};
 use blindjoin_crypto::Curve;
 use blindjoin_crypto::oprf::{OprfScalar, POINT_LEN, tag};
+use blindjoin_link::wire::{self, ids};
 use blindjoin_link::{Link, Reader, put_bytes_u16, put_u64, recv_bulk, send_bulk};
 use rayon::prelude::*;
 
@@ -59,11 +60,11 @@ pub const MAX_TAG_LEN: usize = 16;
 /// Items per online message.
 pub const ONLINE_BATCH: usize = 4096;
 
-const MSG_CACHE_HEAD: u8 = 0x41;
-const MSG_CACHE_TAGS: u8 = 0x42;
-const MSG_HELLO: u8 = 0x43;
-const MSG_BLINDED: u8 = 0x44;
-const MSG_EVALUATED: u8 = 0x45;
+const MSG_CACHE_HEAD: u8 = wire::byte(ids::UB_CACHE_HEAD);
+const MSG_CACHE_TAGS: u8 = wire::byte(ids::UB_CACHE_TAGS);
+const MSG_HELLO: u8 = wire::byte(ids::UB_HELLO);
+const MSG_BLINDED: u8 = wire::byte(ids::UB_BLINDED);
+const MSG_EVALUATED: u8 = wire::byte(ids::UB_EVALUATED);
 /// Wire version of this protocol's messages.
 const WIRE_VERSION: u8 = 1;
 

@@ -48,7 +48,7 @@ fn the_seed_config_runs_unchanged() {
     assert_eq!(s.parties.peer_id, "receiver");
     assert_eq!(s.keys, vec!["id"]);
     assert!(s.align && !s.broadcast_result);
-    assert_eq!(s.curve, Some(Curve::Curve25519));
+    assert_eq!(s.protocol.curve(), Some(Curve::Curve25519));
     assert_eq!(s.recv_timeout, DEFAULT_RECV_TIMEOUT);
     assert!(
         s.warnings
@@ -103,7 +103,8 @@ fn bad_values_are_explained() {
     let e =
         parse(&base.replace("\"ecdh_config\": { \"curve\": \"CURVE_25519\" },", "")).unwrap_err();
     assert!(
-        e.to_string().contains("ecdh_config.curve") && e.to_string().contains("required"),
+        e.to_string().contains("ecdh_config.protocol.curve()")
+            && e.to_string().contains("required"),
         "{e}"
     );
     let e = parse(&base.replace("PROTOCOL_ECDH", "PROTOCOL_FOO")).unwrap_err();
@@ -151,22 +152,28 @@ fn rr22_config(rr22: &str) -> String {
 #[test]
 fn rr22_configs_select_the_mode_and_bucket_size() {
     let s = parse(&rr22_config("")).unwrap();
-    assert_eq!(s.protocol, Protocol::Rr22);
-    assert_eq!((s.variant.as_str(), s.bucket_size), ("fast", 1 << 20));
-    assert_eq!(s.curve, None);
+    assert_eq!(s.protocol.protocol(), Protocol::Rr22);
+    assert_eq!(
+        (s.protocol.mode().unwrap_or(""), s.bucket_size),
+        ("fast", 1 << 20)
+    );
+    assert_eq!(s.protocol.curve(), None);
     let s = parse(&rr22_config(
         r#" "rr22_config": { "low_comm_mode": true, "bucket_size": "4096" },"#,
     ))
     .unwrap();
-    assert_eq!((s.variant.as_str(), s.bucket_size), ("low_comm", 4096));
+    assert_eq!(
+        (s.protocol.mode().unwrap_or(""), s.bucket_size),
+        ("low_comm", 4096)
+    );
     let s = parse(&rr22_config(r#" "rr22_config": { "malicious": true },"#)).unwrap();
-    assert_eq!(s.variant, "malicious");
+    assert_eq!(s.protocol.mode(), Some("malicious"));
     // An ecdh_config left in an RR22 config is harmless.
     let s = parse(&rr22_config(
         r#" "ecdh_config": { "curve": "CURVE_FOURQ" },"#,
     ))
     .unwrap();
-    assert_eq!(s.curve, None);
+    assert_eq!(s.protocol.curve(), None);
 }
 
 #[test]
@@ -203,9 +210,12 @@ fn kkrt_config(kkrt: &str) -> String {
 #[test]
 fn kkrt_configs_select_the_bucket_size() {
     let s = parse(&kkrt_config("")).unwrap();
-    assert_eq!(s.protocol, Protocol::Kkrt);
-    assert_eq!((s.variant.as_str(), s.bucket_size), ("", 1 << 20));
-    assert_eq!(s.curve, None);
+    assert_eq!(s.protocol.protocol(), Protocol::Kkrt);
+    assert_eq!(
+        (s.protocol.mode().unwrap_or(""), s.bucket_size),
+        ("", 1 << 20)
+    );
+    assert_eq!(s.protocol.curve(), None);
     let s = parse(&kkrt_config(
         r#" "kkrt_config": { "bucket_size": "4096" },"#,
     ))
@@ -276,10 +286,6 @@ fn joins_need_broadcast_and_parse_their_fields() {
     assert_eq!(spec.join.left_side, Role::Sender);
     assert_eq!(spec.join.null_rep, "NA");
     assert!(spec.join.check_hash_digest);
-    assert_eq!(
-        spec.join.handshake_name(),
-        "ADVANCED_JOIN_TYPE_FULL_JOIN:ROLE_SENDER:check_hash_digest"
-    );
     let bad = full.replace(
         "\"left_side\": \"ROLE_SENDER\"",
         "\"left_side\": \"ROLE_LEFT\"",
@@ -375,7 +381,6 @@ fn threshold_and_cardinality_modes_parse_and_are_checked() {
     .unwrap();
     assert_eq!(s.reveal, Reveal::UpTo(100));
     assert_eq!(s.count_path.as_deref(), Some(Path::new("/base/c.csv")));
-    assert_eq!(s.handshake_variant(), "intersection_threshold=100");
 
     // Cardinality-only needs no output; one given is not written, with a warning.
     let card = base.replace(

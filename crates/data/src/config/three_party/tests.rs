@@ -53,7 +53,10 @@ fn three_parties_are_accepted_for_the_3pc_protocol() {
                     Role::Sender
                 }
             );
-            assert_eq!(t.spec.curve, Some(blindjoin_crypto::Curve::FourQ));
+            assert_eq!(
+                t.spec.protocol.curve(),
+                Some(blindjoin_crypto::Curve::FourQ)
+            );
             assert_eq!(t.spec.input, Path::new("/base/in.csv"));
             assert_eq!(t.parties[2].addr, "127.0.0.1:5302");
             assert_eq!(t.setup(), "alice,bob,carol>bob");

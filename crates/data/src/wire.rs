@@ -1,0 +1,300 @@
+//! The data path's own messages, typed: the run terms both parties agree on after the protocol
+//! handshake, each bucket's key count, the resume point, and the intersection digest check. Their
+//! ids are in `blindjoin_link::wire::ids` with every other message's; the join information's
+//! encoding is in [`crate::join`].
+
+use crate::error::DataError;
+use crate::join::JoinType;
+use crate::spec::RunSpec;
+use blindjoin_link::wire::{WireMessage, ids};
+use blindjoin_link::{DecodeError, Link, Reader, put_u32, put_u64};
+use blindjoin_protocols::{ProtocolError, Role};
+
+/// The data path's settings that both parties must share, agreed in their own message after
+/// the protocol's hello. A mismatch names the config field on both sides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunTerms {
+    /// The number of key columns.
+    pub key_columns: u32,
+    /// `advanced_join_type`.
+    pub join: JoinType,
+    /// `left_side`.
+    pub left_side: Role,
+    /// `check_hash_digest`.
+    pub check_hash_digest: bool,
+    /// Whether recovery is on (it adds the resume message before the first bucket).
+    pub recovery: bool,
+    /// Items per bucket (both sides derive the bucket count from it).
+    pub bucket_size: u64,
+    /// `blindjoin.min_intersection` (0: none).
+    pub min_intersection: u64,
+}
+
+impl RunTerms {
+    /// The terms `spec` asks for.
+    pub fn of(spec: &RunSpec) -> Self {
+        RunTerms {
+            key_columns: spec.keys.len() as u32,
+            join: spec.join.join,
+            left_side: spec.join.left_side,
+            check_hash_digest: spec.join.check_hash_digest,
+            recovery: spec.recovery.is_some(),
+            bucket_size: spec.bucket_size,
+            min_intersection: spec.min_intersection.unwrap_or(0),
+        }
+    }
+
+    /// Each term with the field a user changes to fix a mismatch.
+    fn named(&self) -> [(&'static str, String); 7] {
+        [
+            (
+                "the number of key columns (keys)",
+                self.key_columns.to_string(),
+            ),
+            (
+                "the bucket size (rr22_config.bucket_size / kkrt_config.bucket_size)",
+                self.bucket_size.to_string(),
+            ),
+            ("advanced_join_type", self.join.config_name().to_string()),
+            ("left_side", self.left_side.to_string()),
+            (
+                "psi_config.check_hash_digest",
+                self.check_hash_digest.to_string(),
+            ),
+            (
+                "recovery_config.enabled (both parties must enable recovery)",
+                self.recovery.to_string(),
+            ),
+            (
+                "blindjoin.min_intersection",
+                self.min_intersection.to_string(),
+            ),
+        ]
+    }
+
+    /// Sends ours, reads the peer's, and checks they agree; both sides report the same field.
+    ///
+    /// # Errors
+    /// A mismatch ([`ProtocolError::Mismatch`]), a malformed message, or a link failure.
+    pub fn agree(&self, link: &mut dyn Link, role: Role) -> Result<(), DataError> {
+        link.send(&self.encode()).map_err(ProtocolError::from)?;
+        let theirs = RunTerms::decode(&link.recv().map_err(ProtocolError::from)?)
+            .map_err(ProtocolError::from)?;
+        let their_role = match role {
+            Role::Receiver => Role::Sender,
+            Role::Sender => Role::Receiver,
+        };
+        for ((field, a), (_, b)) in self.named().into_iter().zip(theirs.named()) {
+            if a != b {
+                return Err(DataError::Protocol(ProtocolError::Mismatch {
+                    field,
+                    ours: a,
+                    theirs: b,
+                    our_role: role.to_string(),
+                    their_role: their_role.to_string(),
+                }));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn role_code(r: Role) -> u8 {
+    match r {
+        Role::Receiver => 0,
+        Role::Sender => 1,
+    }
+}
+
+fn bool_from(r: &mut Reader<'_>) -> Result<bool, DecodeError> {
+    match r.u8()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(DecodeError {
+            what: RunTerms::NAME,
+            reason: format!("bad boolean {other}"),
+        }),
+    }
+}
+
+impl WireMessage for RunTerms {
+    const ID: &'static [u8] = ids::RUN_TERMS;
+    const NAME: &'static str = "run terms";
+
+    fn put_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.key_columns);
+        out.push(self.join.wire_code());
+        out.push(role_code(self.left_side));
+        out.push(u8::from(self.check_hash_digest));
+        out.push(u8::from(self.recovery));
+        put_u64(out, self.bucket_size);
+        put_u64(out, self.min_intersection);
+    }
+
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let bad = |reason: String| DecodeError {
+            what: Self::NAME,
+            reason,
+        };
+        let key_columns = r.u32()?;
+        let code = r.u8()?;
+        let join = JoinType::from_wire_code(code)
+            .ok_or_else(|| bad(format!("unknown join type code {code}")))?;
+        let left_side = match r.u8()? {
+            0 => Role::Receiver,
+            1 => Role::Sender,
+            other => return Err(bad(format!("unknown role code {other}"))),
+        };
+        Ok(RunTerms {
+            key_columns,
+            join,
+            left_side,
+            check_hash_digest: bool_from(r)?,
+            recovery: bool_from(r)?,
+            bucket_size: r.u64()?,
+            min_intersection: r.u64()?,
+        })
+    }
+}
+
+/// One bucket's unique-key count, with the bucket's index (so crossed buckets are caught).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BucketCount {
+    /// The bucket.
+    pub bucket: u32,
+    /// Unique keys of the sender of this message in it.
+    pub keys: u64,
+}
+
+impl WireMessage for BucketCount {
+    const ID: &'static [u8] = ids::BUCKET_COUNT;
+    const NAME: &'static str = "bucket count";
+
+    fn put_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.bucket);
+        put_u64(out, self.keys);
+    }
+
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(BucketCount {
+            bucket: r.u32()?,
+            keys: r.u64()?,
+        })
+    }
+}
+
+/// Recovery: the number of buckets this party's checkpoint has done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResumePoint {
+    /// Buckets done.
+    pub buckets_done: u32,
+}
+
+impl WireMessage for ResumePoint {
+    const ID: &'static [u8] = ids::RESUME;
+    const NAME: &'static str = "resume point";
+
+    fn put_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.buckets_done);
+    }
+
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(ResumePoint {
+            buckets_done: r.u32()?,
+        })
+    }
+}
+
+/// `check_hash_digest`: a digest of the intersection so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DigestCheck {
+    /// The chained digest.
+    pub digest: [u8; 16],
+}
+
+impl WireMessage for DigestCheck {
+    const ID: &'static [u8] = ids::DIGEST_CHECK;
+    const NAME: &'static str = "intersection digest";
+
+    fn put_body(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.digest);
+    }
+
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let mut digest = [0u8; 16];
+        digest.copy_from_slice(r.take(16)?);
+        Ok(DigestCheck { digest })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terms() -> RunTerms {
+        RunTerms {
+            key_columns: 2,
+            join: JoinType::Full,
+            left_side: Role::Sender,
+            check_hash_digest: true,
+            recovery: true,
+            bucket_size: 1 << 20,
+            min_intersection: 10,
+        }
+    }
+
+    #[test]
+    fn messages_round_trip() {
+        assert_eq!(RunTerms::decode(&terms().encode()).unwrap(), terms());
+        let c = BucketCount {
+            bucket: 3,
+            keys: 99,
+        };
+        assert_eq!(BucketCount::decode(&c.encode()).unwrap(), c);
+        let p = ResumePoint { buckets_done: 4 };
+        assert_eq!(ResumePoint::decode(&p.encode()).unwrap(), p);
+        let d = DigestCheck { digest: [5; 16] };
+        assert_eq!(DigestCheck::decode(&d.encode()).unwrap(), d);
+    }
+
+    #[test]
+    fn hostile_terms_are_typed_errors() {
+        let good = terms().encode();
+        for cut in 0..good.len() {
+            assert!(RunTerms::decode(&good[..cut]).is_err());
+        }
+        for at in [5, 6, 7, 8] {
+            let mut bad = good.clone();
+            bad[at] = 200;
+            assert!(RunTerms::decode(&bad).is_err(), "byte {at}");
+        }
+    }
+
+    #[test]
+    fn every_term_mismatch_is_named_on_both_sides() {
+        let changes: [(fn(&mut RunTerms), &str); 7] = [
+            (|t| t.key_columns = 1, "key columns"),
+            (|t| t.bucket_size = 5, "bucket size"),
+            (|t| t.join = JoinType::Inner, "advanced_join_type"),
+            (|t| t.left_side = Role::Receiver, "left_side"),
+            (|t| t.check_hash_digest = false, "check_hash_digest"),
+            (|t| t.recovery = false, "recovery"),
+            (|t| t.min_intersection = 0, "min_intersection"),
+        ];
+        for (change, field) in changes {
+            let mut other = terms();
+            change(&mut other);
+            let (mut a, mut b) = blindjoin_link::mem_pair();
+            let theirs = other.clone();
+            let t = std::thread::spawn(move || theirs.agree(&mut b, Role::Sender));
+            let ea = terms()
+                .agree(&mut a, Role::Receiver)
+                .unwrap_err()
+                .to_string();
+            let eb = t.join().unwrap().unwrap_err().to_string();
+            for e in [ea, eb] {
+                assert!(e.contains(field), "{field}: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Runs one fixed matrix of blindjoin runs with a given binary and keeps every output file, so
+two builds (before and after a refactor) can be compared byte for byte.
+
+    python3 scripts/same_outputs.py run  --bin OLD/blindjoin --out /tmp/before
+    python3 scripts/same_outputs.py run  --bin target/debug/blindjoin --out /tmp/after
+    python3 scripts/same_outputs.py diff /tmp/before /tmp/after
+
+The matrix: two-party ECDH (Curve25519, FourQ, P-256), RR22 (fast, low-comm, malicious) and KKRT,
+one bucket and many, in memory and spilled, aligned and in input order, every join type, Parquet
+in and out, the cardinality-only count file; three-party ECDH; unbalanced PSI (gen cache,
+transfer, online). Inputs are made by the binary's own seeded `gen`, so they are the same for
+both builds. Reports are not compared (they hold times).
+"""
+
+import argparse
+import filecmp
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_parties(cmds, cwd, timeout=300):
+    procs = [
+        subprocess.Popen(c, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for c in cmds
+    ]
+    for c, p in zip(cmds, procs):
+        out, err = p.communicate(timeout=timeout)
+        if p.returncode != 0:
+            sys.exit(f"failed: {' '.join(map(str, c))}\n{err.decode()}")
+
+
+def two_party_flags(binary, work, name, common, receiver_extra=(), sender_extra=(), both_out=False,
+                    inputs=("alice.csv", "bob.csv"), out_ext="csv"):
+    pr, ps = free_port(), free_port()
+    base = [binary, "run", "--quiet", "--keys", "id"] + list(common)
+    r = base + ["--role", "receiver", "--self", f"127.0.0.1:{pr}", "--peer", f"127.0.0.1:{ps}",
+                "--input", inputs[0], "--output", f"{name}.receiver.{out_ext}",
+                "--report", f"{name}.receiver.report.json"] + list(receiver_extra)
+    s = base + ["--role", "sender", "--self", f"127.0.0.1:{ps}", "--peer", f"127.0.0.1:{pr}",
+                "--input", inputs[1], "--report", f"{name}.sender.report.json"] + list(sender_extra)
+    if both_out:
+        s += ["--output", f"{name}.sender.{out_ext}"]
+    run_parties([r, s], work)
+
+
+def config_pair(binary, work, name, psi_extra, proto):
+    pr, ps = free_port(), free_port()
+    cmds = []
+    for me, role, inp in (("alice", "ROLE_RECEIVER", "alice.csv"), ("bob", "ROLE_SENDER", "bob.csv")):
+        cfg = {
+            "psi_config": {
+                "protocol_config": dict(proto, role=role, broadcast_result=True),
+                "input_config": {"type": "IO_TYPE_FILE_CSV", "path": inp},
+                "output_config": {"type": "IO_TYPE_FILE_CSV", "path": f"{name}.{me}.csv"},
+                "keys": ["id"],
+                **psi_extra,
+            },
+            "link_config": {"parties": [{"id": "alice", "host": f"127.0.0.1:{pr}"},
+                                        {"id": "bob", "host": f"127.0.0.1:{ps}"}]},
+            "self_link_party": me,
+            "blindjoin": {"report_path": f"{name}.{me}.report.json"},
+        }
+        path = work / f"{name}.{me}.json"
+        path.write_text(json.dumps(cfg, indent=1))
+        cmds.append([binary, "run", "--quiet", "--config", str(path)])
+    run_parties(cmds, work)
+
+
+def matrix(binary, out):
+    binary = str(Path(binary).resolve())
+    if out.exists():
+        shutil.rmtree(out)
+    work = out / "work"
+    work.mkdir(parents=True)
+    subprocess.run([binary, "gen", "-n", "4000", "--overlap", "1500", "--seed", "11",
+                    "--parties", "3", "--out-dir", str(work)], check=True,
+                   stdout=subprocess.DEVNULL)
+    # Duplicate keys on both sides (many-to-many joins).
+    for who in ("alice", "bob"):
+        lines = (work / f"{who}.csv").read_text().splitlines()
+        (work / f"{who}.csv").write_text("\n".join(lines + lines[1:40:3]) + "\n")
+
+    protos = {
+        "ecdh25519": ["--protocol", "ecdh", "--curve", "25519"],
+        "ecdhfourq": ["--protocol", "ecdh", "--curve", "fourq"],
+        "ecdhp256": ["--protocol", "ecdh", "--curve", "p256"],
+        "rr22fast": ["--protocol", "rr22", "--rr22-mode", "fast"],
+        "rr22lowcomm": ["--protocol", "rr22", "--rr22-mode", "low-comm"],
+        "rr22mal": ["--protocol", "rr22", "--rr22-mode", "malicious"],
+        "kkrt": ["--protocol", "kkrt"],
+    }
+    for name, flags in protos.items():
+        two_party_flags(binary, work, f"{name}.plain", flags)
+        two_party_flags(binary, work, f"{name}.buckets", flags + ["--bucket-size", "700",
+                                                                   "--broadcast-result"],
+                        both_out=True)
+    two_party_flags(binary, work, "rr22.spilled", protos["rr22fast"] +
+                    ["--bucket-size", "1000", "--spill", "always", "--spill-dir", str(work)])
+    two_party_flags(binary, work, "kkrt.noalign", protos["kkrt"] +
+                    ["--no-align", "--broadcast-result"], both_out=True)
+    two_party_flags(binary, work, "ecdh.cardinality", ["--cardinality-only", "--count-path",
+                                                       "ecdh.cardinality.count"],
+                    receiver_extra=[])
+    subprocess.run([binary, "gen", "-n", "3000", "--overlap", "1000", "--seed", "12",
+                    "--format", "parquet", "--out-dir", str(work / "pq")], check=True,
+                   stdout=subprocess.DEVNULL)
+    two_party_flags(binary, work, "rr22.parquet", protos["rr22fast"] + ["--broadcast-result"],
+                    inputs=("pq/alice.parquet", "pq/bob.parquet"), out_ext="parquet",
+                    both_out=True)
+    for join in ("LEFT_JOIN", "RIGHT_JOIN", "FULL_JOIN", "DIFFERENCE"):
+        config_pair(binary, work, f"join.{join}",
+                    {"advanced_join_type": f"ADVANCED_JOIN_TYPE_{join}",
+                     "check_hash_digest": True},
+                    {"protocol": "PROTOCOL_RR22", "rr22_config": {"bucket_size": 900}})
+
+    # Three parties.
+    ports = [free_port() for _ in range(3)]
+    ids = ["alice", "bob", "carol"]
+    cmds = []
+    for me in ids:
+        cfg = {
+            "psi_config": {
+                "protocol_config": {"protocol": "PROTOCOL_ECDH_3PC", "receiver": "carol",
+                                    "ecdh_config": {"curve": "CURVE_25519"},
+                                    "broadcast_result": False},
+                "input_config": {"type": "IO_TYPE_FILE_CSV", "path": f"{me}.csv"},
+                "output_config": {"type": "IO_TYPE_FILE_CSV", "path": f"3pc.{me}.csv"},
+                "keys": ["id"],
+            },
+            "link_config": {"parties": [{"id": i, "host": f"127.0.0.1:{p}"}
+                                        for i, p in zip(ids, ports)]},
+            "self_link_party": me,
+        }
+        path = work / f"3pc.{me}.json"
+        path.write_text(json.dumps(cfg))
+        cmds.append([binary, "run", "--quiet", "--config", str(path)])
+    run_parties(cmds, work)
+
+    # Unbalanced: gen cache, transfer, online.
+    pr = (free_port(), free_port())
+    link = {"parties": [{"id": "server", "host": f"127.0.0.1:{pr[0]}"},
+                        {"id": "client", "host": f"127.0.0.1:{pr[1]}"}]}
+    server = {"input_config": {"type": "IO_TYPE_FILE_CSV", "path": "bob.csv"}, "keys": ["id"],
+              "server_secret_key_path": "ub.key", "cache_path": "ub_server_cache",
+              "output_config": {"type": "IO_TYPE_FILE_CSV", "path": "ub.server.csv"},
+              "server_get_result": True, "client_get_result": True}
+    client = {"input_config": {"type": "IO_TYPE_FILE_CSV", "path": "alice.csv"}, "keys": ["id"],
+              "cache_path": "ub_client_cache",
+              "output_config": {"type": "IO_TYPE_FILE_CSV", "path": "ub.client.csv"},
+              "server_get_result": True, "client_get_result": True}
+
+    def ub(me, mode, role, body):
+        path = work / f"ub.{me}.{mode}.json"
+        path.write_text(json.dumps({"ub_psi_config": dict(body, mode=mode, role=role),
+                                    "link_config": link, "self_link_party": me}))
+        return [binary, "run", "--quiet", "--config", str(path)]
+
+    run_parties([ub("server", "MODE_OFFLINE_GEN_CACHE", "ROLE_SERVER", server)], work)
+    for mode in ("MODE_OFFLINE_TRANSFER_CACHE", "MODE_ONLINE"):
+        run_parties([ub("server", mode, "ROLE_SERVER", server),
+                     ub("client", mode, "ROLE_CLIENT", client)], work)
+
+    # Keep the outputs (not the inputs, configs, reports, caches or keys).
+    kept = 0
+    for f in sorted(work.iterdir()):
+        if f.is_file() and (f.suffix in (".csv", ".parquet", ".count")) and \
+                f.name not in ("alice.csv", "bob.csv", "carol.csv"):
+            shutil.copy(f, out / f.name)
+            kept += 1
+    shutil.rmtree(work)
+    print(f"{kept} output files in {out}")
+
+
+def diff(a, b):
+    names = sorted({f.name for f in a.iterdir()} | {f.name for f in b.iterdir()})
+    bad = [n for n in names
+           if not ((a / n).exists() and (b / n).exists()
+                   and filecmp.cmp(a / n, b / n, shallow=False))]
+    for n in bad:
+        print(f"DIFFERENT: {n}")
+    print(f"{len(names) - len(bad)} of {len(names)} output files byte-identical")
+    return 1 if bad else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--bin", required=True)
+    r.add_argument("--out", required=True, type=Path)
+    d = sub.add_parser("diff")
+    d.add_argument("a", type=Path)
+    d.add_argument("b", type=Path)
+    args = ap.parse_args()
+    if args.cmd == "run":
+        matrix(args.bin, args.out)
+    else:
+        sys.exit(diff(args.a, args.b))
+
+
+if __name__ == "__main__":
+    main()
