@@ -13,8 +13,8 @@ its own process (usually on its own machine); the two calls meet over TCP.
 - :func:`intersect` -- in-memory rows (list of dicts, a pandas DataFrame or a pyarrow Table).
 
 Errors: :class:`Error` and its subclasses :class:`ConfigError`, :class:`InputError`,
-:class:`LinkError`, :class:`PeerError`, :class:`ProtocolError`, :class:`CacheError` (unbalanced
-PSI's cache and key files); a missing input file raises
+:class:`OutputError`, :class:`LinkError`, :class:`PeerError`, :class:`ProtocolError` (a bug),
+:class:`CacheError` (unbalanced PSI's cache and key files); a missing input file raises
 :class:`FileNotFoundError`. Messages are the ones the CLI prints.
 
 Progress: pass ``progress=callable(stage: str, total: int, elapsed_ms: int)``, called when a stage
@@ -50,6 +50,7 @@ from ._native import (
     Error,
     InputError,
     LinkError,
+    OutputError,
     PeerError,
     ProtocolError,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "Error",
     "ConfigError",
     "InputError",
+    "OutputError",
     "LinkError",
     "PeerError",
     "ProtocolError",

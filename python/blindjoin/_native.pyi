@@ -13,6 +13,9 @@ class ConfigError(Error):
 class InputError(Error):
     """The input table is malformed or lacks a key column; the message names file, line and column."""
 
+class OutputError(Error):
+    """An output could not be written (disk full, permissions, a value the output format cannot hold)."""
+
 class LinkError(Error):
     """The network link failed: cannot listen, peer not reachable in time, connection lost, timeout."""
 

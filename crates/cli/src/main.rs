@@ -8,11 +8,10 @@ mod demo;
 mod gen_cmd;
 mod progress;
 mod run_cmd;
-// --- three-party (threepc branch) ---
 mod three_party;
-// --- end three-party ---
-mod ub_cmd; // unbalanced PSI (ub_psi_config)
 
+use blindjoin_data::ub::UbError;
+use blindjoin_data::{DataError, Fault, RunError};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -42,6 +41,23 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
+/// Who must act on a failed command: the run's own [`Fault`] when it failed, a config fault for
+/// what the CLI refused itself ([`UserError`]), else the link's (an error of no known kind).
+fn fault_of(e: &anyhow::Error) -> Fault {
+    e.chain()
+        .find_map(|c| {
+            c.downcast_ref::<RunError>()
+                .map(RunError::fault)
+                .or_else(|| c.downcast_ref::<DataError>().map(DataError::fault))
+                .or_else(|| c.downcast_ref::<UbError>().map(UbError::fault))
+        })
+        .unwrap_or(if e.downcast_ref::<UserError>().is_some() {
+            Fault::Config
+        } else {
+            Fault::Link
+        })
+}
+
 /// An error whose fix is in the user's hands (config, flags, input): exit code 2.
 #[derive(Debug)]
 pub(crate) struct UserError;
@@ -65,17 +81,8 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let user = e.downcast_ref::<UserError>().is_some()
-                || e.chain().any(|c| {
-                    c.downcast_ref::<blindjoin_data::DataError>()
-                        .is_some_and(|d| d.is_user_error())
-                });
             eprintln!("blindjoin: error: {e:#}");
-            if user {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
+            ExitCode::from(fault_of(&e).exit_code())
         }
     }
 }

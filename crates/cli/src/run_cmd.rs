@@ -6,8 +6,8 @@ use anyhow::{Context, Result};
 use blindjoin_data::Rr22Mode;
 use blindjoin_data::{
     Cancel, DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT,
-    DEFAULT_SILENCE_TIMEOUT, LinkShape, ParsedConfig, Parties, Report, Reveal, Role, RunSpec,
-    SpillMode, TlsConfig, parse_any_launch_config, protocol_choice,
+    DEFAULT_SILENCE_TIMEOUT, LinkOverrides, LinkShape, Parties, Plan, Reveal, Role, RunSpec,
+    SpillMode, TlsConfig, protocol_choice,
 };
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -166,155 +166,71 @@ enum RoleArg {
 }
 
 pub(crate) fn run(args: RunArgs) -> Result<()> {
-    let Some(path) = &args.config else {
-        let spec = spec_from_args(&args).context(UserError)?;
-        return run_two_party(&args, spec);
+    let plan = match &args.config {
+        None => Plan::TwoParty(Box::new(spec_from_args(&args).context(UserError)?)),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the config file {}", path.display()))
+                .context(UserError)?;
+            let base = path.parent().map(PathBuf::from).unwrap_or_default();
+            let mut plan = Plan::from_config(&text, &path.display().to_string(), &base)
+                .map_err(anyhow::Error::from)
+                .context(UserError)?;
+            if let Some(r) = &args.report {
+                plan.set_report(r.clone());
+            }
+            plan.override_link(link_overrides(&args).context(UserError)?)
+                .map_err(anyhow::Error::from)
+                .context(UserError)?;
+            plan
+        }
     };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the config file {}", path.display()))
-        .context(UserError)?;
-    let base = path.parent().map(PathBuf::from).unwrap_or_default();
-    let mut parsed = parse_any_launch_config(&text, &path.display().to_string(), &base)
-        .map_err(anyhow::Error::from)
-        .context(UserError)?;
-    if let Some(r) = &args.report {
-        parsed.set_report(r.clone());
-    }
-    let link = LinkFlags::from_args(&args).context(UserError)?;
-    match parsed {
-        ParsedConfig::TwoParty(mut spec) => {
-            link.apply(
-                &mut spec.connect_timeout,
-                &mut spec.recv_timeout,
-                &mut spec.silence_timeout,
-                &mut spec.link_shape,
-                &mut [&mut spec.tls],
-            );
-            run_two_party(&args, *spec)
-        }
-        ParsedConfig::ThreeParty(mut t) => {
-            let s = &mut t.spec;
-            link.apply(
-                &mut s.connect_timeout,
-                &mut s.recv_timeout,
-                &mut s.silence_timeout,
-                &mut s.link_shape,
-                &mut [&mut t.tls_server, &mut t.tls_client],
-            );
-            crate::three_party::run(&args, *t)
-        }
-        ParsedConfig::Unbalanced(mut u) => {
-            crate::ub_cmd::apply_link_flags(&mut u, link).context(UserError)?;
-            crate::ub_cmd::run(*u, args.quiet)
-        }
-    }
+    run_plan(&plan, args.quiet)
 }
 
-fn run_two_party(args: &RunArgs, spec: RunSpec) -> Result<()> {
-    for w in &spec.warnings {
+/// Runs `plan`: its warnings, then progress bars and Ctrl-C handling, then a summary on stderr
+/// (unless `quiet`) and the report on stdout.
+fn run_plan(plan: &Plan, quiet: bool) -> Result<()> {
+    for w in plan.warnings() {
         eprintln!("blindjoin: warning: {w}");
     }
-    let bars = Bars::new(args.quiet);
+    let bars = Bars::new(quiet);
     let cancel = cancel_on_signal();
-    let result = blindjoin_data::run_with_cancel(&spec, &bars, &cancel);
+    let result = plan.run(&bars, &cancel);
     bars.finish();
-    if result.is_err()
-        && let Some(dir) = &spec.recovery
-        && dir.join("checkpoint.json").exists()
-    {
-        eprintln!(
-            "blindjoin: the checkpoint in {} is kept; rerun the same command on both sides to \
-             resume",
-            dir.display()
-        );
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            if let Some(note) = plan.after_failure() {
+                eprintln!("blindjoin: {note}");
+            }
+            return Err(e.into());
+        }
+    };
+    if !quiet {
+        eprintln!("{}", outcome.summary(plan));
     }
-    let report = result?;
-    if !args.quiet {
-        eprintln!("{}", summary(&spec, &report));
+    if let Some(note) = plan.after_success(&outcome) {
+        eprintln!("blindjoin: warning: {note}");
     }
-    if report.output_path.is_none()
-        && let Some(stale) = spec.output.as_ref().filter(|p| p.exists())
-    {
-        eprintln!(
-            "blindjoin: warning: {} is from an earlier run; this run wrote no output there",
-            stale.display()
-        );
-    }
-    println!("{}", serde_json::to_string_pretty(&report)?);
+    println!("{}", outcome.report_json()?);
     Ok(())
 }
 
 /// The link flags that override a config's settings: `--connect-timeout`, `--recv-timeout`,
-/// `--peer-silence-timeout`, `--bandwidth/--latency` and `--tls-cert/--tls-key/--tls-ca`.
-pub(crate) struct LinkFlags {
-    connect_timeout: Option<Duration>,
-    recv_timeout: Option<Duration>,
-    silence_timeout: Option<Duration>,
-    shape: Option<LinkShape>,
-    tls: Option<TlsConfig>,
-}
-
-impl LinkFlags {
-    /// The flags given, checked (positive timeouts, a valid rate and delay).
-    pub(crate) fn from_args(a: &RunArgs) -> Result<LinkFlags> {
-        let opt = |v: Option<f64>, flag: &str| -> Result<Option<Duration>> {
-            v.map(|s| secs(Some(s), Duration::ZERO, flag)).transpose()
-        };
-        Ok(LinkFlags {
-            connect_timeout: opt(a.connect_timeout, "--connect-timeout")?,
-            recv_timeout: opt(a.recv_timeout, "--recv-timeout")?,
-            silence_timeout: opt(a.peer_silence_timeout, "--peer-silence-timeout")?,
-            shape: shape_from_args(a)?,
-            tls: tls_from_args(a),
-        })
-    }
-
-    /// The names of the flags given, for a refusal.
-    pub(crate) fn given(&self) -> Vec<&'static str> {
-        let mut v = Vec::new();
-        for (flag, present) in [
-            ("--connect-timeout", self.connect_timeout.is_some()),
-            ("--recv-timeout", self.recv_timeout.is_some()),
-            ("--peer-silence-timeout", self.silence_timeout.is_some()),
-            ("--bandwidth/--latency", self.shape.is_some()),
-            ("--tls-cert/--tls-key/--tls-ca", self.tls.is_some()),
-        ] {
-            if present {
-                v.push(flag);
-            }
-        }
-        v
-    }
-
-    /// Overrides the timeouts, the link shaping and the TLS files the flags give; `tls` holds
-    /// every place a config kind keeps its TLS files (a three-party party has two: where it
-    /// listens and where it connects).
-    pub(crate) fn apply(
-        self,
-        connect: &mut Duration,
-        recv: &mut Duration,
-        silence: &mut Duration,
-        shape: &mut Option<LinkShape>,
-        tls: &mut [&mut Option<TlsConfig>],
-    ) {
-        if let Some(t) = self.connect_timeout {
-            *connect = t;
-        }
-        if let Some(t) = self.recv_timeout {
-            *recv = t;
-        }
-        if let Some(t) = self.silence_timeout {
-            *silence = t;
-        }
-        if self.shape.is_some() {
-            *shape = self.shape;
-        }
-        if let Some(files) = self.tls {
-            for slot in tls {
-                **slot = Some(files.clone());
-            }
-        }
-    }
+/// `--peer-silence-timeout`, `--bandwidth/--latency` and `--tls-cert/--tls-key/--tls-ca`,
+/// checked (positive timeouts, a valid rate and delay).
+fn link_overrides(a: &RunArgs) -> Result<LinkOverrides> {
+    let opt = |v: Option<f64>, flag: &str| -> Result<Option<Duration>> {
+        v.map(|s| secs(Some(s), Duration::ZERO, flag)).transpose()
+    };
+    Ok(LinkOverrides {
+        connect_timeout: opt(a.connect_timeout, "--connect-timeout")?,
+        recv_timeout: opt(a.recv_timeout, "--recv-timeout")?,
+        silence_timeout: opt(a.peer_silence_timeout, "--peer-silence-timeout")?,
+        shape: shape_from_args(a)?,
+        tls: tls_from_args(a),
+    })
 }
 
 /// What the peer is told when this party is interrupted.
@@ -346,37 +262,6 @@ pub(crate) fn cancel_on_signal() -> Cancel {
         eprintln!("blindjoin: warning: cannot catch Ctrl-C ({e}); an interrupt will kill the run");
     }
     cancel
-}
-
-fn summary(spec: &RunSpec, r: &Report) -> String {
-    let mb = |b: u64| b as f64 / 1e6;
-    let what = if let Some(c) = r.cardinality.filter(|_| r.intersection_count < 0) {
-        format!("intersection size: {c} keys (cardinality only; no output written)")
-    } else if r.intersection_count < 0 {
-        "this party does not receive the result (broadcast_result is false); no output written"
-            .to_string()
-    } else {
-        format!(
-            "intersection: {} keys, {} of {} rows -> {}",
-            r.intersection_key_count,
-            r.intersection_count,
-            r.original_count,
-            r.output_path.as_deref().unwrap_or("-")
-        ) + &match (r.cardinality, r.revealed_key_count) {
-            (Some(c), Some(k)) => format!(" (revealed {k} of the {c} shared keys: threshold)"),
-            _ => String::new(),
-        }
-    };
-    let report = spec
-        .report_path()
-        .map(|p| format!("; report {}", p.display()))
-        .unwrap_or_default();
-    format!(
-        "blindjoin: {what}; {:.2} s, sent {:.2} MB, received {:.2} MB{report}",
-        r.stages.total_s,
-        mb(r.bytes_sent),
-        mb(r.bytes_received)
-    )
 }
 
 pub(crate) fn secs(s: Option<f64>, default: Duration, flag: &str) -> Result<Duration> {

@@ -9,6 +9,7 @@
 
 use crate::error::ConfigError;
 use crate::join::JoinType;
+use crate::plan::Plan;
 use crate::spec::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, JoinSpec, Parties, RunSpec, SpillMode,
     TableFormat,
@@ -878,47 +879,6 @@ mod tests;
 mod ub;
 pub use ub::{is_ub_launch_config, parse_ub_launch_config};
 
-/// A launch config of any kind, told apart as `blindjoin run --config` and the Python API
-/// (`blindjoin.run`) tell them apart: see [`parse_any_launch_config`].
-#[derive(Clone, Debug)]
-pub enum ParsedConfig {
-    /// Two parties, `psi_config` (ECDH, KKRT, RR22): run with [`crate::run_with_cancel`].
-    TwoParty(Box<RunSpec>),
-    /// Three parties, `psi_config` with `PROTOCOL_ECDH_3PC`: run with [`crate::run_three_party`].
-    ThreeParty(Box<ThreePartySpec>),
-    /// Unbalanced PSI, `ub_psi_config`: run with [`crate::ub::run_ub`].
-    Unbalanced(Box<crate::ub::UbSpec>),
-}
-
-impl ParsedConfig {
-    /// The config's warnings, for the user.
-    pub fn warnings(&self) -> &[String] {
-        match self {
-            ParsedConfig::TwoParty(s) => &s.warnings,
-            ParsedConfig::ThreeParty(t) => &t.spec.warnings,
-            ParsedConfig::Unbalanced(u) => &u.warnings,
-        }
-    }
-
-    /// What kind of run it is, for messages: "two-party", "three-party" or "unbalanced".
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ParsedConfig::TwoParty(_) => "two-party",
-            ParsedConfig::ThreeParty(_) => "three-party",
-            ParsedConfig::Unbalanced(_) => "unbalanced",
-        }
-    }
-
-    /// Overrides where the JSON report goes.
-    pub fn set_report(&mut self, path: PathBuf) {
-        match self {
-            ParsedConfig::TwoParty(s) => s.report = Some(path),
-            ParsedConfig::ThreeParty(t) => t.spec.report = Some(path),
-            ParsedConfig::Unbalanced(u) => u.report = Some(path),
-        }
-    }
-}
-
 /// Parses a launch config of any kind: a three-party config (`psi_config` naming
 /// `PROTOCOL_ECDH_3PC`), else an unbalanced one (with `ub_psi_config`), else a two-party one.
 /// `source` names it in errors; relative paths resolve against `base_dir`.
@@ -930,13 +890,13 @@ pub fn parse_any_launch_config(
     text: &str,
     source: &str,
     base_dir: &Path,
-) -> Result<ParsedConfig, ConfigError> {
+) -> Result<Plan, ConfigError> {
     if let Some(t) = parse_three_party_config(text, source, base_dir)? {
-        return Ok(ParsedConfig::ThreeParty(Box::new(t)));
+        return Ok(Plan::ThreeParty(Box::new(t)));
     }
     if is_ub_launch_config(text) {
         return parse_ub_launch_config(text, source, base_dir)
-            .map(|u| ParsedConfig::Unbalanced(Box::new(u)));
+            .map(|u| Plan::Unbalanced(Box::new(u)));
     }
-    parse_launch_config(text, source, base_dir).map(|s| ParsedConfig::TwoParty(Box::new(s)))
+    parse_launch_config(text, source, base_dir).map(|s| Plan::TwoParty(Box::new(s)))
 }

@@ -153,26 +153,102 @@ pub enum DataError {
     Protocol(#[from] ProtocolError),
 }
 
+/// Who must act to fix a failed run: the one decision both the CLI's exit code and the Python
+/// exception classes are made from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// The config, flags or arguments are wrong (or the two parties' configs disagree in a way
+    /// only this party's user can see): the message names the field.
+    Config,
+    /// An input file (table, key, certificate, cache) is missing, malformed or unsafe: the
+    /// message names the file and where in it.
+    Input,
+    /// An output could not be written (disk full, permissions, a value the output format cannot
+    /// hold).
+    Output,
+    /// The network: the peer could not be reached, the connection broke or timed out.
+    Link,
+    /// The peer: it aborted (with its reason), disagrees on a setting, or sent bad messages.
+    Peer,
+    /// The run stopped on purpose: cancelled (Ctrl-C), or a rule the user set
+    /// (`blindjoin.min_intersection`).
+    Stopped,
+    /// A state that should not happen: please report it.
+    Bug,
+}
+
+impl Fault {
+    /// The CLI's exit code: 2 when the user's own config or input is at fault, 1 otherwise.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Fault::Config | Fault::Input => 2,
+            _ => 1,
+        }
+    }
+}
+
+impl Fault {
+    /// The fault of a link error.
+    pub fn of_link(e: &LinkError) -> Fault {
+        match e {
+            LinkError::TlsFile { .. } => Fault::Input,
+            LinkError::TlsSetup(_) => Fault::Config,
+            LinkError::PeerAborted { .. } => Fault::Peer,
+            LinkError::Cancelled { .. } => Fault::Stopped,
+            _ => Fault::Link,
+        }
+    }
+
+    /// The fault of a protocol error.
+    pub fn of_protocol(e: &ProtocolError) -> Fault {
+        match e {
+            ProtocolError::Link(l) => Fault::of_link(l),
+            ProtocolError::InvalidMessage(_)
+            | ProtocolError::PeerMisbehaved(_)
+            | ProtocolError::Mismatch { .. }
+            | ProtocolError::Crypto(_) => Fault::Peer,
+            ProtocolError::Config(_) | ProtocolError::Unsupported { .. } => Fault::Config,
+            _ => Fault::Bug,
+        }
+    }
+}
+
+/// The file operations whose failure is the input's fault (a file the user gave us); every
+/// other failed file operation is on our side of the run (temporary files, outputs).
+const INPUT_ACTIONS: [&str; 5] = [
+    "reading the input",
+    "reading the secret key file",
+    "reading the checkpoint",
+    "resuming from the recovery folder",
+    "keeping a row (rows of 4 GiB or more are not supported)",
+];
+
 impl DataError {
+    /// Who must act; see [`Fault`].
+    pub fn fault(&self) -> Fault {
+        match self {
+            DataError::Config(_) => Fault::Config,
+            DataError::Csv(_)
+            | DataError::MissingKeyColumn { .. }
+            | DataError::EmptyKey { .. }
+            | DataError::NonUtf8Key { .. }
+            | DataError::Parquet { .. }
+            | DataError::UnsupportedParquetType { .. }
+            | DataError::NullKey { .. }
+            | DataError::EmptyParquetKey { .. } => Fault::Input,
+            DataError::ParquetOutput { .. } | DataError::ParquetValue { .. } => Fault::Output,
+            DataError::Io { action, .. } if INPUT_ACTIONS.contains(action) => Fault::Input,
+            DataError::Io { .. } => Fault::Output,
+            DataError::IntersectionTooSmall { .. } => Fault::Stopped,
+            DataError::Link(l) => Fault::of_link(l),
+            DataError::Protocol(p) => Fault::of_protocol(p),
+        }
+    }
+
     /// Whether the user's own config or input is at fault (exit code 2) rather than the run
-    /// (link, peer, protocol: exit code 1).
+    /// (link, peer, output: exit code 1).
     pub fn is_user_error(&self) -> bool {
-        matches!(
-            self,
-            DataError::Config(_)
-                | DataError::Csv(_)
-                | DataError::MissingKeyColumn { .. }
-                | DataError::EmptyKey { .. }
-                | DataError::NonUtf8Key { .. }
-                | DataError::Parquet { .. }
-                | DataError::UnsupportedParquetType { .. }
-                | DataError::NullKey { .. }
-                | DataError::EmptyParquetKey { .. }
-        ) || matches!(self, DataError::Io { action, .. } if *action == "reading the input")
-            || matches!(
-                self,
-                DataError::Link(LinkError::TlsFile { .. } | LinkError::TlsSetup(_))
-            )
+        self.fault().exit_code() == 2
     }
 }
 
@@ -206,4 +282,84 @@ pub enum ConfigError {
         /// What to use instead.
         hint: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(action: &'static str) -> DataError {
+        DataError::Io {
+            path: PathBuf::from("f"),
+            action,
+            source: std::io::Error::other("x"),
+        }
+    }
+
+    #[test]
+    fn each_error_has_one_fault_and_exit_code() {
+        let cases: Vec<(DataError, Fault)> = vec![
+            (
+                DataError::Config(ConfigError::Invalid {
+                    field: "keys".into(),
+                    message: "empty".into(),
+                }),
+                Fault::Config,
+            ),
+            (
+                DataError::NullKey {
+                    path: "a.parquet".into(),
+                    row: 3,
+                    field: "id".into(),
+                },
+                Fault::Input,
+            ),
+            (
+                DataError::Parquet {
+                    path: "a.parquet".into(),
+                    message: "not parquet".into(),
+                },
+                Fault::Input,
+            ),
+            (io("reading the input"), Fault::Input),
+            (io("reading the secret key file"), Fault::Input),
+            (io("writing the output"), Fault::Output),
+            (io("reading a spill shard"), Fault::Output),
+            (
+                DataError::Protocol(ProtocolError::PeerMisbehaved("x".into())),
+                Fault::Peer,
+            ),
+            (
+                DataError::Protocol(ProtocolError::Config("too many buckets".into())),
+                Fault::Config,
+            ),
+            (
+                DataError::Link(LinkError::PeerAborted {
+                    peer: "p".into(),
+                    reason: "r".into(),
+                }),
+                Fault::Peer,
+            ),
+            (
+                DataError::Link(LinkError::Cancelled { reason: "r".into() }),
+                Fault::Stopped,
+            ),
+            (
+                DataError::IntersectionTooSmall { found: 1, min: 2 },
+                Fault::Stopped,
+            ),
+            (
+                DataError::Protocol(ProtocolError::Unreachable("x")),
+                Fault::Bug,
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.fault(), want, "{e}");
+            assert_eq!(
+                e.is_user_error(),
+                matches!(want, Fault::Config | Fault::Input),
+                "{e}"
+            );
+        }
+    }
 }

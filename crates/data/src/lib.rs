@@ -20,6 +20,7 @@ pub mod parquet_io;
 #[cfg(not(feature = "parquet"))]
 #[path = "parquet_off.rs"]
 pub mod parquet_io;
+mod plan;
 mod process;
 mod recovery;
 mod report;
@@ -39,11 +40,12 @@ pub use three_party::{ThreePartyOutcome, run_three_party};
 // Unbalanced PSI (ub_psi_config): key file, caches, modes.
 pub mod ub;
 
+pub use config::parse_any_launch_config;
 pub use config::{DEFAULT_BUCKET_SIZE, parse_curve, parse_launch_config, protocol_choice};
-pub use config::{ParsedConfig, parse_any_launch_config};
 pub use config::{is_ub_launch_config, parse_ub_launch_config};
-pub use error::{ConfigError, DataError};
+pub use error::{ConfigError, DataError, Fault};
 pub use output::{AtomicFile, write_atomic};
+pub use plan::{LinkOverrides, Outcome, Plan, RunError};
 pub use report::{Report, Stages, peak_rss_bytes};
 pub use run::{AUTO_SPILL_BYTES, Prepared, prepare, run, run_on_link, run_with_cancel};
 pub use spec::{

@@ -272,7 +272,8 @@ mod tests {
 
     #[test]
     fn every_term_mismatch_is_named_on_both_sides() {
-        let changes: [(fn(&mut RunTerms), &str); 7] = [
+        type Change = (fn(&mut RunTerms), &'static str);
+        let changes: [Change; 7] = [
             (|t| t.key_columns = 1, "key columns"),
             (|t| t.bucket_size = 5, "bucket size"),
             (|t| t.join = JoinType::Inner, "advanced_join_type"),

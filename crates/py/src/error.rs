@@ -1,10 +1,10 @@
 //! The one place where Rust errors become Python exceptions.
 //!
-//! `blindjoin.Error` is the base; each subclass groups the Rust variants by what the user should
-//! look at. The message is always the Rust error's `Display`, the same text the CLI prints.
+//! `blindjoin.Error` is the base; each subclass is one [`Fault`] (who must act), the same
+//! decision the CLI's exit code is made from. The message is always the Rust error's `Display`, the same text the CLI prints.
 
 use blindjoin_data::ub::UbError;
-use blindjoin_data::{ConfigError as RsConfigError, DataError};
+use blindjoin_data::{ConfigError as RsConfigError, DataError, Fault};
 use blindjoin_link::LinkError as RsLinkError;
 use blindjoin_protocols::ProtocolError as RsProtocolError;
 use pyo3::exceptions::{PyException, PyFileNotFoundError, PyKeyboardInterrupt};
@@ -27,6 +27,13 @@ pyo3::create_exception!(
     InputError,
     Error,
     "The input table is malformed or lacks a key column; the message names file, line and column."
+);
+pyo3::create_exception!(
+    blindjoin,
+    OutputError,
+    Error,
+    "An output could not be written (disk full, permissions, a value the output format cannot \
+     hold); the message names the file."
 );
 pyo3::create_exception!(
     blindjoin,
@@ -60,38 +67,40 @@ pub(crate) fn config_err(e: &RsConfigError) -> PyErr {
     ConfigError::new_err(e.to_string())
 }
 
-fn link_err(e: &RsLinkError, msg: String) -> PyErr {
-    match e {
-        RsLinkError::PeerAborted { .. } => PeerError::new_err(msg),
+/// The exception class of a [`Fault`]: the same decision the CLI's exit code is made from.
+fn class_of(fault: Fault, msg: String) -> PyErr {
+    match fault {
+        Fault::Config => ConfigError::new_err(msg),
+        Fault::Input => InputError::new_err(msg),
+        Fault::Output => OutputError::new_err(msg),
+        Fault::Link => LinkError::new_err(msg),
+        Fault::Peer => PeerError::new_err(msg),
         // Only a cancel through a CancelToken gets here (Ctrl-C re-raises its own interrupt).
-        RsLinkError::Cancelled { .. } => PyKeyboardInterrupt::new_err(msg),
-        _ => LinkError::new_err(msg),
+        Fault::Stopped => Error::new_err(msg),
+        Fault::Bug => ProtocolError::new_err(msg),
     }
+}
+
+/// Whether `e` is a cancel (raised as `KeyboardInterrupt`).
+fn cancelled(e: &DataError) -> bool {
+    matches!(
+        e,
+        DataError::Link(RsLinkError::Cancelled { .. })
+            | DataError::Protocol(RsProtocolError::Link(RsLinkError::Cancelled { .. }))
+    )
 }
 
 /// Maps an error from `blindjoin_data::run`.
 pub(crate) fn data_err(e: &DataError) -> PyErr {
     let msg = e.to_string();
     match e {
-        DataError::Config(_) => ConfigError::new_err(msg),
-        DataError::Csv(_)
-        | DataError::MissingKeyColumn { .. }
-        | DataError::EmptyKey { .. }
-        | DataError::NonUtf8Key { .. } => InputError::new_err(msg),
-        DataError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+        DataError::Io { source, .. }
+            if e.fault() == Fault::Input && source.kind() == std::io::ErrorKind::NotFound =>
+        {
             PyFileNotFoundError::new_err(msg)
         }
-        DataError::Io { action, .. } if *action == "reading the input" => InputError::new_err(msg),
-        DataError::Io { .. } => Error::new_err(msg),
-        DataError::Link(l) => link_err(l, msg),
-        DataError::Protocol(p) => match p {
-            RsProtocolError::Link(l) => link_err(l, msg),
-            RsProtocolError::Mismatch { .. }
-            | RsProtocolError::PeerMisbehaved(_)
-            | RsProtocolError::InvalidMessage(_) => PeerError::new_err(msg),
-            _ => ProtocolError::new_err(msg),
-        },
-        _ => Error::new_err(msg),
+        _ if cancelled(e) => PyKeyboardInterrupt::new_err(msg),
+        _ => class_of(e.fault(), msg),
     }
 }
 
@@ -102,7 +111,7 @@ pub(crate) fn ub_err(e: &UbError) -> PyErr {
         UbError::Cache { .. } | UbError::KeyFile { .. } | UbError::InputChanged { .. } => {
             CacheError::new_err(e.to_string())
         }
-        _ => Error::new_err(e.to_string()),
+        _ => class_of(e.fault(), e.to_string()),
     }
 }
 
@@ -112,6 +121,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Error", py.get_type::<Error>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;
     m.add("InputError", py.get_type::<InputError>())?;
+    m.add("OutputError", py.get_type::<OutputError>())?;
     m.add("LinkError", py.get_type::<LinkError>())?;
     m.add("PeerError", py.get_type::<PeerError>())?;
     m.add("ProtocolError", py.get_type::<ProtocolError>())?;

@@ -1,7 +1,7 @@
 //! `blindjoin._native`: the PyO3 extension module behind the `blindjoin` Python package.
 //!
 //! Thin by design: it parses a SecretFlow PSI v2 launch config with
-//! [`blindjoin_data::parse_any_launch_config`] and runs it as `blindjoin run --config` does: a
+//! [`blindjoin_data::Plan::from_config`] and runs it as `blindjoin run --config` does: a
 //! two-party config with [`blindjoin_data::run_with_cancel`], a three-party one
 //! (`PROTOCOL_ECDH_3PC`) with [`blindjoin_data::run_three_party`], an unbalanced one
 //! (`ub_psi_config`) with [`blindjoin_data::ub::run_ub`]. Everything else (dicts, `psi_csv`, in-memory tables) lives in
@@ -14,7 +14,7 @@
 
 mod error;
 
-use blindjoin_data::{ParsedConfig, Progress};
+use blindjoin_data::{Outcome, Plan, Progress, RunError};
 use pyo3::prelude::*;
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -94,9 +94,9 @@ fn parse(
     source: &str,
     base_dir: PathBuf,
     report_path: Option<PathBuf>,
-) -> PyResult<ParsedConfig> {
-    let mut parsed = blindjoin_data::parse_any_launch_config(config_json, source, &base_dir)
-        .map_err(|e| error::config_err(&e))?;
+) -> PyResult<Plan> {
+    let mut parsed =
+        Plan::from_config(config_json, source, &base_dir).map_err(|e| error::config_err(&e))?;
     if let Some(p) = report_path {
         parsed.set_report(p);
     }
@@ -161,23 +161,14 @@ fn run_config(
     wait_for_run(py, rx, &cancel)
 }
 
-/// Runs a parsed config of any kind, as `blindjoin run --config` does; the report as JSON.
-fn run_parsed(
-    parsed: &ParsedConfig,
-    progress: &dyn Progress,
-    cancel: &blindjoin_data::Cancel,
-) -> RunResult {
-    match parsed {
-        ParsedConfig::TwoParty(spec) => blindjoin_data::run_with_cancel(spec, progress, cancel)
-            .map_err(Failure::Data)
-            .and_then(|r| encoded(serde_json::to_string(&r))),
-        ParsedConfig::ThreeParty(t) => blindjoin_data::run_three_party(t, progress, cancel)
-            .map_err(Failure::Data)
-            .and_then(|o| encoded(serde_json::to_string(&o.report))),
-        ParsedConfig::Unbalanced(u) => blindjoin_data::ub::run_ub(u, progress, cancel)
-            .map_err(Failure::Ub)
-            .and_then(|r| encoded(serde_json::to_string(&r))),
-    }
+/// Runs a plan, as `blindjoin run --config` does; the report as JSON.
+fn run_parsed(plan: &Plan, progress: &dyn Progress, cancel: &blindjoin_data::Cancel) -> RunResult {
+    let json = match plan.run(progress, cancel).map_err(Failure::Run)? {
+        Outcome::TwoParty(r) => serde_json::to_string(&r),
+        Outcome::ThreeParty(o) => serde_json::to_string(&o.report),
+        Outcome::Unbalanced(r) => serde_json::to_string(&r),
+    };
+    encoded(json)
 }
 
 /// A report encoded as JSON text.
@@ -187,10 +178,8 @@ fn encoded(json: serde_json::Result<String>) -> RunResult {
 
 /// Why a run failed.
 enum Failure {
-    /// A two- or three-party run.
-    Data(blindjoin_data::DataError),
-    /// An unbalanced run.
-    Ub(blindjoin_data::ub::UbError),
+    /// The run.
+    Run(RunError),
     /// The report could not be encoded (a bug).
     Encode(String),
 }
@@ -242,8 +231,8 @@ fn drain_cancelled(rx: &mpsc::Receiver<RunResult>, cancel: &blindjoin_data::Canc
 fn finish(result: RunResult) -> PyResult<String> {
     match result {
         Ok(json) => Ok(json),
-        Err(Failure::Data(e)) => Err(error::data_err(&e)),
-        Err(Failure::Ub(e)) => Err(error::ub_err(&e)),
+        Err(Failure::Run(RunError::Data(e))) => Err(error::data_err(&e)),
+        Err(Failure::Run(RunError::Unbalanced(e))) => Err(error::ub_err(&e)),
         Err(Failure::Encode(e)) => Err(error::Error::new_err(format!(
             "internal error: cannot encode the report: {e}"
         ))),

@@ -460,7 +460,7 @@ fn any_config_is_told_apart_as_the_cli_does() {
     let two = seed_config("ROLE_RECEIVER", "receiver");
     let p = parse_any_launch_config(&two, "two.json", base).unwrap();
     assert_eq!(p.kind(), "two-party");
-    assert!(matches!(&p, ParsedConfig::TwoParty(s) if s.role == Role::Receiver));
+    assert!(matches!(&p, Plan::TwoParty(s) if s.role == Role::Receiver));
     assert!(p.warnings().iter().any(|w| w.contains("trace_path")));
 
     let three = r#"{
@@ -479,7 +479,7 @@ fn any_config_is_told_apart_as_the_cli_does() {
     assert_eq!(p.kind(), "three-party");
     p.set_report(PathBuf::from("/r.json"));
     match &p {
-        ParsedConfig::ThreeParty(t) => {
+        Plan::ThreeParty(t) => {
             assert_eq!(t.me, 1);
             assert_eq!(t.spec.input, Path::new("/base/b.csv"));
             assert_eq!(t.spec.report.as_deref(), Some(Path::new("/r.json")));
@@ -499,7 +499,7 @@ fn any_config_is_told_apart_as_the_cli_does() {
     let p = parse_any_launch_config(ub, "ub.json", base).unwrap();
     assert_eq!(p.kind(), "unbalanced");
     match &p {
-        ParsedConfig::Unbalanced(u) => {
+        Plan::Unbalanced(u) => {
             assert_eq!(u.cache_path, Path::new("/base/cache"));
             assert!(u.link_shape.is_none());
         }

@@ -210,12 +210,20 @@ impl From<CryptoError> for UbError {
 }
 
 impl UbError {
+    /// Who must act: a cache, key or input of the user's for the unbalanced-PSI errors, else as
+    /// [`DataError::fault`].
+    pub fn fault(&self) -> crate::Fault {
+        match self {
+            UbError::Data(d) => d.fault(),
+            UbError::Cache { .. } | UbError::KeyFile { .. } | UbError::InputChanged { .. } => {
+                crate::Fault::Input
+            }
+        }
+    }
+
     /// Whether the user's config, files or input are at fault (exit code 2).
     pub fn is_user_error(&self) -> bool {
-        match self {
-            UbError::Data(d) => d.is_user_error(),
-            UbError::Cache { .. } | UbError::KeyFile { .. } | UbError::InputChanged { .. } => true,
-        }
+        self.fault().exit_code() == 2
     }
 }
 
