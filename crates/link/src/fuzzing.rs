@@ -13,13 +13,16 @@ use std::time::Duration;
 /// the number of results.
 pub fn read_frames(stream: &[u8], max_frames: usize) -> Vec<Result<Vec<u8>, LinkError>> {
     let (tx, rx) = channel();
+    // Unbounded here: the whole stream is in memory already, and this thread reads every frame
+    // before the inbox below takes any (the bound is tested where a thread consumes).
     let source = crate::tcp::FrameSource {
         live: crate::heartbeat::Liveness::new(),
         shape: None,
+        budget: crate::budget::Budget::new(usize::MAX),
     };
     crate::tcp::read_frames(stream, "fuzz-peer", &tx, source);
     drop(tx);
-    let mut inbox = Inbox::new(rx, Duration::from_secs(1), "fuzz-peer", None);
+    let mut inbox = Inbox::new(rx, Duration::from_secs(1), "fuzz-peer", None, None);
     let mut out = Vec::new();
     while out.len() < max_frames {
         let got = inbox.recv();

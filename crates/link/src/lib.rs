@@ -23,6 +23,7 @@
 //! assert_eq!(a.stats().bytes_sent, 5 + 5);
 //! ```
 
+mod budget;
 mod cancel;
 mod codec;
 mod error;
@@ -113,6 +114,8 @@ pub(crate) fn truncate_reason(reason: &str) -> &str {
     &reason[..end]
 }
 
+#[cfg(test)]
+mod bound_tests;
 #[cfg(test)]
 mod cancel_tests;
 #[cfg(test)]

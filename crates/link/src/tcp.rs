@@ -4,12 +4,15 @@
 //! on the port, or a peer configured with other party ids, is a clear error, not a hang.
 //!
 //! A reader thread drains the socket into a channel. That keeps both directions flowing when both
-//! parties send large batches at once (no TCP deadlock), and lets `recv` wait with a timeout.
+//! parties send large batches at once (no TCP deadlock), and lets `recv` wait with a timeout. What
+//! it may hold is bounded (see [`crate::budget`]), and a frame's buffer grows as its bytes arrive
+//! ([`read_payload`]), so neither a flood nor a large announced length costs unbounded memory.
 //!
 //! With [`TcpOptions::tls`] set, the greeting says so and is followed by a mutual TLS handshake
 //! (see [`crate::tls`]); frames, timeouts, counters and aborts are the same on top of it. Byte
 //! counters count frame bytes, not TLS record overhead.
 
+use crate::budget::{Budget, INBOX_BOUND, READ_CHUNK};
 use crate::cancel::Cancel;
 use crate::frame::{HEADER_LEN, Kind, MAX_FRAME_LEN, header};
 use crate::heartbeat::{Liveness, MIN_SILENCE_TIMEOUT, Touching, Watch, heartbeat_interval};
@@ -88,6 +91,9 @@ struct FrameWriter {
     peer: String,
     /// The socket's send timeout: a write blocked this long means the peer stopped reading.
     silence_timeout: Duration,
+    /// Credited with every frame sent, so the reader may hold that much more (see
+    /// [`crate::budget`]).
+    budget: Arc<Budget>,
 }
 
 impl FrameWriter {
@@ -114,6 +120,7 @@ impl FrameWriter {
         self.out.flush().map_err(failed)?;
         if kind != Kind::Heartbeat {
             self.sent.bytes_sent += (HEADER_LEN + payload.len()) as u64;
+            self.budget.credit(HEADER_LEN + payload.len());
         }
         Ok(())
     }
@@ -200,9 +207,11 @@ impl TcpLink {
         let (tx, rx) = channel();
         let peer = opts.peer_id.clone();
         let live = Liveness::new();
+        let budget = Budget::new(INBOX_BOUND);
         let frames = FrameSource {
             live: live.clone(),
             shape: opts.shape,
+            budget: Arc::clone(&budget),
         };
         let out = match tls {
             None => {
@@ -233,6 +242,7 @@ impl TcpLink {
             sent: LinkStats::default(),
             peer: opts.peer_id.clone(),
             silence_timeout: silence,
+            budget: Arc::clone(&budget),
         }));
         let stop_heartbeats = start_heartbeats(&writer, &opts.peer_id, heartbeat_interval(silence))
             .map_err(|e| io(opts, e))?;
@@ -243,13 +253,25 @@ impl TcpLink {
         Ok(TcpLink {
             writer,
             socket,
-            inbox: Inbox::new(rx, opts.recv_timeout, &opts.peer_id, Some(watch)),
+            inbox: Inbox::new(
+                rx,
+                opts.recv_timeout,
+                &opts.peer_id,
+                Some(watch),
+                Some(budget),
+            ),
             _stop_heartbeats: stop_heartbeats,
         })
     }
 
     fn write_frame(&mut self, kind: Kind, payload: &[u8]) -> Result<(), LinkError> {
         lock(&self.writer).write_frame(kind, payload)
+    }
+
+    /// `(bytes the reader holds now, the most it ever held)`: the test hook for the bound.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> (u64, u64) {
+        self.inbox.budget.as_ref().map_or((0, 0), |b| b.held())
     }
 }
 
@@ -578,10 +600,36 @@ fn greet_as_connector(stream: TcpStream, opts: &TcpOptions) -> Result<TcpStream,
     greet(stream, opts, true)
 }
 
-/// What the reader thread reports to besides the inbox: signs of life, and the simulated WAN.
+/// What the reader thread reports to besides the inbox: signs of life, the simulated WAN, and
+/// the bytes it holds.
 pub(crate) struct FrameSource {
     pub(crate) live: Arc<Liveness>,
     pub(crate) shape: Option<LinkShape>,
+    pub(crate) budget: Arc<Budget>,
+}
+
+/// Reads a payload of `len` bytes, growing its buffer as the bytes arrive: [`READ_CHUNK`] at a
+/// time, the capacity doubling (so copying stays linear) but never past `len`. A peer that
+/// announces `len` and sends `k` bytes costs at most `max(2k, k + READ_CHUNK)`, not `len`. Every
+/// allocation is charged to `budget`; on failure the partial buffer's charge is released.
+fn read_payload(r: &mut impl Read, len: usize, budget: &Budget) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    while buf.len() < len {
+        let have = buf.len();
+        let step = (len - have).min(READ_CHUNK);
+        if buf.capacity() < have + step {
+            let before = buf.capacity();
+            let target = (2 * have).max(have + step).min(len);
+            buf.reserve_exact(target - have);
+            budget.charge(buf.capacity() - before);
+        }
+        buf.resize(have + step, 0);
+        if let Err(e) = r.read_exact(&mut buf[have..]) {
+            budget.release(buf.capacity());
+            return Err(e);
+        }
+    }
+    Ok(buf)
 }
 
 /// The reader thread: frames in, until EOF, an error, or the receiver is dropped.
@@ -591,7 +639,7 @@ pub(crate) fn read_frames(
     tx: &Sender<Incoming>,
     source: FrameSource,
 ) {
-    let live = source.live;
+    let (live, budget) = (source.live, source.budget);
     let touching = Touching {
         inner: stream,
         live: live.clone(),
@@ -622,20 +670,38 @@ pub(crate) fn read_frames(
             )));
             return;
         }
-        let mut payload = vec![0u8; len];
-        if let Err(e) = r.read_exact(&mut payload) {
+        let io_failed = |source| {
             let _ = tx.send(Err(LinkError::Io {
                 peer: peer.to_string(),
-                source: e,
+                source,
             }));
+        };
+        if kind == Kind::Heartbeat {
+            // A sign of life (already recorded by `Touching`), nothing for `recv`: skipped
+            // without a buffer or a place in the inbox.
+            let skipped = std::io::copy(&mut (&mut r).take(len as u64), &mut std::io::sink());
+            match skipped {
+                Ok(n) if n == len as u64 => continue,
+                Ok(_) => io_failed(ErrorKind::UnexpectedEof.into()),
+                Err(e) => io_failed(e),
+            }
             return;
         }
+        if !budget.admit(len, &live) {
+            return;
+        }
+        let payload = match read_payload(&mut r, len, &budget) {
+            Ok(p) => p,
+            Err(e) => return io_failed(e),
+        };
         if let Some(shaper) = &mut shaper {
             live.set_holding(true);
             shaper.wait(Instant::now(), HEADER_LEN + len);
             live.set_holding(false);
         }
+        let cap = payload.capacity();
         if tx.send(Ok((kind, payload))).is_err() {
+            budget.release(cap);
             return;
         }
     }

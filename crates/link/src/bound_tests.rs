@@ -1,0 +1,114 @@
+//! The TCP link's memory bounds (see [`crate::budget`]): a peer that announces large frames and
+//! sends slowly, and one that floods frames we do not read, are held to the stated bounds,
+//! counted by the reader's budget (bytes allocated for queued and partial frames). All on
+//! 127.0.0.1, every wait bounded by a deadline.
+
+use super::*;
+use crate::budget::{INBOX_BOUND, READ_CHUNK};
+use crate::frame::{Kind, header};
+use crate::tests::{free_port, opts, raw_bob};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// Polls `cond` every 10 ms until it holds; fails the test after `limit`.
+fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+const MIB: u64 = 1 << 20;
+
+/// A 64 MiB announcement followed by 2 MiB costs at most `2 × 2 MiB + READ_CHUNK`, not 64 MiB;
+/// the frame still arrives whole once the rest is sent.
+#[test]
+fn an_announced_frame_costs_what_arrived_not_what_was_announced() {
+    let (a, mut bob) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN02");
+    let mut a = a.unwrap();
+    let payload: Vec<u8> = (0..MAX_FRAME_LEN).map(|i| (i % 251) as u8).collect();
+    let sent = 2 << 20;
+    bob.write_all(&header(Kind::Data, MAX_FRAME_LEN)).unwrap();
+    for piece in payload[..sent].chunks(64 << 10) {
+        bob.write_all(piece).unwrap();
+    }
+    wait_until("the reader to take 2 MiB", Duration::from_secs(20), || {
+        a.held().0 >= sent as u64
+    });
+    // Settle: the reader may still be taking bytes already in the socket buffer.
+    std::thread::sleep(Duration::from_millis(200));
+    let bound = 2 * sent as u64 + READ_CHUNK as u64;
+    let (held, peak) = a.held();
+    assert!(peak <= bound, "held {held}, peak {peak} > {bound}");
+    bob.write_all(&payload[sent..]).unwrap();
+    assert!(a.recv().unwrap() == payload, "the frame arrives whole");
+    assert_eq!(a.held().0, 0, "recv took it out of the budget");
+    assert!(a.held().1 <= MAX_FRAME_LEN as u64);
+}
+
+/// A peer that floods 1 MiB frames we do not read: the reader stops at [`INBOX_BOUND`] (the peer's
+/// writes then block in TCP), and resumes when `recv` takes frames.
+#[test]
+fn a_flood_we_do_not_read_is_held_to_the_inbox_bound() {
+    let (a, bob) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN02");
+    let mut a = a.unwrap();
+    let frame = {
+        let mut f = header(Kind::Data, MIB as usize).to_vec();
+        f.resize(f.len() + MIB as usize, 7);
+        f
+    };
+    // Three times the bound, if it were all taken in.
+    let frames = 3 * INBOX_BOUND / MIB as usize;
+    let flood = std::thread::spawn(move || {
+        let mut bob = bob;
+        bob.set_write_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut written = 0usize;
+        while written < frames && bob.write_all(&frame).is_ok() {
+            written += 1;
+        }
+        written
+    });
+    let near = INBOX_BOUND as u64 - MIB;
+    wait_until("the inbox to fill", Duration::from_secs(60), || {
+        a.held().0 >= near
+    });
+    // Settle, then check that nothing more was taken in.
+    std::thread::sleep(Duration::from_millis(500));
+    let (held, peak) = a.held();
+    assert!(peak <= INBOX_BOUND as u64, "held {held}, peak {peak}");
+    // Taking frames makes room; the reader resumes.
+    for _ in 0..200 {
+        assert_eq!(a.recv().unwrap().len(), MIB as usize);
+    }
+    assert!(a.held().1 <= INBOX_BOUND as u64);
+    drop(a);
+    assert!(flood.join().unwrap() < frames, "the flood was stalled");
+}
+
+/// Both parties send more than the bound before reading (ECDH-PSI's pattern): the credit for
+/// bytes sent keeps both readers draining, so neither blocks for good.
+#[test]
+fn both_sending_more_than_the_bound_before_reading_does_not_deadlock() {
+    let (pa, pb) = (free_port(), free_port());
+    let n = INBOX_BOUND / (4 << 20) + 8;
+    let talk = move |mut l: TcpLink| {
+        let big = vec![3u8; 4 << 20];
+        for _ in 0..n {
+            l.send(&big).unwrap();
+        }
+        for _ in 0..n {
+            assert_eq!(l.recv().unwrap().len(), big.len());
+        }
+        l.held().1
+    };
+    let b = std::thread::spawn(move || {
+        talk(TcpLink::establish(&opts("bob", pb, "alice", pa)).unwrap())
+    });
+    let peak_a = talk(TcpLink::establish(&opts("alice", pa, "bob", pb)).unwrap());
+    let peak_b = b.join().unwrap();
+    // Each held at most the bound plus what it had sent.
+    let most = INBOX_BOUND as u64 + n as u64 * (5 + (4 << 20));
+    assert!(peak_a <= most && peak_b <= most, "{peak_a} {peak_b}");
+}
