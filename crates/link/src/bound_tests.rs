@@ -112,3 +112,34 @@ fn both_sending_more_than_the_bound_before_reading_does_not_deadlock() {
     let most = INBOX_BOUND as u64 + n as u64 * (5 + (4 << 20));
     assert!(peak_a <= most && peak_b <= most, "{peak_a} {peak_b}");
 }
+
+/// Back-pressure is not death: alice does not read for five silence timeouts while bob sends
+/// more than her bound. Bob's sends block that long; they wait because alice's heartbeats still
+/// arrive, and alice's watchdog does not count the time her reader held back.
+#[test]
+fn a_live_peer_that_holds_back_for_longer_than_the_silence_timeout_is_not_dead() {
+    let (pa, pb) = (free_port(), free_port());
+    let quick = |mut o: TcpOptions| {
+        o.silence_timeout = Duration::from_millis(400);
+        o
+    };
+    let n = INBOX_BOUND / (4 << 20) + 8;
+    let b = std::thread::spawn(move || {
+        let mut b = TcpLink::establish(&quick(opts("bob", pb, "alice", pa))).unwrap();
+        let big = vec![5u8; 4 << 20];
+        for _ in 0..n {
+            b.send(&big).unwrap();
+        }
+        b.recv().unwrap()
+    });
+    let mut a = TcpLink::establish(&quick(opts("alice", pa, "bob", pb))).unwrap();
+    wait_until("alice's inbox to fill", Duration::from_secs(60), || {
+        a.held().0 >= INBOX_BOUND as u64 - (4 << 20)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    for _ in 0..n {
+        assert_eq!(a.recv().unwrap().len(), 4 << 20);
+    }
+    a.send(b"all here").unwrap();
+    assert_eq!(b.join().unwrap(), b"all here");
+}

@@ -210,6 +210,36 @@ mod tests {
         assert_eq!(b.held(), (90, 100));
     }
 
+    /// The peer's heartbeats wait unread while the reader holds back: that is not the peer's
+    /// silence, so the watchdog sees none.
+    #[test]
+    fn a_waiting_reader_pauses_the_silence_watchdog() {
+        use std::time::{Duration, Instant};
+        let live = Liveness::new();
+        let b = Budget::new(10);
+        b.charge(10);
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(live.silent_for() >= Duration::from_millis(25));
+        let (b2, l2) = (Arc::clone(&b), Arc::clone(&live));
+        let t = std::thread::spawn(move || b2.admit(5, &l2));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while live.silent_for() != Duration::ZERO {
+            assert!(
+                Instant::now() < deadline,
+                "the reader never reported holding"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(live.silent_for(), Duration::ZERO, "still holding");
+        b.release(10);
+        assert!(t.join().unwrap());
+        assert!(
+            live.silent_for() < Duration::from_millis(50),
+            "resumed: counted anew"
+        );
+    }
+
     #[test]
     fn closing_wakes_a_waiting_reader_with_stop() {
         let live = Liveness::new();

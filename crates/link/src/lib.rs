@@ -34,6 +34,7 @@ pub mod fuzzing;
 pub mod heartbeat;
 mod inbox;
 mod mem;
+mod patience;
 mod shape;
 mod tcp;
 // --- three-party links (threepc branch) ---

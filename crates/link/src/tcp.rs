@@ -17,6 +17,7 @@ use crate::cancel::Cancel;
 use crate::frame::{HEADER_LEN, Kind, MAX_FRAME_LEN, header};
 use crate::heartbeat::{Liveness, MIN_SILENCE_TIMEOUT, Touching, Watch, heartbeat_interval};
 use crate::inbox::{Inbox, Incoming};
+use crate::patience::{Patience, PatientSocket};
 use crate::shape::{LinkShape, Shaper};
 use crate::tls::{Shared, TlsConfig, TlsContext, TlsReader, TlsWriter};
 use crate::{Link, LinkError, LinkStats, truncate_reason};
@@ -64,7 +65,7 @@ pub struct TcpOptions {
 
 /// Where frames go: the socket, or the TLS connection over it.
 enum Out {
-    Plain(TcpStream),
+    Plain(PatientSocket),
     Tls(TlsWriter),
 }
 
@@ -103,7 +104,8 @@ impl FrameWriter {
         }
         let (peer, silence) = (&self.peer, self.silence_timeout);
         let failed = |source: std::io::Error| match source.kind() {
-            // SO_SNDTIMEO expired: the peer's reader, which always drains its socket, is gone.
+            // SO_SNDTIMEO expired and the peer was not heard from meanwhile (see
+            // `crate::patience`): it stopped reading and is gone.
             ErrorKind::WouldBlock | ErrorKind::TimedOut => LinkError::PeerSilent {
                 peer: peer.clone(),
                 silent_for: silence,
@@ -139,6 +141,8 @@ pub struct TcpLink {
     inbox: Inbox,
     /// Dropping it stops the heartbeat thread.
     _stop_heartbeats: Sender<()>,
+    /// Ended on drop, so the last flush does not wait for a slow reader.
+    patience: Arc<Patience>,
 }
 
 impl TcpLink {
@@ -208,6 +212,12 @@ impl TcpLink {
         let peer = opts.peer_id.clone();
         let live = Liveness::new();
         let budget = Budget::new(INBOX_BOUND);
+        let silence = opts.silence_timeout.max(MIN_SILENCE_TIMEOUT);
+        let patience = Patience::new(live.clone(), silence, opts.recv_timeout);
+        let patient = |stream| PatientSocket {
+            stream,
+            patience: Arc::clone(&patience),
+        };
         let frames = FrameSource {
             live: live.clone(),
             shape: opts.shape,
@@ -219,11 +229,11 @@ impl TcpLink {
                     .name(format!("link-reader-{peer}"))
                     .spawn(move || read_frames(reader, &peer, &tx, frames))
                     .map_err(|e| io(opts, e))?;
-                Out::Plain(stream)
+                Out::Plain(patient(stream))
             }
             Some(ctx) => {
                 let conn = ctx.handshake(&mut stream)?;
-                let shared = Shared::new(conn, stream);
+                let shared = Shared::new(conn, patient(stream));
                 let tls_reader = TlsReader::new(shared.clone(), reader);
                 std::thread::Builder::new()
                     .name(format!("link-reader-{peer}"))
@@ -232,7 +242,6 @@ impl TcpLink {
                 Out::Tls(TlsWriter { shared })
             }
         };
-        let silence = opts.silence_timeout.max(MIN_SILENCE_TIMEOUT);
         // Set after the TLS handshake, which has deadlines of its own.
         socket
             .set_write_timeout(Some(silence))
@@ -261,6 +270,7 @@ impl TcpLink {
                 Some(budget),
             ),
             _stop_heartbeats: stop_heartbeats,
+            patience,
         })
     }
 
@@ -298,6 +308,7 @@ fn start_heartbeats(
 
 impl Drop for TcpLink {
     fn drop(&mut self) {
+        self.patience.end();
         let mut w = lock(&self.writer);
         let _ = w.out.flush();
         if let Out::Tls(t) = w.out.get_mut() {
