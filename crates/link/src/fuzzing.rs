@@ -43,9 +43,9 @@ pub fn read_frames(stream: &[u8], max_frames: usize) -> Vec<Result<Vec<u8>, Link
 /// or why the bytes were refused.
 pub fn read_greeting(bytes: &[u8]) -> Result<(String, String, bool), String> {
     let mut r = bytes;
-    match crate::tcp::read_greeting(&mut r) {
+    match crate::greet::read_greeting(&mut r) {
         Ok(g) => Ok((g.their_id, g.they_expect, g.tls)),
-        Err(crate::tcp::GreetError::NotBlindjoin(why)) => Err(why),
-        Err(crate::tcp::GreetError::Fatal(e)) => Err(e.to_string()),
+        Err(crate::greet::GreetError::NotBlindjoin(why)) => Err(why),
+        Err(crate::greet::GreetError::Fatal(e)) => Err(e.to_string()),
     }
 }

@@ -31,6 +31,7 @@ mod frame;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod greet;
 pub mod heartbeat;
 mod inbox;
 mod mem;
@@ -119,6 +120,8 @@ pub(crate) fn truncate_reason(reason: &str) -> &str {
 mod bound_tests;
 #[cfg(test)]
 mod cancel_tests;
+#[cfg(test)]
+mod greet_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

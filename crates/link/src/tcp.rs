@@ -1,7 +1,6 @@
 //! The TCP link. Of the two parties, the one whose id sorts first listens on its own address and
 //! the other connects to it, retrying until the connect deadline — so either may start first.
-//! After the connection is up, both exchange a greeting (magic bytes + party id) so a wrong process
-//! on the port, or a peer configured with other party ids, is a clear error, not a hang.
+//! After the connection is up, both exchange a greeting (see [`crate::greet`]).
 //!
 //! A reader thread drains the socket into a channel. That keeps both directions flowing when both
 //! parties send large batches at once (no TCP deadlock), and lets `recv` wait with a timeout. What
@@ -15,6 +14,7 @@
 use crate::budget::{Budget, INBOX_BOUND, READ_CHUNK};
 use crate::cancel::Cancel;
 use crate::frame::{HEADER_LEN, Kind, MAX_FRAME_LEN, header};
+use crate::greet::{GreetError, accept_peer, greet_as_connector};
 use crate::heartbeat::{Liveness, MIN_SILENCE_TIMEOUT, Touching, Watch, heartbeat_interval};
 use crate::inbox::{Inbox, Incoming};
 use crate::patience::{Patience, PatientSocket};
@@ -26,17 +26,6 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-
-/// Magic bytes opening the greeting; version 2 of the link (version 1 had no heartbeats).
-const MAGIC: &[u8; 8] = b"BLNDJN02";
-/// The same for a party that will start TLS after the greeting.
-const MAGIC_TLS: &[u8; 8] = b"BLNDJS02";
-/// What a release with an older link sends, and its TLS form: recognised, to say so clearly.
-const OLD_MAGICS: [&[u8; 8]; 2] = [b"BLNDJN01", b"BLNDJS01"];
-/// Longest party id accepted in a greeting.
-const MAX_ID_LEN: usize = 256;
-/// How long a freshly accepted connection may take to greet us.
-const GREETING_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where the two parties are and how long to wait.
 #[derive(Clone, Debug)]
@@ -363,7 +352,7 @@ impl Link for TcpLink {
     }
 }
 
-fn io(opts: &TcpOptions, source: std::io::Error) -> LinkError {
+pub(crate) fn io(opts: &TcpOptions, source: std::io::Error) -> LinkError {
     LinkError::Io {
         peer: opts.peer_id.clone(),
         source,
@@ -371,7 +360,7 @@ fn io(opts: &TcpOptions, source: std::io::Error) -> LinkError {
 }
 
 /// `Err(Cancelled)` once `cancel` is cancelled: the connect loops poll it between attempts.
-fn cancelled(cancel: &Cancel) -> Result<(), LinkError> {
+pub(crate) fn cancelled(cancel: &Cancel) -> Result<(), LinkError> {
     if cancel.is_cancelled() {
         return Err(LinkError::Cancelled {
             reason: cancel.reason(),
@@ -404,42 +393,6 @@ fn bind(opts: &TcpOptions) -> Result<TcpListener, LinkError> {
     })?;
     listener.set_nonblocking(true).map_err(|e| io(opts, e))?;
     Ok(listener)
-}
-
-fn accept_peer(
-    listener: &TcpListener,
-    opts: &TcpOptions,
-    deadline: Instant,
-    cancel: &Cancel,
-) -> Result<TcpStream, LinkError> {
-    let mut last = String::from("nobody connected");
-    loop {
-        cancelled(cancel)?;
-        match listener.accept() {
-            Ok((stream, from)) => {
-                stream.set_nonblocking(false).map_err(|e| io(opts, e))?;
-                match greet_as_listener(stream, opts) {
-                    Ok(s) => return Ok(s),
-                    // Garbage from a scanner or another program: keep waiting for our peer.
-                    Err(GreetError::NotBlindjoin(why)) => {
-                        last = format!("{from} is not a blindjoin peer: {why}")
-                    }
-                    Err(GreetError::Fatal(e)) => return Err(e),
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-            Err(e) => last = e.to_string(),
-        }
-        if Instant::now() >= deadline {
-            return Err(LinkError::ConnectTimeout {
-                peer: opts.peer_id.clone(),
-                addr: format!("{} (listening; the peer connects here)", opts.self_addr),
-                waited: opts.connect_timeout,
-                last,
-            });
-        }
-        std::thread::sleep(ACCEPT_POLL);
-    }
 }
 
 fn connect_peer(
@@ -478,137 +431,12 @@ fn connect_peer(
     }
 }
 
-/// How long the listener sleeps between non-blocking accepts. Both parties read their input
-/// while the link comes up, and the one that finishes first waits for the link: a long poll
-/// would be idle time added to every run.
-const ACCEPT_POLL: Duration = Duration::from_millis(2);
-
 /// The connector's pause after its `attempt`-th refused round (0-based): 5 ms, doubling to
 /// 200 ms. The listener is usually up within milliseconds of the connector's first try (both
 /// are started together), so a fixed 200 ms pause cost most runs that lost the race up to
 /// 200 ms of waiting; a peer started minutes later is still polled only five times a second.
 fn retry_delay(attempt: u32) -> Duration {
     Duration::from_millis(5u64 << attempt.min(6)).min(Duration::from_millis(200))
-}
-
-pub(crate) enum GreetError {
-    /// The other end does not speak our greeting: not fatal while the deadline lasts.
-    NotBlindjoin(String),
-    /// A blindjoin peer with the wrong identity: a configuration error.
-    Fatal(LinkError),
-}
-
-/// `MAGIC | own id | the id we expect the other side to have`: both sides check both ids, so a
-/// misconfiguration is reported by both parties, not just the one that noticed.
-fn greeting(opts: &TcpOptions) -> Vec<u8> {
-    let mut g = if opts.tls.is_some() { MAGIC_TLS } else { MAGIC }.to_vec();
-    crate::put_bytes_u16(&mut g, opts.self_id.as_bytes());
-    crate::put_bytes_u16(&mut g, opts.peer_id.as_bytes());
-    g
-}
-
-fn read_id(stream: &mut impl Read) -> Result<String, GreetError> {
-    let not_ours = |e: std::io::Error| GreetError::NotBlindjoin(e.to_string());
-    let mut len = [0u8; 2];
-    stream.read_exact(&mut len).map_err(not_ours)?;
-    let len = u16::from_le_bytes(len) as usize;
-    if len > MAX_ID_LEN {
-        return Err(GreetError::NotBlindjoin(format!(
-            "party id of {len} bytes is too long"
-        )));
-    }
-    let mut id = vec![0u8; len];
-    stream.read_exact(&mut id).map_err(not_ours)?;
-    String::from_utf8(id).map_err(|_| GreetError::NotBlindjoin("party id is not UTF-8".to_string()))
-}
-
-/// The other side's greeting.
-pub(crate) struct Greeting {
-    pub(crate) their_id: String,
-    pub(crate) they_expect: String,
-    pub(crate) tls: bool,
-}
-
-/// Reads the other side's greeting.
-pub(crate) fn read_greeting(stream: &mut impl Read) -> Result<Greeting, GreetError> {
-    let mut magic = [0u8; 8];
-    stream
-        .read_exact(&mut magic)
-        .map_err(|e| GreetError::NotBlindjoin(e.to_string()))?;
-    let tls = match &magic {
-        m if m == MAGIC => false,
-        m if m == MAGIC_TLS => true,
-        m if OLD_MAGICS.contains(&m) => {
-            return Err(GreetError::Fatal(LinkError::WrongPeer(
-                "the peer runs an older blindjoin release (link version 1, without heartbeats); \
-                 install the same release on both sides"
-                    .to_string(),
-            )));
-        }
-        _ => return Err(GreetError::NotBlindjoin("wrong greeting bytes".to_string())),
-    };
-    Ok(Greeting {
-        their_id: read_id(stream)?,
-        they_expect: read_id(stream)?,
-        tls,
-    })
-}
-
-fn check_ids(theirs: Greeting, opts: &TcpOptions) -> Result<(), GreetError> {
-    let Greeting {
-        their_id,
-        they_expect,
-        tls,
-    } = theirs;
-    if tls != opts.tls.is_some() {
-        let on_off = |b: bool| if b { "on" } else { "off" };
-        return Err(GreetError::Fatal(LinkError::WrongPeer(format!(
-            "this party has TLS {} but peer {their_id:?} has it {}; set link_config.enable_ssl (or the --tls-* flags) the same on both sides",
-            on_off(opts.tls.is_some()),
-            on_off(tls)
-        ))));
-    }
-    if their_id == opts.peer_id && they_expect == opts.self_id {
-        return Ok(());
-    }
-    Err(GreetError::Fatal(LinkError::WrongPeer(format!(
-        "this party is {:?} and expects peer {:?}, but the connected party is {:?} and expects peer {:?}; \
-         make link_config.parties and self_link_party agree on both sides",
-        opts.self_id, opts.peer_id, their_id, they_expect
-    ))))
-}
-
-fn greet(
-    mut stream: TcpStream,
-    opts: &TcpOptions,
-    speak_first: bool,
-) -> Result<TcpStream, GreetError> {
-    let fatal = |e| GreetError::Fatal(io(opts, e));
-    let send = |s: &mut TcpStream| {
-        s.write_all(&greeting(opts))
-            .map_err(|e| GreetError::NotBlindjoin(e.to_string()))
-    };
-    stream
-        .set_read_timeout(Some(GREETING_TIMEOUT))
-        .map_err(fatal)?;
-    if speak_first {
-        send(&mut stream)?;
-    }
-    let theirs = read_greeting(&mut stream)?;
-    if !speak_first {
-        send(&mut stream)?;
-    }
-    check_ids(theirs, opts)?;
-    stream.set_read_timeout(None).map_err(fatal)?;
-    Ok(stream)
-}
-
-fn greet_as_listener(stream: TcpStream, opts: &TcpOptions) -> Result<TcpStream, GreetError> {
-    greet(stream, opts, false)
-}
-
-fn greet_as_connector(stream: TcpStream, opts: &TcpOptions) -> Result<TcpStream, GreetError> {
-    greet(stream, opts, true)
 }
 
 /// What the reader thread reports to besides the inbox: signs of life, the simulated WAN, and

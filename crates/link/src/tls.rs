@@ -48,7 +48,7 @@ pub struct TlsConfig {
     pub ca_path: PathBuf,
 }
 
-/// How long the TLS handshake and the confirmation may take once TCP is up (as the greeting).
+/// How long the TLS handshake and the confirmation may take once the greeting is done.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Sent by the listener inside TLS once it has accepted the connector's certificate.
