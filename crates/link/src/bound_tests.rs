@@ -8,6 +8,7 @@ use crate::budget::{INBOX_BOUND, READ_CHUNK};
 use crate::frame::{Kind, header};
 use crate::tests::{free_port, opts, raw_bob};
 use std::io::Write;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Polls `cond` every 10 ms until it holds; fails the test after `limit`.
@@ -85,6 +86,41 @@ fn a_flood_we_do_not_read_is_held_to_the_inbox_bound() {
     assert!(a.held().1 <= INBOX_BOUND as u64);
     drop(a);
     assert!(flood.join().unwrap() < frames, "the flood was stalled");
+}
+
+/// A reader stopped on a full inbox ends when the link is dropped (the dropped inbox wakes it),
+/// instead of waiting for room that never comes.
+#[test]
+fn a_reader_held_back_by_a_full_inbox_ends_when_the_link_is_dropped() {
+    let (a, mut bob) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN02");
+    let a = a.unwrap();
+    let frame = {
+        let mut f = header(Kind::Data, MAX_FRAME_LEN).to_vec();
+        f.resize(f.len() + MAX_FRAME_LEN, 9);
+        f
+    };
+    // Two maximal frames fill the inbox; the third waits for room.
+    let flood = std::thread::spawn(move || {
+        for _ in 0..3 {
+            if bob.write_all(&frame).is_err() {
+                break;
+            }
+        }
+        bob
+    });
+    wait_until(
+        "the reader to wait for room",
+        Duration::from_secs(60),
+        || a.holding(),
+    );
+    assert_eq!(a.held().0, INBOX_BOUND as u64);
+    let budget = a.budget().unwrap();
+    drop(a);
+    // Left holding the budget: this test only, once the reader and writer threads are gone.
+    wait_until("the reader thread to end", Duration::from_secs(20), || {
+        Arc::strong_count(&budget) == 1
+    });
+    drop(flood.join().unwrap());
 }
 
 /// Both parties send more than the bound before reading (ECDH-PSI's pattern): the credit for

@@ -79,6 +79,12 @@ impl Liveness {
         Duration::from_millis(self.now_ms().saturating_sub(last)) < limit
     }
 
+    /// Whether the reader is holding frames back now: a test hook.
+    #[cfg(test)]
+    pub(crate) fn is_holding(&self) -> bool {
+        self.holding.load(Ordering::Relaxed)
+    }
+
     /// How long the peer has been silent; zero while the reader holds frames back.
     pub(crate) fn silent_for(&self) -> Duration {
         if self.holding.load(Ordering::Relaxed) {

@@ -272,6 +272,21 @@ impl TcpLink {
     pub(crate) fn held(&self) -> (u64, u64) {
         self.inbox.budget.as_ref().map_or((0, 0), |b| b.held())
     }
+
+    /// Whether the reader is holding frames back (waiting for room): a test hook.
+    #[cfg(test)]
+    pub(crate) fn holding(&self) -> bool {
+        self.inbox
+            .watch
+            .as_ref()
+            .is_some_and(|w| w.live.is_holding())
+    }
+
+    /// The reader's budget, which the reader thread holds while it runs: a test hook.
+    #[cfg(test)]
+    pub(crate) fn budget(&self) -> Option<Arc<Budget>> {
+        self.inbox.budget.clone()
+    }
 }
 
 /// Sends a heartbeat every [`heartbeat_interval`] until the returned sender is dropped (or the
