@@ -179,3 +179,80 @@ fn a_live_peer_that_holds_back_for_longer_than_the_silence_timeout_is_not_dead()
     a.send(b"all here").unwrap();
     assert_eq!(b.join().unwrap(), b"all here");
 }
+
+/// Three parties round a ring, each sending more than the bound to the next before reading from
+/// the previous: every link's receiver sends nothing back on that link, so only the party-wide
+/// credit (bytes sent on the party's other link) keeps the readers draining.
+#[test]
+fn a_ring_of_three_each_sending_more_than_the_bound_before_reading_does_not_deadlock() {
+    use crate::{PartyAddr, establish_three};
+    let parties: Vec<PartyAddr> = ["p0", "p1", "p2"]
+        .iter()
+        .map(|id| PartyAddr {
+            id: id.to_string(),
+            addr: format!("127.0.0.1:{}", free_port()),
+        })
+        .collect();
+    let base = opts("", 0, "", 0);
+    let n = INBOX_BOUND / (4 << 20) + 8;
+    let handles: Vec<_> = (0..3)
+        .map(|me| {
+            let (parties, base) = (parties.clone(), base.clone());
+            std::thread::spawn(move || {
+                let mut links =
+                    establish_three(&parties, me, &base, None, None, &crate::Cancel::new())
+                        .unwrap();
+                let big = vec![me as u8; 4 << 20];
+                let next = links[(me + 1) % 3].as_mut().unwrap();
+                for _ in 0..n {
+                    next.send(&big).unwrap();
+                }
+                let prev = links[(me + 2) % 3].as_mut().unwrap();
+                for _ in 0..n {
+                    assert_eq!(prev.recv().unwrap()[0], ((me + 2) % 3) as u8);
+                }
+                prev.held().1
+            })
+        })
+        .collect();
+    for h in handles {
+        let peak = h.join().unwrap();
+        assert!(peak <= INBOX_BOUND as u64 + n as u64 * (5 + (4 << 20)));
+    }
+}
+
+/// Patience has an end: a peer that keeps sending heartbeats but never reads our data makes a
+/// send fail after the receive timeout, as a receive timeout (it is alive, not silent).
+#[test]
+fn a_live_peer_that_never_reads_fails_a_send_after_the_receive_timeout() {
+    let mut o = opts("alice", free_port(), "bob", 1);
+    o.silence_timeout = Duration::from_millis(400);
+    o.recv_timeout = Duration::from_secs(1);
+    let (a, bob) = raw_bob(o, b"BLNDJN02");
+    let mut a = a.unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let beating = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut bob = bob;
+            let until = Instant::now() + Duration::from_secs(60);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < until {
+                if bob.write_all(&header(Kind::Heartbeat, 0)).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let big = vec![1u8; 4 << 20];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let err = loop {
+        if let Err(e) = a.send(&big) {
+            break e;
+        }
+        assert!(Instant::now() < deadline, "sends never blocked");
+    };
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    beating.join().unwrap();
+    assert!(matches!(err, LinkError::RecvTimeout { .. }), "{err:?}");
+}

@@ -18,7 +18,7 @@ pub fn read_frames(stream: &[u8], max_frames: usize) -> Vec<Result<Vec<u8>, Link
     let source = crate::tcp::FrameSource {
         live: crate::heartbeat::Liveness::new(),
         shape: None,
-        budget: crate::budget::Budget::new(usize::MAX),
+        budget: crate::budget::Budget::new(usize::MAX, crate::budget::Credit::new()),
     };
     crate::tcp::read_frames(stream, "fuzz-peer", &tx, source);
     drop(tx);

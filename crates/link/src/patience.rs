@@ -45,11 +45,24 @@ impl Patience {
         self.over.store(true, Ordering::Relaxed);
     }
 
+    /// Whether the peer was heard from within the silence timeout.
+    pub(crate) fn peer_heard(&self) -> bool {
+        self.live.heard_within(self.silence)
+    }
+
+    /// The silence timeout.
+    pub(crate) fn silence(&self) -> Duration {
+        self.silence
+    }
+
+    /// The longest one write waits (the receive timeout).
+    pub(crate) fn most(&self) -> Duration {
+        self.most
+    }
+
     /// Whether a write blocked since `since` should try again.
     fn retry(&self, since: Instant) -> bool {
-        !self.over.load(Ordering::Relaxed)
-            && since.elapsed() < self.most
-            && self.live.heard_within(self.silence)
+        !self.over.load(Ordering::Relaxed) && since.elapsed() < self.most && self.peer_heard()
     }
 }
 

@@ -11,7 +11,7 @@
 //! (see [`crate::tls`]); frames, timeouts, counters and aborts are the same on top of it. Byte
 //! counters count frame bytes, not TLS record overhead.
 
-use crate::budget::{Budget, INBOX_BOUND, READ_CHUNK};
+use crate::budget::{Budget, Credit, INBOX_BOUND, READ_CHUNK};
 use crate::cancel::Cancel;
 use crate::frame::{HEADER_LEN, Kind, MAX_FRAME_LEN, header};
 use crate::greet::{GreetError, accept_peer, greet_as_connector};
@@ -79,8 +79,8 @@ struct FrameWriter {
     out: BufWriter<Out>,
     sent: LinkStats,
     peer: String,
-    /// The socket's send timeout: a write blocked this long means the peer stopped reading.
-    silence_timeout: Duration,
+    /// How long a blocked write waited, and whether the peer was still heard from meanwhile.
+    patience: Arc<Patience>,
     /// Credited with every frame sent, so the reader may hold that much more (see
     /// [`crate::budget`]).
     budget: Arc<Budget>,
@@ -91,13 +91,19 @@ impl FrameWriter {
         if payload.len() > MAX_FRAME_LEN {
             return Err(LinkError::MessageTooLarge { len: payload.len() });
         }
-        let (peer, silence) = (&self.peer, self.silence_timeout);
+        let (peer, patience) = (&self.peer, &self.patience);
         let failed = |source: std::io::Error| match source.kind() {
-            // SO_SNDTIMEO expired and the peer was not heard from meanwhile (see
-            // `crate::patience`): it stopped reading and is gone.
+            // A write blocked past its patience (see `crate::patience`): a peer still heard
+            // from took none of our data for the receive timeout; one not heard from is gone.
+            ErrorKind::WouldBlock | ErrorKind::TimedOut if patience.peer_heard() => {
+                LinkError::RecvTimeout {
+                    peer: peer.clone(),
+                    waited: patience.most(),
+                }
+            }
             ErrorKind::WouldBlock | ErrorKind::TimedOut => LinkError::PeerSilent {
                 peer: peer.clone(),
-                silent_for: silence,
+                silent_for: patience.silence(),
             },
             _ => LinkError::Io {
                 peer: peer.clone(),
@@ -175,6 +181,17 @@ impl TcpLink {
         listener: bool,
         cancel: &Cancel,
     ) -> Result<TcpLink, LinkError> {
+        Self::establish_crediting(opts, listener, cancel, Credit::new())
+    }
+
+    /// [`TcpLink::establish_as`] whose reader is credited with `credit`: the bytes this party
+    /// sends on all the links that share it (see [`crate::budget`]).
+    pub(crate) fn establish_crediting(
+        opts: &TcpOptions,
+        listener: bool,
+        cancel: &Cancel,
+        credit: Arc<Credit>,
+    ) -> Result<TcpLink, LinkError> {
         if opts.self_id == opts.peer_id {
             return Err(LinkError::WrongPeer(format!(
                 "both parties have the id {:?}; give each party its own id in link_config.parties",
@@ -200,7 +217,7 @@ impl TcpLink {
         let (tx, rx) = channel();
         let peer = opts.peer_id.clone();
         let live = Liveness::new();
-        let budget = Budget::new(INBOX_BOUND);
+        let budget = Budget::new(INBOX_BOUND, credit);
         let silence = opts.silence_timeout.max(MIN_SILENCE_TIMEOUT);
         let patience = Patience::new(live.clone(), silence, opts.recv_timeout);
         let patient = |stream| PatientSocket {
@@ -239,7 +256,7 @@ impl TcpLink {
             out: BufWriter::with_capacity(1 << 16, out),
             sent: LinkStats::default(),
             peer: opts.peer_id.clone(),
-            silence_timeout: silence,
+            patience: Arc::clone(&patience),
             budget: Arc::clone(&budget),
         }));
         let stop_heartbeats = start_heartbeats(&writer, &opts.peer_id, heartbeat_interval(silence))
