@@ -6,9 +6,9 @@
 //! The listener greets incoming connections *concurrently* (one thread each, at most
 //! [`MAX_GREETINGS`] at once) and each greeting has [`GREETING_TIMEOUT`] in all, so a stranger
 //! that connects first and then sends nothing, or half a greeting, cannot hold up the real
-//! peer's greeting (before, connections were greeted one at a time, and the first one's timeout
-//! delayed all others). TLS, if configured, starts only on the connection whose greeting
-//! matched (see [`crate::tls`]).
+//! peer's greeting: greeted one at a time, every connection ahead of the peer's could cost a
+//! whole timeout. TLS, if configured, starts only on the connection whose greeting matched (see
+//! [`crate::tls`]).
 
 use crate::LinkError;
 use crate::cancel::Cancel;

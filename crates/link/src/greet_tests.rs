@@ -20,10 +20,11 @@ fn connect_when_listening(port: u16) -> TcpStream {
     }
 }
 
-/// The strangers connect first: one silent, one stopping halfway through a greeting, then more
-/// than [`MAX_GREETINGS`] idle ones. The real peer is still accepted within a connect deadline
+/// The strangers connect first: one silent, one stopping halfway through a greeting, then
+/// [`MAX_GREETINGS`] idle ones, so the peer's connection finds every greeting slot taken. The
+/// real peer is still accepted within a connect deadline
 /// shorter than one greeting's timeout, so the test passes only if no stranger's greeting is
-/// waited out before the peer's (before, the first stranger alone cost 10 s).
+/// waited out before the peer's.
 fn strangers_then_the_peer(tls: Option<(TlsConfig, TlsConfig)>) {
     let connect_within = Duration::from_secs(4);
     assert!(connect_within < GREETING_TIMEOUT);
@@ -61,7 +62,8 @@ fn strangers_do_not_delay_the_real_peer_with_tls() {
 
 /// A stranger trickling a byte at a time cannot stretch its greeting: each byte arrives well
 /// inside one read's timeout, yet the listener's greeting gives up once [`GREETING_TIMEOUT`] has
-/// passed in all (before, every byte restarted the timeout: a 524-byte greeting could take hours).
+/// passed in all (a timeout per read would restart with every byte: a 524-byte greeting could
+/// take hours).
 #[test]
 fn a_trickled_greeting_ends_at_the_greeting_timeout() {
     let port = free_port();

@@ -1,8 +1,8 @@
 //! Writes that a live peer's back-pressure does not fail.
 //!
-//! The socket's send timeout is the silence timeout: a write blocked that long used to mean the
-//! peer had stopped reading, i.e. was dead. Since a live peer's reader may now stop reading on
-//! purpose while its protocol thread is busy (see [`crate::budget`]), a timed-out write is
+//! The socket's send timeout is the silence timeout. A write blocked that long does not by itself
+//! mean the peer is dead: a live peer's reader stops reading on purpose while its protocol
+//! thread is busy and its inbox full (see [`crate::budget`]). So a timed-out write is
 //! retried as long as the peer is still *heard from* — a byte (data or heartbeat) arrived within
 //! the silence timeout — and the write has not waited longer than the receive timeout, the same
 //! patience `recv` has with a peer that is alive but sends nothing useful. A dead or hung peer
