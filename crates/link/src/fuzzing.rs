@@ -13,13 +13,16 @@ use std::time::Duration;
 /// the number of results.
 pub fn read_frames(stream: &[u8], max_frames: usize) -> Vec<Result<Vec<u8>, LinkError>> {
     let (tx, rx) = channel();
+    // Unbounded here: the whole stream is in memory already, and this thread reads every frame
+    // before the inbox below takes any (the bound is tested where a thread consumes).
     let source = crate::tcp::FrameSource {
         live: crate::heartbeat::Liveness::new(),
         shape: None,
+        budget: crate::budget::Budget::new(usize::MAX, crate::budget::Credit::new()),
     };
     crate::tcp::read_frames(stream, "fuzz-peer", &tx, source);
     drop(tx);
-    let mut inbox = Inbox::new(rx, Duration::from_secs(1), "fuzz-peer", None);
+    let mut inbox = Inbox::new(rx, Duration::from_secs(1), "fuzz-peer", None, None);
     let mut out = Vec::new();
     while out.len() < max_frames {
         let got = inbox.recv();
@@ -40,9 +43,9 @@ pub fn read_frames(stream: &[u8], max_frames: usize) -> Vec<Result<Vec<u8>, Link
 /// or why the bytes were refused.
 pub fn read_greeting(bytes: &[u8]) -> Result<(String, String, bool), String> {
     let mut r = bytes;
-    match crate::tcp::read_greeting(&mut r) {
+    match crate::greet::read_greeting(&mut r) {
         Ok(g) => Ok((g.their_id, g.they_expect, g.tls)),
-        Err(crate::tcp::GreetError::NotBlindjoin(why)) => Err(why),
-        Err(crate::tcp::GreetError::Fatal(e)) => Err(e.to_string()),
+        Err(crate::greet::GreetError::NotBlindjoin(why)) => Err(why),
+        Err(crate::greet::GreetError::Fatal(e)) => Err(e.to_string()),
     }
 }

@@ -10,6 +10,11 @@
 //! within about a second of that; a peer that is merely slow (long local computation, a saturated
 //! WAN) keeps sending heartbeats and is never killed by this.
 //!
+//! Back-pressure is not silence: while our reader holds back on purpose (a full inbox, see
+//! `budget.rs`, or the WAN shaper) the watchdog is paused, and a write blocked by a peer
+//! that holds back is retried as long as that peer's heartbeats still arrive (see
+//! `patience.rs`).
+//!
 //! Heartbeats are 5 bytes each and are not counted in [`crate::LinkStats`], which reports the
 //! protocol's own traffic.
 
@@ -64,6 +69,20 @@ impl Liveness {
     pub(crate) fn set_holding(&self, holding: bool) {
         self.holding.store(holding, Ordering::Relaxed);
         self.touch();
+    }
+
+    /// Whether a byte arrived within `limit` (or a hold began or ended then), whether or not
+    /// the reader is holding now: a reader that holds back reads nothing, so it cannot vouch for
+    /// the peer (see [`crate::patience`]).
+    pub(crate) fn heard_within(&self, limit: Duration) -> bool {
+        let last = self.last_ms.load(Ordering::Relaxed);
+        Duration::from_millis(self.now_ms().saturating_sub(last)) < limit
+    }
+
+    /// Whether the reader is holding frames back now: a test hook.
+    #[cfg(test)]
+    pub(crate) fn is_holding(&self) -> bool {
+        self.holding.load(Ordering::Relaxed)
     }
 
     /// How long the peer has been silent; zero while the reader holds frames back.

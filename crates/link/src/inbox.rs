@@ -1,9 +1,11 @@
 //! The receiving half shared by both link kinds: frames arrive on a channel (filled by a reader
 //! thread for TCP, by the peer directly in memory) and are turned into messages or errors here.
 
+use crate::budget::Budget;
 use crate::frame::{HEADER_LEN, Kind};
 use crate::heartbeat::Watch;
 use crate::{LinkError, LinkStats};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -28,6 +30,9 @@ pub(crate) struct Inbox {
     pub(crate) peer_closed: bool,
     /// The silence watchdog (TCP links, which get heartbeats); `None` in memory.
     pub(crate) watch: Option<Watch>,
+    /// What the reader thread may hold (TCP links, see [`crate::budget`]); `None` in memory,
+    /// where the sender is the peer's protocol thread itself.
+    pub(crate) budget: Option<Arc<Budget>>,
 }
 
 impl Inbox {
@@ -36,6 +41,7 @@ impl Inbox {
         timeout: Duration,
         peer: &str,
         watch: Option<Watch>,
+        budget: Option<Arc<Budget>>,
     ) -> Inbox {
         Inbox {
             rx,
@@ -44,7 +50,17 @@ impl Inbox {
             stats: LinkStats::default(),
             peer_closed: false,
             watch,
+            budget,
         }
+    }
+
+    /// The next frame off the channel; its bytes leave the reader's budget.
+    fn take(&mut self, wait: Duration) -> Result<Incoming, RecvTimeoutError> {
+        let got = self.rx.recv_timeout(wait)?;
+        if let (Ok((_, payload)), Some(b)) = (&got, &self.budget) {
+            b.release(payload.capacity());
+        }
+        Ok(got)
     }
 
     /// The next frame that is not a heartbeat, waiting at most the receive timeout — or less, if
@@ -57,7 +73,7 @@ impl Inbox {
                 Some(_) => left.min(WATCH_POLL),
                 None => left,
             };
-            match self.rx.recv_timeout(wait) {
+            match self.take(wait) {
                 Ok(Ok((kind, payload))) => {
                     let len = (HEADER_LEN + payload.len()) as u64;
                     let delivered = match kind {
@@ -152,11 +168,20 @@ impl Inbox {
         let deadline = Instant::now() + ABORT_LOOKUP;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
+            match self.take(left) {
                 Ok(Ok((Kind::Abort, reason))) => return Some(self.aborted(&reason)),
                 Ok(Ok(_)) => {}
                 _ => return None,
             }
+        }
+    }
+}
+
+impl Drop for Inbox {
+    fn drop(&mut self) {
+        // A reader waiting for room would otherwise wait for good.
+        if let Some(b) = &self.budget {
+            b.close();
         }
     }
 }

@@ -23,6 +23,7 @@
 //! assert_eq!(a.stats().bytes_sent, 5 + 5);
 //! ```
 
+mod budget;
 mod cancel;
 mod codec;
 mod error;
@@ -30,9 +31,11 @@ mod frame;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod greet;
 pub mod heartbeat;
 mod inbox;
 mod mem;
+mod patience;
 mod shape;
 mod tcp;
 pub mod wire;
@@ -115,7 +118,11 @@ pub(crate) fn truncate_reason(reason: &str) -> &str {
 }
 
 #[cfg(test)]
+mod bound_tests;
+#[cfg(test)]
 mod cancel_tests;
+#[cfg(test)]
+mod greet_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

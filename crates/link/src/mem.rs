@@ -24,7 +24,7 @@ pub fn mem_pair_with_timeout(timeout: Duration) -> (MemLink, MemLink) {
     let (tx_b, rx_b) = channel();
     let end = |tx, rx, peer: &str| MemLink {
         tx,
-        inbox: Inbox::new(rx, timeout, peer, None),
+        inbox: Inbox::new(rx, timeout, peer, None, None),
         sent: LinkStats::default(),
     };
     (end(tx_b, rx_a, "b"), end(tx_a, rx_b, "a"))

@@ -1,19 +1,23 @@
 //! The TCP link. Of the two parties, the one whose id sorts first listens on its own address and
 //! the other connects to it, retrying until the connect deadline — so either may start first.
-//! After the connection is up, both exchange a greeting (magic bytes + party id) so a wrong process
-//! on the port, or a peer configured with other party ids, is a clear error, not a hang.
+//! After the connection is up, both exchange a greeting (see [`crate::greet`]).
 //!
 //! A reader thread drains the socket into a channel. That keeps both directions flowing when both
-//! parties send large batches at once (no TCP deadlock), and lets `recv` wait with a timeout.
+//! parties send large batches at once (no TCP deadlock), and lets `recv` wait with a timeout. What
+//! it may hold is bounded (see [`crate::budget`]), and a frame's buffer grows as its bytes arrive
+//! ([`read_payload`]), so neither a flood nor a large announced length costs unbounded memory.
 //!
 //! With [`TcpOptions::tls`] set, the greeting says so and is followed by a mutual TLS handshake
 //! (see [`crate::tls`]); frames, timeouts, counters and aborts are the same on top of it. Byte
 //! counters count frame bytes, not TLS record overhead.
 
+use crate::budget::{Budget, Credit, INBOX_BOUND, READ_CHUNK};
 use crate::cancel::Cancel;
 use crate::frame::{HEADER_LEN, Kind, MAX_FRAME_LEN, header};
+use crate::greet::{GreetError, accept_peer, greet_as_connector};
 use crate::heartbeat::{Liveness, MIN_SILENCE_TIMEOUT, Touching, Watch, heartbeat_interval};
 use crate::inbox::{Inbox, Incoming};
+use crate::patience::{Patience, PatientSocket};
 use crate::shape::{LinkShape, Shaper};
 use crate::tls::{Shared, TlsConfig, TlsContext, TlsReader, TlsWriter};
 use crate::{Link, LinkError, LinkStats, truncate_reason};
@@ -22,17 +26,6 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-
-/// Magic bytes opening the greeting; version 2 of the link (version 1 had no heartbeats).
-const MAGIC: &[u8; 8] = b"BLNDJN02";
-/// The same for a party that will start TLS after the greeting.
-const MAGIC_TLS: &[u8; 8] = b"BLNDJS02";
-/// What a release with an older link sends, and its TLS form: recognised, to say so clearly.
-const OLD_MAGICS: [&[u8; 8]; 2] = [b"BLNDJN01", b"BLNDJS01"];
-/// Longest party id accepted in a greeting.
-const MAX_ID_LEN: usize = 256;
-/// How long a freshly accepted connection may take to greet us.
-const GREETING_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where the two parties are and how long to wait.
 #[derive(Clone, Debug)]
@@ -61,7 +54,7 @@ pub struct TcpOptions {
 
 /// Where frames go: the socket, or the TLS connection over it.
 enum Out {
-    Plain(TcpStream),
+    Plain(PatientSocket),
     Tls(TlsWriter),
 }
 
@@ -86,8 +79,11 @@ struct FrameWriter {
     out: BufWriter<Out>,
     sent: LinkStats,
     peer: String,
-    /// The socket's send timeout: a write blocked this long means the peer stopped reading.
-    silence_timeout: Duration,
+    /// How long a blocked write waited, and whether the peer was still heard from meanwhile.
+    patience: Arc<Patience>,
+    /// Credited with every frame sent, so the reader may hold that much more (see
+    /// [`crate::budget`]).
+    budget: Arc<Budget>,
 }
 
 impl FrameWriter {
@@ -95,12 +91,19 @@ impl FrameWriter {
         if payload.len() > MAX_FRAME_LEN {
             return Err(LinkError::MessageTooLarge { len: payload.len() });
         }
-        let (peer, silence) = (&self.peer, self.silence_timeout);
+        let (peer, patience) = (&self.peer, &self.patience);
         let failed = |source: std::io::Error| match source.kind() {
-            // SO_SNDTIMEO expired: the peer's reader, which always drains its socket, is gone.
+            // A write blocked past its patience (see `crate::patience`): a peer still heard
+            // from took none of our data for the receive timeout; one not heard from is gone.
+            ErrorKind::WouldBlock | ErrorKind::TimedOut if patience.peer_heard() => {
+                LinkError::RecvTimeout {
+                    peer: peer.clone(),
+                    waited: patience.most(),
+                }
+            }
             ErrorKind::WouldBlock | ErrorKind::TimedOut => LinkError::PeerSilent {
                 peer: peer.clone(),
-                silent_for: silence,
+                silent_for: patience.silence(),
             },
             _ => LinkError::Io {
                 peer: peer.clone(),
@@ -114,6 +117,7 @@ impl FrameWriter {
         self.out.flush().map_err(failed)?;
         if kind != Kind::Heartbeat {
             self.sent.bytes_sent += (HEADER_LEN + payload.len()) as u64;
+            self.budget.credit(HEADER_LEN + payload.len());
         }
         Ok(())
     }
@@ -132,6 +136,8 @@ pub struct TcpLink {
     inbox: Inbox,
     /// Dropping it stops the heartbeat thread.
     _stop_heartbeats: Sender<()>,
+    /// Ended on drop, so the last flush does not wait for a slow reader.
+    patience: Arc<Patience>,
 }
 
 impl TcpLink {
@@ -175,6 +181,17 @@ impl TcpLink {
         listener: bool,
         cancel: &Cancel,
     ) -> Result<TcpLink, LinkError> {
+        Self::establish_crediting(opts, listener, cancel, Credit::new())
+    }
+
+    /// [`TcpLink::establish_as`] whose reader is credited with `credit`: the bytes this party
+    /// sends on all the links that share it (see [`crate::budget`]).
+    pub(crate) fn establish_crediting(
+        opts: &TcpOptions,
+        listener: bool,
+        cancel: &Cancel,
+        credit: Arc<Credit>,
+    ) -> Result<TcpLink, LinkError> {
         if opts.self_id == opts.peer_id {
             return Err(LinkError::WrongPeer(format!(
                 "both parties have the id {:?}; give each party its own id in link_config.parties",
@@ -200,9 +217,17 @@ impl TcpLink {
         let (tx, rx) = channel();
         let peer = opts.peer_id.clone();
         let live = Liveness::new();
+        let budget = Budget::new(INBOX_BOUND, credit);
+        let silence = opts.silence_timeout.max(MIN_SILENCE_TIMEOUT);
+        let patience = Patience::new(live.clone(), silence, opts.recv_timeout);
+        let patient = |stream| PatientSocket {
+            stream,
+            patience: Arc::clone(&patience),
+        };
         let frames = FrameSource {
             live: live.clone(),
             shape: opts.shape,
+            budget: Arc::clone(&budget),
         };
         let out = match tls {
             None => {
@@ -210,11 +235,11 @@ impl TcpLink {
                     .name(format!("link-reader-{peer}"))
                     .spawn(move || read_frames(reader, &peer, &tx, frames))
                     .map_err(|e| io(opts, e))?;
-                Out::Plain(stream)
+                Out::Plain(patient(stream))
             }
             Some(ctx) => {
                 let conn = ctx.handshake(&mut stream)?;
-                let shared = Shared::new(conn, stream);
+                let shared = Shared::new(conn, patient(stream));
                 let tls_reader = TlsReader::new(shared.clone(), reader);
                 std::thread::Builder::new()
                     .name(format!("link-reader-{peer}"))
@@ -223,7 +248,6 @@ impl TcpLink {
                 Out::Tls(TlsWriter { shared })
             }
         };
-        let silence = opts.silence_timeout.max(MIN_SILENCE_TIMEOUT);
         // Set after the TLS handshake, which has deadlines of its own.
         socket
             .set_write_timeout(Some(silence))
@@ -232,7 +256,8 @@ impl TcpLink {
             out: BufWriter::with_capacity(1 << 16, out),
             sent: LinkStats::default(),
             peer: opts.peer_id.clone(),
-            silence_timeout: silence,
+            patience: Arc::clone(&patience),
+            budget: Arc::clone(&budget),
         }));
         let stop_heartbeats = start_heartbeats(&writer, &opts.peer_id, heartbeat_interval(silence))
             .map_err(|e| io(opts, e))?;
@@ -243,13 +268,41 @@ impl TcpLink {
         Ok(TcpLink {
             writer,
             socket,
-            inbox: Inbox::new(rx, opts.recv_timeout, &opts.peer_id, Some(watch)),
+            inbox: Inbox::new(
+                rx,
+                opts.recv_timeout,
+                &opts.peer_id,
+                Some(watch),
+                Some(budget),
+            ),
             _stop_heartbeats: stop_heartbeats,
+            patience,
         })
     }
 
     fn write_frame(&mut self, kind: Kind, payload: &[u8]) -> Result<(), LinkError> {
         lock(&self.writer).write_frame(kind, payload)
+    }
+
+    /// `(bytes the reader holds now, the most it ever held)`: the test hook for the bound.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> (u64, u64) {
+        self.inbox.budget.as_ref().map_or((0, 0), |b| b.held())
+    }
+
+    /// Whether the reader is holding frames back (waiting for room): a test hook.
+    #[cfg(test)]
+    pub(crate) fn holding(&self) -> bool {
+        self.inbox
+            .watch
+            .as_ref()
+            .is_some_and(|w| w.live.is_holding())
+    }
+
+    /// The reader's budget, which the reader thread holds while it runs: a test hook.
+    #[cfg(test)]
+    pub(crate) fn budget(&self) -> Option<Arc<Budget>> {
+        self.inbox.budget.clone()
     }
 }
 
@@ -276,6 +329,7 @@ fn start_heartbeats(
 
 impl Drop for TcpLink {
     fn drop(&mut self) {
+        self.patience.end();
         let mut w = lock(&self.writer);
         let _ = w.out.flush();
         if let Out::Tls(t) = w.out.get_mut() {
@@ -330,7 +384,7 @@ impl Link for TcpLink {
     }
 }
 
-fn io(opts: &TcpOptions, source: std::io::Error) -> LinkError {
+pub(crate) fn io(opts: &TcpOptions, source: std::io::Error) -> LinkError {
     LinkError::Io {
         peer: opts.peer_id.clone(),
         source,
@@ -338,7 +392,7 @@ fn io(opts: &TcpOptions, source: std::io::Error) -> LinkError {
 }
 
 /// `Err(Cancelled)` once `cancel` is cancelled: the connect loops poll it between attempts.
-fn cancelled(cancel: &Cancel) -> Result<(), LinkError> {
+pub(crate) fn cancelled(cancel: &Cancel) -> Result<(), LinkError> {
     if cancel.is_cancelled() {
         return Err(LinkError::Cancelled {
             reason: cancel.reason(),
@@ -371,42 +425,6 @@ fn bind(opts: &TcpOptions) -> Result<TcpListener, LinkError> {
     })?;
     listener.set_nonblocking(true).map_err(|e| io(opts, e))?;
     Ok(listener)
-}
-
-fn accept_peer(
-    listener: &TcpListener,
-    opts: &TcpOptions,
-    deadline: Instant,
-    cancel: &Cancel,
-) -> Result<TcpStream, LinkError> {
-    let mut last = String::from("nobody connected");
-    loop {
-        cancelled(cancel)?;
-        match listener.accept() {
-            Ok((stream, from)) => {
-                stream.set_nonblocking(false).map_err(|e| io(opts, e))?;
-                match greet_as_listener(stream, opts) {
-                    Ok(s) => return Ok(s),
-                    // Garbage from a scanner or another program: keep waiting for our peer.
-                    Err(GreetError::NotBlindjoin(why)) => {
-                        last = format!("{from} is not a blindjoin peer: {why}")
-                    }
-                    Err(GreetError::Fatal(e)) => return Err(e),
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-            Err(e) => last = e.to_string(),
-        }
-        if Instant::now() >= deadline {
-            return Err(LinkError::ConnectTimeout {
-                peer: opts.peer_id.clone(),
-                addr: format!("{} (listening; the peer connects here)", opts.self_addr),
-                waited: opts.connect_timeout,
-                last,
-            });
-        }
-        std::thread::sleep(ACCEPT_POLL);
-    }
 }
 
 fn connect_peer(
@@ -445,11 +463,6 @@ fn connect_peer(
     }
 }
 
-/// How long the listener sleeps between non-blocking accepts. Both parties read their input
-/// while the link comes up, and the one that finishes first waits for the link: a long poll
-/// would be idle time added to every run.
-const ACCEPT_POLL: Duration = Duration::from_millis(2);
-
 /// The connector's pause after its `attempt`-th refused round (0-based): 5 ms, doubling to
 /// 200 ms. The listener is usually up within milliseconds of the connector's first try (both
 /// are started together), so a fixed 200 ms pause cost most runs that lost the race up to
@@ -458,130 +471,36 @@ fn retry_delay(attempt: u32) -> Duration {
     Duration::from_millis(5u64 << attempt.min(6)).min(Duration::from_millis(200))
 }
 
-pub(crate) enum GreetError {
-    /// The other end does not speak our greeting: not fatal while the deadline lasts.
-    NotBlindjoin(String),
-    /// A blindjoin peer with the wrong identity: a configuration error.
-    Fatal(LinkError),
-}
-
-/// `MAGIC | own id | the id we expect the other side to have`: both sides check both ids, so a
-/// misconfiguration is reported by both parties, not just the one that noticed.
-fn greeting(opts: &TcpOptions) -> Vec<u8> {
-    let mut g = if opts.tls.is_some() { MAGIC_TLS } else { MAGIC }.to_vec();
-    crate::put_bytes_u16(&mut g, opts.self_id.as_bytes());
-    crate::put_bytes_u16(&mut g, opts.peer_id.as_bytes());
-    g
-}
-
-fn read_id(stream: &mut impl Read) -> Result<String, GreetError> {
-    let not_ours = |e: std::io::Error| GreetError::NotBlindjoin(e.to_string());
-    let mut len = [0u8; 2];
-    stream.read_exact(&mut len).map_err(not_ours)?;
-    let len = u16::from_le_bytes(len) as usize;
-    if len > MAX_ID_LEN {
-        return Err(GreetError::NotBlindjoin(format!(
-            "party id of {len} bytes is too long"
-        )));
-    }
-    let mut id = vec![0u8; len];
-    stream.read_exact(&mut id).map_err(not_ours)?;
-    String::from_utf8(id).map_err(|_| GreetError::NotBlindjoin("party id is not UTF-8".to_string()))
-}
-
-/// The other side's greeting.
-pub(crate) struct Greeting {
-    pub(crate) their_id: String,
-    pub(crate) they_expect: String,
-    pub(crate) tls: bool,
-}
-
-/// Reads the other side's greeting.
-pub(crate) fn read_greeting(stream: &mut impl Read) -> Result<Greeting, GreetError> {
-    let mut magic = [0u8; 8];
-    stream
-        .read_exact(&mut magic)
-        .map_err(|e| GreetError::NotBlindjoin(e.to_string()))?;
-    let tls = match &magic {
-        m if m == MAGIC => false,
-        m if m == MAGIC_TLS => true,
-        m if OLD_MAGICS.contains(&m) => {
-            return Err(GreetError::Fatal(LinkError::WrongPeer(
-                "the peer runs an older blindjoin release (link version 1, without heartbeats); \
-                 install the same release on both sides"
-                    .to_string(),
-            )));
-        }
-        _ => return Err(GreetError::NotBlindjoin("wrong greeting bytes".to_string())),
-    };
-    Ok(Greeting {
-        their_id: read_id(stream)?,
-        they_expect: read_id(stream)?,
-        tls,
-    })
-}
-
-fn check_ids(theirs: Greeting, opts: &TcpOptions) -> Result<(), GreetError> {
-    let Greeting {
-        their_id,
-        they_expect,
-        tls,
-    } = theirs;
-    if tls != opts.tls.is_some() {
-        let on_off = |b: bool| if b { "on" } else { "off" };
-        return Err(GreetError::Fatal(LinkError::WrongPeer(format!(
-            "this party has TLS {} but peer {their_id:?} has it {}; set link_config.enable_ssl (or the --tls-* flags) the same on both sides",
-            on_off(opts.tls.is_some()),
-            on_off(tls)
-        ))));
-    }
-    if their_id == opts.peer_id && they_expect == opts.self_id {
-        return Ok(());
-    }
-    Err(GreetError::Fatal(LinkError::WrongPeer(format!(
-        "this party is {:?} and expects peer {:?}, but the connected party is {:?} and expects peer {:?}; \
-         make link_config.parties and self_link_party agree on both sides",
-        opts.self_id, opts.peer_id, their_id, they_expect
-    ))))
-}
-
-fn greet(
-    mut stream: TcpStream,
-    opts: &TcpOptions,
-    speak_first: bool,
-) -> Result<TcpStream, GreetError> {
-    let fatal = |e| GreetError::Fatal(io(opts, e));
-    let send = |s: &mut TcpStream| {
-        s.write_all(&greeting(opts))
-            .map_err(|e| GreetError::NotBlindjoin(e.to_string()))
-    };
-    stream
-        .set_read_timeout(Some(GREETING_TIMEOUT))
-        .map_err(fatal)?;
-    if speak_first {
-        send(&mut stream)?;
-    }
-    let theirs = read_greeting(&mut stream)?;
-    if !speak_first {
-        send(&mut stream)?;
-    }
-    check_ids(theirs, opts)?;
-    stream.set_read_timeout(None).map_err(fatal)?;
-    Ok(stream)
-}
-
-fn greet_as_listener(stream: TcpStream, opts: &TcpOptions) -> Result<TcpStream, GreetError> {
-    greet(stream, opts, false)
-}
-
-fn greet_as_connector(stream: TcpStream, opts: &TcpOptions) -> Result<TcpStream, GreetError> {
-    greet(stream, opts, true)
-}
-
-/// What the reader thread reports to besides the inbox: signs of life, and the simulated WAN.
+/// What the reader thread reports to besides the inbox: signs of life, the simulated WAN, and
+/// the bytes it holds.
 pub(crate) struct FrameSource {
     pub(crate) live: Arc<Liveness>,
     pub(crate) shape: Option<LinkShape>,
+    pub(crate) budget: Arc<Budget>,
+}
+
+/// Reads a payload of `len` bytes, growing its buffer as the bytes arrive: [`READ_CHUNK`] at a
+/// time, the capacity doubling (so copying stays linear) but never past `len`. A peer that
+/// announces `len` and sends `k` bytes costs at most `max(2k, k + READ_CHUNK)`, not `len`. Every
+/// allocation is charged to `budget`; on failure the partial buffer's charge is released.
+fn read_payload(r: &mut impl Read, len: usize, budget: &Budget) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    while buf.len() < len {
+        let have = buf.len();
+        let step = (len - have).min(READ_CHUNK);
+        if buf.capacity() < have + step {
+            let before = buf.capacity();
+            let target = (2 * have).max(have + step).min(len);
+            buf.reserve_exact(target - have);
+            budget.charge(buf.capacity() - before);
+        }
+        buf.resize(have + step, 0);
+        if let Err(e) = r.read_exact(&mut buf[have..]) {
+            budget.release(buf.capacity());
+            return Err(e);
+        }
+    }
+    Ok(buf)
 }
 
 /// The reader thread: frames in, until EOF, an error, or the receiver is dropped.
@@ -591,7 +510,7 @@ pub(crate) fn read_frames(
     tx: &Sender<Incoming>,
     source: FrameSource,
 ) {
-    let live = source.live;
+    let (live, budget) = (source.live, source.budget);
     let touching = Touching {
         inner: stream,
         live: live.clone(),
@@ -622,20 +541,38 @@ pub(crate) fn read_frames(
             )));
             return;
         }
-        let mut payload = vec![0u8; len];
-        if let Err(e) = r.read_exact(&mut payload) {
+        let io_failed = |source| {
             let _ = tx.send(Err(LinkError::Io {
                 peer: peer.to_string(),
-                source: e,
+                source,
             }));
+        };
+        if kind == Kind::Heartbeat {
+            // A sign of life (already recorded by `Touching`), nothing for `recv`: skipped
+            // without a buffer or a place in the inbox.
+            let skipped = std::io::copy(&mut (&mut r).take(len as u64), &mut std::io::sink());
+            match skipped {
+                Ok(n) if n == len as u64 => continue,
+                Ok(_) => io_failed(ErrorKind::UnexpectedEof.into()),
+                Err(e) => io_failed(e),
+            }
             return;
         }
+        if !budget.admit(len, &live) {
+            return;
+        }
+        let payload = match read_payload(&mut r, len, &budget) {
+            Ok(p) => p,
+            Err(e) => return io_failed(e),
+        };
         if let Some(shaper) = &mut shaper {
             live.set_holding(true);
             shaper.wait(Instant::now(), HEADER_LEN + len);
             live.set_holding(false);
         }
+        let cap = payload.capacity();
         if tx.send(Ok((kind, payload))).is_err() {
+            budget.release(cap);
             return;
         }
     }

@@ -116,7 +116,10 @@ fn wrong_party_id_is_refused() {
 
 /// A hand-driven "bob" that greets `alice` (listening with options `o`) with `magic` and then
 /// does whatever the test says: returns alice's side (or its error) and bob's raw socket.
-fn raw_bob(o: TcpOptions, magic: &[u8; 8]) -> (Result<TcpLink, LinkError>, std::net::TcpStream) {
+pub(crate) fn raw_bob(
+    o: TcpOptions,
+    magic: &[u8; 8],
+) -> (Result<TcpLink, LinkError>, std::net::TcpStream) {
     use std::io::Write;
     let port: u16 = o.self_addr.rsplit(':').next().unwrap().parse().unwrap();
     let t = std::thread::spawn(move || TcpLink::establish(&o));

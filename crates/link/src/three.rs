@@ -6,7 +6,9 @@
 //! [`TcpLink`]: the greeting checks both ids (so a party configured with another list fails
 //! clearly), and timeouts, TLS and heartbeats are per link as for two parties.
 
+use crate::budget::Credit;
 use crate::{Cancel, LinkError, TcpLink, TcpOptions, TlsConfig};
+use std::sync::Arc;
 
 /// One of the three parties: its id and its `HOST:PORT`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,9 +73,13 @@ pub fn establish_three(
     };
     let (listen_to, dial_to) = ((me + 1) % 3, (me + 2) % 3);
     let (dial_opts, listen_opts) = (opts_for(dial_to), opts_for(listen_to));
+    // One credit for both links: what we send on either lets both readers hold more, so a ring
+    // of parties each sending before reading cannot deadlock (see `crate::budget`).
+    let credit = Credit::new();
     let (dialed, listened) = std::thread::scope(|s| {
-        let dial = s.spawn(|| TcpLink::establish_as(&dial_opts, false, cancel));
-        let listened = TcpLink::establish_as(&listen_opts, true, cancel);
+        let dial_credit = Arc::clone(&credit);
+        let dial = s.spawn(|| TcpLink::establish_crediting(&dial_opts, false, cancel, dial_credit));
+        let listened = TcpLink::establish_crediting(&listen_opts, true, cancel, credit);
         let dialed = dial.join().unwrap_or_else(|_| {
             Err(LinkError::WrongPeer(
                 "internal: the connect thread panicked".into(),

@@ -19,6 +19,7 @@
 //! A second mutex orders the writes of TLS records onto the socket.
 
 use crate::LinkError;
+use crate::patience::PatientSocket;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
@@ -47,7 +48,7 @@ pub struct TlsConfig {
     pub ca_path: PathBuf,
 }
 
-/// How long the TLS handshake and the confirmation may take once TCP is up (as the greeting).
+/// How long the TLS handshake and the confirmation may take once the greeting is done.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Sent by the listener inside TLS once it has accepted the connector's certificate.
@@ -502,7 +503,7 @@ pub(crate) struct Shared {
     conn: Mutex<Connection>,
     /// The writing half of the socket; held while records are drained from `conn` and written,
     /// so records reach the socket in the order rustls produced them.
-    socket: Mutex<TcpStream>,
+    socket: Mutex<PatientSocket>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -512,7 +513,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    pub(crate) fn new(conn: Connection, socket: TcpStream) -> Arc<Shared> {
+    pub(crate) fn new(conn: Connection, socket: PatientSocket) -> Arc<Shared> {
         Arc::new(Shared {
             conn: Mutex::new(conn),
             socket: Mutex::new(socket),
@@ -520,7 +521,7 @@ impl Shared {
     }
 
     /// Drains every pending TLS record and writes it (the caller holds the socket lock).
-    fn flush_records(&self, socket: &mut TcpStream) -> std::io::Result<()> {
+    fn flush_records(&self, socket: &mut PatientSocket) -> std::io::Result<()> {
         let mut records = Vec::new();
         {
             let mut conn = lock(&self.conn);

@@ -78,6 +78,15 @@ fn party(
 
 type Est = Result<TcpLink, LinkError>;
 
+/// Certificates for "alice" and "bob" from one CA, in a directory named after `name`.
+pub(crate) fn pair_configs(name: &str) -> (TlsConfig, TlsConfig) {
+    let dir = tmp(name);
+    let ca = ca(&dir, "main");
+    let alice = party(&dir, "alice", Names::San("alice"), &ca, &ca, false);
+    let bob = party(&dir, "bob", Names::San("bob"), &ca, &ca, false);
+    (alice, bob)
+}
+
 /// Runs "receiver" (the listener: TLS server) and "sender" (the connector: TLS client).
 fn pair(receiver: Option<TlsConfig>, sender: Option<TlsConfig>) -> (Est, Est, Duration) {
     let (pr, ps) = (free_port(), free_port());
