@@ -20,6 +20,7 @@ pub mod parquet_io;
 #[cfg(not(feature = "parquet"))]
 #[path = "parquet_off.rs"]
 pub mod parquet_io;
+mod private_fs;
 mod process;
 mod recovery;
 mod report;
