@@ -21,6 +21,7 @@ pub mod parquet_io;
 #[path = "parquet_off.rs"]
 pub mod parquet_io;
 mod plan;
+mod private_fs;
 mod process;
 mod recovery;
 mod report;

@@ -1,6 +1,12 @@
 //! Atomic output files: everything is written to a hidden temporary file beside the target and
 //! renamed over it only when complete, so a failed run never leaves a file that looks like a
 //! result. A dropped, uncommitted [`AtomicFile`] deletes its temporary file.
+//!
+//! Outputs hold the user's rows (or a cache, a checkpoint, a report about them), so the
+//! temporary file is made private ([`crate::private_fs::create_new`]: mode 0600, a random name,
+//! create-new, no symlink followed) and the rename keeps that mode: the final file is 0600
+//! too, whatever the umask or a file it replaces. A user who shares a result does so with
+//! `chmod`.
 
 use crate::error::DataError;
 use std::fs::File;
@@ -24,8 +30,15 @@ impl AtomicFile {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let tmp = path.with_file_name(format!(".{name}.blindjoin-tmp-{}", std::process::id()));
-        let file = File::create(&tmp).map_err(|source| DataError::Io {
+        let mut r = [0u8; 8];
+        blindjoin_crypto::random_bytes(&mut r).map_err(|e| DataError::Io {
+            path: path.to_path_buf(),
+            action: "naming the output's temporary file",
+            source: std::io::Error::other(e),
+        })?;
+        let tag = u64::from_le_bytes(r);
+        let tmp = path.with_file_name(format!(".{name}.blindjoin-tmp-{tag:016x}"));
+        let file = crate::private_fs::create_new(&tmp).map_err(|source| DataError::Io {
             path: path.to_path_buf(),
             action: "creating the output (does its directory exist and is it writable?)",
             source,
@@ -132,5 +145,32 @@ mod tests {
         f.write_all(b"id\n1\n").unwrap();
         f.commit().unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"id\n1\n");
+    }
+
+    /// The temporary file and the output it becomes are 0600, also when they replace a wider
+    /// file; two writers of one path never share a temporary file.
+    #[cfg(unix)]
+    #[test]
+    fn outputs_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let dir = std::env::temp_dir().join(format!("bj-atomic-{}-private", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("out.csv");
+        std::fs::write(&p, b"old").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let (a, b) = (
+            AtomicFile::create(&p).unwrap(),
+            AtomicFile::create(&p).unwrap(),
+        );
+        assert_ne!(a.tmp, b.tmp);
+        assert_eq!(mode(&a.tmp), 0o600);
+        drop(b);
+        a.commit().unwrap();
+        assert_eq!(mode(&p), 0o600);
+        write_atomic(&p, b"id\n").unwrap();
+        assert_eq!(mode(&p), 0o600);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -9,9 +9,13 @@
 //! to a fingerprint of the run's settings and the input file (size and modification time); a
 //! rerun with anything changed is refused. No secret is stored: every bucket's protocol draws
 //! fresh randomness, and a user-supplied ECDH key stays in the user's own file.
+//!
+//! The folder holds a copy of the input and of the output's rows: folders we make in it are
+//! 0700 and files 0600 ([`crate::private_fs`]).
 
 use crate::error::{ConfigError, DataError};
 use crate::output::write_atomic;
+use crate::private_fs;
 use crate::process::ProcessorState;
 use crate::spec::RunSpec;
 use crate::wire::ResumePoint;
@@ -62,11 +66,16 @@ impl Recovery {
         spec: &RunSpec,
         folder: &Path,
     ) -> Result<(Recovery, Option<Checkpoint>), DataError> {
-        std::fs::create_dir_all(folder).map_err(|source| DataError::Io {
+        // The folder keeps a copy of the input (its shards) and the output's runs: made 0700
+        // when we make it, and the user is told when theirs is open to group or others.
+        let existed = private_fs::ensure_user_dir(folder).map_err(|source| DataError::Io {
             path: folder.to_path_buf(),
             action: "creating the recovery folder",
             source,
         })?;
+        if existed {
+            private_fs::warn_if_shared(folder, "the recovery folder");
+        }
         let rec = Recovery {
             folder: folder.to_path_buf(),
             fingerprint: fingerprint(spec)?,

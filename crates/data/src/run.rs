@@ -5,6 +5,7 @@
 use crate::bucket::BucketedPsi;
 use crate::error::DataError;
 use crate::output::write_atomic;
+use crate::private_fs::{self, PrivateDir};
 use crate::process::{Processor, RunsAt, key_groups};
 use crate::recovery::{Checkpoint, Recovery};
 use crate::report::{PeakTracker, Report, Stages};
@@ -220,7 +221,11 @@ fn spills(spec: &RunSpec, input: &Path) -> bool {
 /// file in `dir` (see [`crate::parquet_io`]), removed when this is dropped.
 pub(crate) enum CsvInput {
     Direct(PathBuf),
-    Converted(PathBuf),
+    /// The copy, in a private folder of its own (removed after the copy, on drop).
+    Converted {
+        csv: PathBuf,
+        _folder: PrivateDir,
+    },
 }
 
 impl CsvInput {
@@ -228,8 +233,10 @@ impl CsvInput {
         Self::of(&spec.input, spec.input_format, &spec.keys, dir, progress)
     }
 
-    /// The CSV to read for `input`: the file itself, or a CSV copy in `dir` of a Parquet file
-    /// (removed when this drops).
+    /// The CSV to read for `input`: the file itself, or a CSV copy of a Parquet file (removed
+    /// when this drops). The copy is the whole table in plain text, so it goes into a new
+    /// folder in `dir` with a random name and mode 0700, as a 0600 file made create-new
+    /// ([`crate::private_fs`]).
     pub(crate) fn of(
         input: &Path,
         format: TableFormat,
@@ -240,21 +247,23 @@ impl CsvInput {
         if format == TableFormat::Csv {
             return Ok(CsvInput::Direct(input.to_path_buf()));
         }
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let path = dir.join(format!(
-            ".blindjoin-parquet-{}-{nanos}.csv",
-            std::process::id()
-        ));
+        let folder = PrivateDir::create_in(dir, "parquet").map_err(|source| DataError::Io {
+            path: dir.to_path_buf(),
+            action: "creating a private folder for the Parquet input's CSV copy",
+            source,
+        })?;
+        let path = folder.path().join("input.csv");
         let io = |action, source| DataError::Io {
             path: path.clone(),
             action,
             source,
         };
-        let file = std::fs::File::create(&path)
+        let file = private_fs::create_new(&path)
             .map_err(|e| io("creating the Parquet input's CSV copy", e))?;
-        let converted = CsvInput::Converted(path.clone());
+        let converted = CsvInput::Converted {
+            csv: path.clone(),
+            _folder: folder,
+        };
         let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
         crate::parquet_io::parquet_to_csv(input, keys, &mut w, progress)?;
         std::io::Write::flush(&mut w).map_err(|e| io("writing the Parquet input's CSV copy", e))?;
@@ -263,14 +272,14 @@ impl CsvInput {
 
     pub(crate) fn path(&self) -> &Path {
         match self {
-            CsvInput::Direct(p) | CsvInput::Converted(p) => p,
+            CsvInput::Direct(p) | CsvInput::Converted { csv: p, .. } => p,
         }
     }
 }
 
 impl Drop for CsvInput {
     fn drop(&mut self) {
-        if let CsvInput::Converted(p) = self {
+        if let CsvInput::Converted { csv: p, .. } = self {
             let _ = std::fs::remove_file(p);
         }
     }
@@ -296,6 +305,23 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
             message: "missing; this party receives the intersection".into(),
         }));
     }
+    // The ECDH key file is checked as the unbalanced server's key file is: a regular file of
+    // 32 bytes (a scalar, on every curve) that group and others cannot read; refused
+    // otherwise, naming `chmod 600`. Read before the input, so a bad key file fails the run
+    // at once, not after a long spill.
+    let secret_key = match &spec.secret_key_path {
+        None => None,
+        Some(p) => Some(
+            private_fs::read_key_file(p, 32, " bytes: a scalar of the curve").map_err(
+                |problem| {
+                    DataError::Config(crate::error::ConfigError::Invalid {
+                        field: "blindjoin.secret_key_path (--secret-key)".into(),
+                        message: format!("{}: {problem}", p.display()),
+                    })
+                },
+            )?,
+        ),
+    };
     let mut recovery = None;
     let source = if let Some(folder) = &spec.recovery {
         let (rec, cp) = Recovery::open(spec, folder)?;
@@ -324,16 +350,6 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
             SpillTo::Memory
         };
         spill(input.path(), &spec.keys, to, progress)?
-    };
-    let secret_key = match &spec.secret_key_path {
-        None => None,
-        Some(p) => Some(Zeroizing::new(std::fs::read(p).map_err(|source| {
-            DataError::Io {
-                path: p.clone(),
-                action: "reading the secret key file",
-                source,
-            }
-        })?)),
     };
     Ok(Prepared {
         source,

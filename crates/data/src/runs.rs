@@ -10,6 +10,7 @@
 
 use crate::error::DataError;
 use crate::output::Sink;
+use crate::private_fs;
 use crate::table::{cmp_keys, key_prefix};
 use std::cmp::Ordering;
 use std::fs::File;
@@ -68,10 +69,10 @@ impl Runs {
         Self::with(Store::Memory(Vec::new()), sort_by)
     }
 
-    /// Runs in a new file at `path` (removed on drop).
+    /// Runs in a new file at `path` (0600, removed on drop).
     ///
     /// # Errors
-    /// The file cannot be created.
+    /// The file cannot be created, or something (a symlink included) is already at `path`.
     pub fn on_disk(path: PathBuf, sort_by: SortBy) -> Result<Self, DataError> {
         Self::open_at(path, sort_by, &RunsState::default(), false)
     }
@@ -96,13 +97,15 @@ impl Runs {
             action: "opening a sorted-run file in the spill directory",
             source,
         };
-        let mut f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(state.len == 0)
-            .open(&path)
-            .map_err(io)?;
+        // The runs are the output's rows: a private file (0600, no symlink followed) that is
+        // new, or, resumed past a checkpoint, ours from the crashed run. A resumed run with
+        // nothing checkpointed starts the file over.
+        let mut f = match (keep, state.len) {
+            (false, _) => private_fs::create_new(&path),
+            (true, 0) => private_fs::replace(&path),
+            (true, _) => private_fs::open_existing(&path),
+        }
+        .map_err(io)?;
         if f.metadata().map_err(io)?.len() < state.len {
             return Err(io(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
@@ -647,6 +650,49 @@ mod tests {
         fill(&mut disk);
         assert_eq!(merged(disk, "disk"), want);
         assert!(!path.exists(), "the run file is removed");
+    }
+
+    /// A run file holds output rows: 0600, never written through a planted file or symlink; a
+    /// resumed one is reopened (narrowed to 0600), or started over when nothing was checkpointed.
+    #[cfg(unix)]
+    #[test]
+    fn run_files_are_private_and_never_follow_a_planted_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| {
+            std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777
+        };
+        let dir = std::env::temp_dir().join(format!("bj-runs-{}-private", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("runs");
+        let mut disk = Runs::on_disk(path.clone(), SortBy::Key).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        fill(&mut disk);
+        disk.sync().unwrap();
+        assert!(Runs::on_disk(path.clone(), SortBy::Key).is_err(), "in use");
+        drop(disk);
+        let theirs = dir.join("theirs");
+        std::fs::write(&theirs, b"keep").unwrap();
+        std::os::unix::fs::symlink(&theirs, &path).unwrap();
+        assert!(Runs::on_disk(path.clone(), SortBy::Key).is_err());
+        let state = RunsState {
+            len: 4,
+            bounds: vec![(0, 4)],
+        };
+        assert!(Runs::resumed(path.clone(), SortBy::Key, &state).is_err());
+        assert_eq!(std::fs::read(&theirs).unwrap(), b"keep");
+        // Nothing checkpointed: the link is replaced by a file of ours.
+        drop(Runs::resumed(path.clone(), SortBy::Key, &RunsState::default()).unwrap());
+        assert!(std::fs::symlink_metadata(&path).unwrap().is_file());
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(std::fs::read(&theirs).unwrap(), b"keep");
+        std::fs::write(&path, b"0123456789").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let resumed = Runs::resumed(path.clone(), SortBy::Key, &state).unwrap();
+        assert_eq!((mode(&path), resumed.state()), (0o600, state));
+        drop(resumed);
+        assert_eq!(std::fs::read(&path).unwrap(), b"0123");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

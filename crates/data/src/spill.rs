@@ -19,6 +19,7 @@
 
 use crate::csv::{CsvError, CsvReader, FieldSpan, RecordSpan};
 use crate::error::DataError;
+use crate::private_fs;
 use crate::rows::order_key;
 use crate::table::{KeyColumns, SETTLE_BY_COMPARISON, cmp_keys, key_prefix, sort_by_key};
 use blindjoin_crypto::{ITEM_DIGEST_LANES, ItemDigest, item_digest, item_digests};
@@ -408,7 +409,7 @@ fn spill_in_blocks(
             })),
             SpillTo::Disk(dir) => {
                 let p = dir.shard(s);
-                File::create(&p)
+                dir.new_file(&p)
                     .map(|f| Sink::File(p.clone(), BufWriter::with_capacity(buffer, f), 0))
                     .map_err(|source| DataError::Io {
                         path: p,
@@ -924,42 +925,62 @@ impl SpilledTable {
 }
 
 /// Where the shards go: a private directory removed with everything in it on drop, or (with
-/// recovery) a fixed directory that outlives the run.
+/// recovery) a fixed directory that outlives the run. Either way the directory is 0700 and
+/// each file in it 0600 ([`crate::private_fs`]): the shards are a plaintext copy of the input.
 pub struct SpillDir {
     path: PathBuf,
     remove_on_drop: bool,
 }
 
 impl SpillDir {
-    /// A new private directory under `parent`, removed on drop.
+    /// A new private directory under `parent` (made, 0700, when missing), with a random name,
+    /// removed on drop. A `parent` other than the system's temporary directory is the user's
+    /// `spill_dir`: they are warned when group or others have access to it.
     ///
     /// # Errors
     /// `parent` is not writable.
     pub fn temporary(parent: &Path) -> Result<SpillDir, DataError> {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = parent.join(format!(".blindjoin-spill-{}-{n}", std::process::id()));
-        Self::create(path, true)
+        let err = |source| DataError::Io {
+            path: parent.to_path_buf(),
+            action: "creating the spill directory (set --spill-dir to a writable directory)",
+            source,
+        };
+        private_fs::ensure_user_dir(parent).map_err(err)?;
+        if parent != std::env::temp_dir() {
+            private_fs::warn_if_shared(parent, "spill_dir");
+        }
+        let path = private_fs::create_private_dir_in(parent, "spill").map_err(err)?;
+        Ok(SpillDir {
+            path,
+            remove_on_drop: true,
+        })
     }
 
-    /// `path` itself, kept after the run (recovery).
+    /// `path` itself (made 0700 when missing), kept after the run (recovery).
     ///
     /// # Errors
-    /// It cannot be created.
+    /// It cannot be created, or a symlink or a file is in its place.
     pub fn persistent(path: PathBuf) -> Result<SpillDir, DataError> {
-        Self::create(path, false)
-    }
-
-    fn create(path: PathBuf, remove_on_drop: bool) -> Result<SpillDir, DataError> {
-        std::fs::create_dir_all(&path).map_err(|source| DataError::Io {
+        private_fs::ensure_own_dir(&path).map_err(|source| DataError::Io {
             path: path.clone(),
-            action: "creating the spill directory (set --spill-dir to a writable directory)",
+            action: "creating the spill directory in the recovery folder",
             source,
         })?;
         Ok(SpillDir {
             path,
-            remove_on_drop,
+            remove_on_drop: false,
         })
+    }
+
+    /// A new shard file at `p` (0600). A kept directory may hold the shards of a run that
+    /// crashed before its first checkpoint: those are replaced; in a fresh temporary directory
+    /// anything already there is an error.
+    fn new_file(&self, p: &Path) -> std::io::Result<File> {
+        if self.remove_on_drop {
+            private_fs::create_new(p)
+        } else {
+            private_fs::replace(p)
+        }
     }
 
     fn shard(&self, s: usize) -> PathBuf {
@@ -1170,6 +1191,32 @@ mod tests {
                 "damage {i}: {e:?}"
             );
         }
+    }
+
+    /// The shards are a plaintext copy of the input: a 0700 folder with a random name, 0600
+    /// files, gone after the drop.
+    #[cfg(unix)]
+    #[test]
+    fn disk_shards_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let d = dir("private");
+        let p = d.join("t.csv");
+        std::fs::write(&p, "id\na\nb\nc\n").unwrap();
+        TEST_SHARDS.store(4, std::sync::atomic::Ordering::Relaxed);
+        let (a, b) = (
+            SpillDir::temporary(&d).unwrap(),
+            SpillDir::temporary(&d).unwrap(),
+        );
+        assert_ne!(a.path, b.path);
+        let t = spill(&p, &["id".into()], SpillTo::Disk(a), &NoProgress).unwrap();
+        let at = t.dir().unwrap().to_path_buf();
+        assert_eq!(mode(&at), 0o700);
+        for s in 0..t.shards() {
+            assert_eq!(mode(&at.join(format!("shard-{s:05}"))), 0o600);
+        }
+        drop(t);
+        assert!(!at.exists());
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! | 32 | SHA-256 of everything above |
 //!
 //! No key material: a wrong key file is caught by comparing key-check values. Files are
-//! written atomically (temporary file, fsync, rename). A reader checks the magic, version, kind,
+//! written atomically (temporary file, fsync, rename) and are 0600. A reader checks the magic, version, kind,
 //! curve, ℓ, that the file's length is exactly what the header implies (before it allocates
 //! anything of that size), the checksum, and that the values are in order; every failure is a
 //! [`UbError::Cache`] naming the file and what to do.
@@ -70,7 +70,15 @@ fn header(kind: u8, meta: &CacheMeta) -> Vec<u8> {
     h
 }
 
+/// Writes a cache: 0600, as every output ([`AtomicFile`]); the server's cache maps each of its
+/// items to a position, so the user is told when the folder it goes into is open to group or
+/// others.
 fn write(path: &Path, parts: &[&[u8]]) -> Result<(), UbError> {
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    crate::private_fs::warn_if_shared(folder, "the cache's folder");
     let mut hash = Sha256::new();
     let mut f = AtomicFile::create(path)?;
     for p in parts {
@@ -395,6 +403,20 @@ mod tests {
         assert!(e.to_string().contains("other.key"), "{e}");
         check_key(&p, &meta, &[5; 16], Path::new("k")).unwrap();
         assert!(read_server(&tmp("missing")).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn caches_are_0600() {
+        use std::os::unix::fs::PermissionsExt;
+        let (meta, values, digests) = sample(3);
+        let (p, q) = (tmp("mode-s"), tmp("mode-c"));
+        write_server(&p, &meta, &values, &digests).unwrap();
+        write_client(&q, &meta, &values).unwrap();
+        for f in [p, q] {
+            let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", f.display());
+        }
     }
 
     #[test]

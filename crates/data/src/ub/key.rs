@@ -2,10 +2,12 @@
 //!
 //! - An existing file must be a regular file of exactly 32 bytes whose permissions grant
 //!   nothing to group or others (0600 or stricter); anything wider is refused, since whoever
-//!   reads the key can evaluate the OPRF offline and test any guess against the cache.
+//!   reads the key can evaluate the OPRF offline and test any guess against the cache. The
+//!   check is `private_fs::read_key_file`, shared with ECDH's `secret_key_path`.
 //! - A missing file is created with 32 fresh random bytes and mode 0600 (created that way, not
-//!   chmod-ed after the write), but only when the run makes a new cache (gen cache, offline,
-//!   full): in the other modes a new key could not match the existing cache.
+//!   chmod-ed after the write, and never through a symlink: `private_fs::create_new`), but only
+//!   when the run makes a new cache (gen cache, offline, full): in the other modes a new key
+//!   could not match the existing cache.
 //! - The bytes are held in a zeroizing buffer and turned into the group scalar by
 //!   [`OprfScalar::from_seed`]; neither the bytes nor the scalar is ever written anywhere else —
 //!   the caches carry only a key-check value (SecretFlow writes the key into its cache meta).
@@ -13,7 +15,7 @@
 use super::UbError;
 use blindjoin_crypto::Curve;
 use blindjoin_crypto::oprf::OprfScalar;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use zeroize::Zeroizing;
 
@@ -57,63 +59,18 @@ pub fn load_or_create(
 }
 
 fn read_key_file(path: &Path) -> Result<Zeroizing<Vec<u8>>, UbError> {
-    let meta =
-        std::fs::metadata(path).map_err(|e| err(path, format!("cannot read the key file: {e}")))?;
-    if !meta.is_file() {
-        return Err(err(path, "the key file is not a regular file"));
-    }
-    check_permissions(path, &meta)?;
-    if meta.len() != KEY_FILE_LEN as u64 {
-        return Err(err(
-            path,
-            format!(
-                "the key file has {} bytes; it must hold exactly {KEY_FILE_LEN} raw random \
-                 bytes (make one with `openssl rand 32 > FILE && chmod 600 FILE`)",
-                meta.len()
-            ),
-        ));
-    }
-    let mut f = std::fs::File::open(path)
-        .map_err(|e| err(path, format!("cannot open the key file: {e}")))?;
-    let mut bytes = Zeroizing::new(vec![0u8; KEY_FILE_LEN]);
-    f.read_exact(&mut bytes)
-        .map_err(|e| err(path, format!("cannot read the key file: {e}")))?;
-    Ok(bytes)
-}
-
-#[cfg(unix)]
-fn check_permissions(path: &Path, meta: &std::fs::Metadata) -> Result<(), UbError> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(err(
-            path,
-            format!(
-                "the key file's permissions are {mode:04o}, wider than 0600: group or others \
-                 could read the server's secret key; run `chmod 600 {}`",
-                path.display()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn check_permissions(_: &Path, _: &std::fs::Metadata) -> Result<(), UbError> {
-    Ok(())
+    crate::private_fs::read_key_file(
+        path,
+        KEY_FILE_LEN,
+        " raw random bytes (make one with `openssl rand 32 > FILE && chmod 600 FILE`)",
+    )
+    .map_err(|problem| err(path, problem))
 }
 
 fn create_key_file(path: &Path) -> Result<Zeroizing<Vec<u8>>, UbError> {
     let mut bytes = Zeroizing::new(vec![0u8; KEY_FILE_LEN]);
     blindjoin_crypto::random_bytes(&mut bytes)?;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = opts.open(path).map_err(|e| {
+    let mut f = crate::private_fs::create_new(path).map_err(|e| {
         err(
             path,
             format!("cannot create the key file (does its directory exist?): {e}"),
