@@ -89,7 +89,8 @@ fn a_frozen_peer_is_reported_within_the_silence_timeout() {
     let _ = s.wait();
     assert!(!ok);
     assert!(err.contains("not even a heartbeat"), "{err}");
-    assert!(noticed >= Duration::from_secs(2), "{noticed:?}");
+    // Bounded, not timed: the last heartbeat arrived before the SIGSTOP, so the silence can end
+    // a little before two seconds after it.
     assert!(noticed < Duration::from_secs(10), "{noticed:?}");
     assert!(!dir.join("receiver_out.csv").exists());
 }

@@ -250,9 +250,11 @@ pub fn parse_launch_config(
             ));
         }
         // SecretFlow's spellings only: `PROTOCOL_ECDH`, `PROTOCOL_RR22`, `PROTOCOL_KKRT`.
-        other if other.starts_with("PROTOCOL_") => other.parse().map_err(|e: ProtocolError| {
-            invalid("psi_config.protocol_config.protocol", &e.to_string())
-        })?,
+        other if other.starts_with("PROTOCOL_") && other.parse::<Protocol>().is_ok() => {
+            other.parse().map_err(|e: ProtocolError| {
+                invalid("psi_config.protocol_config.protocol", &e.to_string())
+            })?
+        }
         other => {
             return Err(invalid(
                 "psi_config.protocol_config.protocol",

@@ -24,7 +24,7 @@
 //! use blindjoin_protocols::*;
 //! let (mut la, mut lb) = mem_pair();
 //! let ecdh = ProtocolChoice::Ecdh { curve: Curve::Curve25519 };
-//! let hello = |role, n| Hello::new(ecdh, role, true, n);
+//! let hello = move |role, n| Hello::new(ecdh, role, true, n);
 //! let xs: Vec<_> = ["a", "b", "c"].iter().map(|s| item_digest(s.as_bytes())).collect();
 //! let ys: Vec<_> = ["b", "c", "d"].iter().map(|s| item_digest(s.as_bytes())).collect();
 //! let t = std::thread::spawn(move || {
