@@ -9,7 +9,7 @@
 //! From the system allocator each would be a fresh `mmap` whose every 4 KiB page faults and is
 //! zeroed again on first touch. At 2^20 rows per party (RR22, both parties on 2 cores) page
 //! faults fell 137k → 93k (receiver) and 104k → 72k (sender), the protocol from 0.51–0.61 s to
-//! 0.46–0.49 s, for about 80 MiB more peak memory (`docs/benchmarks.md`). [`trim_pool`] gives
+//! 0.46–0.49 s, for about 80 MiB more peak memory (`docs/notes/benchmarks-history.md`). [`trim_pool`] gives
 //! the kept blocks back (the Python module calls it after each run).
 //!
 //! **Huge pages**, when `BLINDJOIN_HUGE_PAGES=1` is set: `madvise(MADV_HUGEPAGE)` on every fresh

@@ -10,7 +10,8 @@
 //! While the reader waits, the kernel's socket buffers fill and the sender blocks, as on a real
 //! link. Both directions are shaped (each party shapes its own receive side), so a round trip
 //! costs twice the latency — the same as `tc qdisc add dev lo root netem delay 10ms rate
-//! 100mbit` on loopback, which `docs/benchmarks.md` shows how to set up for a kernel-level check.
+//! 100mbit` on loopback, which `docs/performance.md` (Reproduce) shows how to set up for a
+//! kernel-level check.
 
 use std::time::{Duration, Instant};
 
