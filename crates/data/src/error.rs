@@ -1,4 +1,4 @@
-use crate::csv::CsvError;
+use crate::table::csv::CsvError;
 use blindjoin_link::LinkError;
 use blindjoin_protocols::ProtocolError;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 //! Rows are shuffled (seeded), so files are reproducible but not sorted. Ids come from a bijective
 //! mix of a counter, so distinct ids never collide.
 
-use crate::csv::write_record;
+use crate::table::csv::write_record;
 
 /// What to generate.
 #[derive(Clone, Debug)]

@@ -1,58 +1,51 @@
 //! # blindjoin-data — the data path
 //!
 //! Reads a party's table, canonicalises and deduplicates its keys, hands their digests to the
-//! protocol named in the [`RunSpec`] (it never knows which one runs), joins the result back onto
-//! the rows, aligns and writes them atomically, and reports. The CLI and the Python API both call
-//! [`run`] with a [`RunSpec`] built from a SecretFlow v2 config ([`parse_launch_config`]) or from
-//! flags.
+//! protocol the [`Plan`] names (it never knows which one runs), joins the result back onto the
+//! rows, aligns and writes them atomically, and reports. The CLI and the Python API both parse a
+//! config (SecretFlow's launch configs, or flags) into a [`Plan`] and call [`Plan::run`].
+//!
+//! Laid out by concern:
+//!
+//! | module | what |
+//! |---|---|
+//! | [`plan`](Plan), `spec` | the typed run: [`Plan`], [`RunSpec`], and the outcome |
+//! | `config` | SecretFlow's JSON (two-party, three-party, unbalanced) and our extensions → a plan |
+//! | `table` | tables: CSV, Parquet, key encoding, atomic and private files |
+//! | `pipeline` | one party's run: read and spill, buckets, the protocol, join, sorted runs, recovery, report, the data path's messages; one module per kind of run |
+//! | [`ub`] | unbalanced PSI: key file, caches, modes |
 //!
 //! Layering: depends on `blindjoin-protocols` and `blindjoin-link`; nothing above it.
 
-pub mod bucket;
 mod config;
-pub mod csv;
 mod error;
 pub mod generate;
-pub mod join;
-mod output;
-#[cfg(feature = "parquet")]
-pub mod parquet_io;
-#[cfg(not(feature = "parquet"))]
-#[path = "parquet_off.rs"]
-pub mod parquet_io;
+mod pipeline;
 mod plan;
-mod private_fs;
-mod process;
-mod recovery;
-mod report;
-mod rows;
-mod run;
-#[cfg(test)]
-mod run_tests;
-mod runs;
 mod spec;
-mod spill;
 mod table;
-mod three_party;
-mod wire;
-
-pub use config::{THREE_PARTY_PROTOCOLS, ThreePartySpec, parse_three_party_config};
-pub use three_party::{ThreePartyOutcome, run_three_party};
-// Unbalanced PSI (ub_psi_config): key file, caches, modes.
 pub mod ub;
 
-pub use config::parse_any_launch_config;
-pub use config::{DEFAULT_BUCKET_SIZE, parse_curve, parse_launch_config, protocol_choice};
-pub use config::{is_ub_launch_config, parse_ub_launch_config};
+pub use pipeline::{bucket, join};
+pub use table::{csv, parquet_io};
+
+pub use config::{
+    DEFAULT_BUCKET_SIZE, THREE_PARTY_PROTOCOLS, ThreePartySpec, is_ub_launch_config,
+    parse_any_launch_config, parse_curve, parse_launch_config, parse_three_party_config,
+    parse_ub_launch_config, protocol_choice,
+};
 pub use error::{ConfigError, DataError, Fault};
-pub use output::{AtomicFile, write_atomic};
+pub use pipeline::report::{Report, Stages, peak_rss_bytes};
+pub use pipeline::three_party::{ThreePartyOutcome, run_three_party};
+pub use pipeline::two_party::{
+    AUTO_SPILL_BYTES, Prepared, prepare, run, run_on_link, run_with_cancel,
+};
 pub use plan::{LinkOverrides, Outcome, Plan, RunError};
-pub use report::{Report, Stages, peak_rss_bytes};
-pub use run::{AUTO_SPILL_BYTES, Prepared, prepare, run, run_on_link, run_with_cancel};
 pub use spec::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, RunSpec, SpillMode, TableFormat,
 };
-pub use table::{Table, cmp_keys};
+pub use table::keys::{Table, cmp_keys};
+pub use table::output::{AtomicFile, write_atomic};
 
 pub use blindjoin_crypto::Curve;
 pub use blindjoin_link::{Cancel, DEFAULT_SILENCE_TIMEOUT, LinkShape, TlsConfig};

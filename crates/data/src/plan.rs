@@ -4,9 +4,9 @@
 
 use crate::config::ThreePartySpec;
 use crate::error::{ConfigError, DataError, Fault};
-use crate::report::Report;
+use crate::pipeline::report::Report;
+use crate::pipeline::three_party::ThreePartyOutcome;
 use crate::spec::RunSpec;
-use crate::three_party::ThreePartyOutcome;
 use crate::ub::{UbError, UbMode, UbReport, UbSpec};
 use blindjoin_link::{Cancel, LinkShape, TlsConfig};
 use blindjoin_protocols::Progress;

@@ -1,7 +1,7 @@
 //! [`RunSpec`]: one party's fully validated run, whatever it was written in (SecretFlow v2 JSON,
 //! our flags, or the Python API).
 
-use crate::join::JoinType;
+use crate::pipeline::join::JoinType;
 use blindjoin_link::LinkShape;
 use blindjoin_link::TlsConfig;
 use blindjoin_protocols::{Protocol, ProtocolChoice, Reveal, Role};
@@ -34,7 +34,7 @@ pub struct RunSpec {
     pub parties: Parties,
     /// The protocol, with its curve (ECDH) or mode (RR22).
     pub protocol: ProtocolChoice,
-    /// Items per hash bucket (0: one bucket). See [`crate::bucket`].
+    /// Items per hash bucket (0: one bucket). See [`crate::pipeline::bucket`].
     pub bucket_size: u64,
     /// This party's role.
     pub role: Role,
@@ -66,14 +66,14 @@ pub struct RunSpec {
     /// A simulated WAN on this party's receive side, for benchmarks (`--bandwidth`,
     /// `--latency`); `None` normally.
     pub link_shape: Option<LinkShape>,
-    /// The join written to the output; see [`crate::join`].
+    /// The join written to the output; see [`crate::pipeline::join`].
     pub join: JoinSpec,
     /// Whether to spill the input to disk (bounded memory for large tables).
     pub spill: SpillMode,
     /// Where spill shards and sorted runs go (default: the system's temporary directory).
     pub spill_dir: Option<PathBuf>,
     /// `recovery_config.folder` when `enabled`: checkpoint every bucket there and resume from
-    /// it (see [`crate::recovery`]). The input is then always spilled, into this folder.
+    /// it (see [`crate::pipeline::recovery`]). The input is then always spilled, into this folder.
     pub recovery: Option<PathBuf>,
     /// What the run reveals: the intersection (default), only its size
     /// (`blindjoin.cardinality_only`), or at most `intersection_threshold` of its keys. The last

@@ -244,7 +244,7 @@ fn kkrt_configs_select_the_bucket_size() {
 
 #[test]
 fn joins_need_broadcast_and_parse_their_fields() {
-    use crate::join::JoinType;
+    use crate::pipeline::join::JoinType;
     let base = seed_config("ROLE_SENDER", "sender");
     let left = base.replace(
         "ADVANCED_JOIN_TYPE_UNSPECIFIED",

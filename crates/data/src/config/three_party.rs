@@ -13,7 +13,7 @@
 
 use super::{LinkConfig, invalid, strip_trailing_commas, tls_config};
 use crate::error::ConfigError;
-use crate::join::JoinType;
+use crate::pipeline::join::JoinType;
 use crate::spec::{RunSpec, TableFormat};
 use blindjoin_link::{PartyAddr, TlsConfig};
 use blindjoin_protocols::{Reveal, Role};

@@ -20,7 +20,7 @@
 //! [`UbError::Cache`] naming the file and what to do.
 
 use super::UbError;
-use crate::output::AtomicFile;
+use crate::table::output::AtomicFile;
 use blindjoin_crypto::{Curve, ItemDigest};
 use blindjoin_protocols::ub_oprf::{
     CacheMeta, MAX_SERVER_ITEMS, MAX_TAG_LEN, MIN_TAG_LEN, check_sorted,
@@ -78,7 +78,7 @@ fn write(path: &Path, parts: &[&[u8]]) -> Result<(), UbError> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    crate::private_fs::warn_if_shared(folder, "the cache's folder");
+    crate::table::private_fs::warn_if_shared(folder, "the cache's folder");
     let mut hash = Sha256::new();
     let mut f = AtomicFile::create(path)?;
     for p in parts {

@@ -59,7 +59,7 @@ pub fn load_or_create(
 }
 
 fn read_key_file(path: &Path) -> Result<Zeroizing<Vec<u8>>, UbError> {
-    crate::private_fs::read_key_file(
+    crate::table::private_fs::read_key_file(
         path,
         KEY_FILE_LEN,
         " raw random bytes (make one with `openssl rand 32 > FILE && chmod 600 FILE`)",
@@ -70,7 +70,7 @@ fn read_key_file(path: &Path) -> Result<Zeroizing<Vec<u8>>, UbError> {
 fn create_key_file(path: &Path) -> Result<Zeroizing<Vec<u8>>, UbError> {
     let mut bytes = Zeroizing::new(vec![0u8; KEY_FILE_LEN]);
     blindjoin_crypto::random_bytes(&mut bytes)?;
-    let mut f = crate::private_fs::create_new(path).map_err(|e| {
+    let mut f = crate::table::private_fs::create_new(path).map_err(|e| {
         err(
             path,
             format!("cannot create the key file (does its directory exist?): {e}"),

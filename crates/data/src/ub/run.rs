@@ -5,11 +5,11 @@
 use super::cache::{self, ClientCache, ServerCache};
 use super::{UbError, UbMode, UbPhase, UbReport, UbRole, UbSpec, key};
 use crate::error::DataError;
-use crate::output::{AtomicFile, write_atomic};
-use crate::parquet_io::ParquetWriter;
-use crate::run::{CsvInput, connect_in_background};
+use crate::pipeline::two_party::{CsvInput, connect_in_background};
 use crate::spec::TableFormat;
-use crate::table::{Table, cmp_keys};
+use crate::table::keys::{Table, cmp_keys};
+use crate::table::output::{AtomicFile, write_atomic};
+use crate::table::parquet_io::ParquetWriter;
 use blindjoin_crypto::oprf::OprfScalar;
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
@@ -96,7 +96,7 @@ fn run_inner(spec: &UbSpec, progress: &dyn Progress, cancel: &Cancel) -> Result<
         (Err(e), None) => return Err(e),
     }
     report.total_s = start.elapsed().as_secs_f64();
-    report.peak_rss_bytes = crate::report::peak_rss_bytes();
+    report.peak_rss_bytes = crate::pipeline::report::peak_rss_bytes();
     if let Some(p) = &spec.report {
         let json = serde_json::to_vec_pretty(&report).map_err(|e| DataError::Io {
             path: p.clone(),
@@ -200,7 +200,7 @@ fn read_unique_digests(
     progress: &dyn Progress,
 ) -> Result<(u64, Vec<ItemDigest>), UbError> {
     let csv = input_csv(spec, path, progress)?;
-    let (_, digests) = crate::spill::key_digests(csv.path(), &spec.keys, progress)?;
+    let (_, digests) = crate::pipeline::spill::key_digests(csv.path(), &spec.keys, progress)?;
     drop(csv);
     let rows = digests.len() as u64;
     let mut unique = sorted_unique(digests);
@@ -479,14 +479,16 @@ fn write_matches(
         TableFormat::Parquet => {
             // A Parquet input's column types carry over; a CSV input's columns are text.
             let schema = match (spec.input_format, &spec.input) {
-                (TableFormat::Parquet, Some(input)) => Some(crate::parquet_io::read_schema(input)?),
+                (TableFormat::Parquet, Some(input)) => {
+                    Some(crate::table::parquet_io::read_schema(input)?)
+                }
                 _ => None,
             };
             Output::Parquet(Box::new(ParquetWriter::create(path, schema, "NULL")?))
         }
     };
     let mut buf = Vec::with_capacity(1 << 20);
-    crate::csv::write_record(&mut buf, kd.table.header.iter().map(|h| h.as_bytes()));
+    crate::table::csv::write_record(&mut buf, kd.table.header.iter().map(|h| h.as_bytes()));
     for &i in &rows {
         buf.extend_from_slice(kd.table.raw_row(i));
         buf.push(b'\n');

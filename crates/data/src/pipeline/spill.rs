@@ -1,6 +1,6 @@
 //! Tables too big for memory: one streaming pass over the input writes every row, with its key
 //! and digest, into `P` on-disk shards by the same portable hash the buckets use
-//! ([`crate::bucket`]); the run then loads one shard group at a time, so peak memory follows
+//! ([`crate::pipeline::bucket`]); the run then loads one shard group at a time, so peak memory follows
 //! the shard size and not the table.
 //!
 //! A shard holds the rows whose digest's bucket hash (the top bits of [`order_key`]) starts with
@@ -17,11 +17,11 @@
 //! length, the raw row's length — then the key and the raw row. A 17-byte id line spills in
 //! 16 + 3 + 20 + 16 = 55 bytes (it was 68 with fixed-width fields).
 
-use crate::csv::{CsvError, CsvReader, FieldSpan, RecordSpan};
 use crate::error::DataError;
-use crate::private_fs;
-use crate::rows::order_key;
-use crate::table::{KeyColumns, SETTLE_BY_COMPARISON, cmp_keys, key_prefix, sort_by_key};
+use crate::table::csv::{CsvError, CsvReader, FieldSpan, RecordSpan};
+use crate::table::keys::{KeyColumns, SETTLE_BY_COMPARISON, cmp_keys, key_prefix, sort_by_key};
+use crate::table::private_fs;
+use crate::table::rows::order_key;
 use blindjoin_crypto::{ITEM_DIGEST_LANES, ItemDigest, item_digest, item_digests};
 use blindjoin_link::{MAX_VARINT_LEN, MAX_VARINT64_LEN, read_varint_u64, varint_bytes};
 use blindjoin_protocols::{Progress, ProtocolError};
@@ -192,7 +192,7 @@ impl SpillRow {
 /// reaches each key at random. Equal keys end up next to each other, as key groups need (equal
 /// keys have equal digests).
 fn sort_rows(bytes: &[u8], mut rows: Vec<SpillRow>, b: usize) -> Vec<SpillRow> {
-    let bucket = |r: &SpillRow| crate::rows::bucket_of_order(r.order(), b);
+    let bucket = |r: &SpillRow| crate::table::rows::bucket_of_order(r.order(), b);
     if b == 1 {
         // One bucket (every run up to `bucket_size` keys): no bucket to compute per comparison.
         rows.par_sort_unstable_by_key(|r| (r.prefix, r.row));
@@ -233,7 +233,7 @@ pub struct LoadedGroup {
 }
 
 /// The rows of one bucket in a [`LoadedGroup`], sorted by key and row: what the
-/// per-bucket work ([`crate::process`]) reads.
+/// per-bucket work ([`crate::pipeline::process`]) reads.
 pub struct GroupBucket<'a> {
     bytes: &'a [u8],
     rows: &'a [SpillRow],
@@ -341,7 +341,7 @@ impl LoadedGroup {
     /// empty).
     pub fn bucket(&self, k: usize, b: usize) -> GroupBucket<'_> {
         // Rows are sorted by order key, whose top bits are the bucket.
-        let bucket = |r: &SpillRow| crate::rows::bucket_of_order(r.order(), b);
+        let bucket = |r: &SpillRow| crate::table::rows::bucket_of_order(r.order(), b);
         let start = self.rows.partition_point(|r| bucket(r) < k);
         let end = self.rows.partition_point(|r| bucket(r) <= k);
         GroupBucket {
@@ -510,7 +510,7 @@ impl RowSink for Vec<ItemDigest> {
     }
 
     fn row(&mut self, r: ScannedRow<'_>) -> Result<(), DataError> {
-        self.push(crate::rows::digest_of_order(r.order));
+        self.push(crate::table::rows::digest_of_order(r.order));
         Ok(())
     }
 }
@@ -577,7 +577,7 @@ fn scan_blocks(
         }
         let orders = parsed.hash();
         for (i, order) in orders.into_iter().enumerate() {
-            let shard = crate::rows::bucket_of_order(order, shards);
+            let shard = crate::table::rows::bucket_of_order(order, shards);
             let rec = parsed.records[i];
             let key = parsed.key(i);
             let raw = &tail[rec.start..rec.end];
@@ -926,7 +926,7 @@ impl SpilledTable {
 
 /// Where the shards go: a private directory removed with everything in it on drop, or (with
 /// recovery) a fixed directory that outlives the run. Either way the directory is 0700 and
-/// each file in it 0600 ([`crate::private_fs`]): the shards are a plaintext copy of the input.
+/// each file in it 0600 ([`crate::table::private_fs`]): the shards are a plaintext copy of the input.
 pub struct SpillDir {
     path: PathBuf,
     remove_on_drop: bool,
@@ -999,7 +999,7 @@ impl Drop for SpillDir {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::Table;
+    use crate::table::keys::Table;
     use blindjoin_protocols::NoProgress;
 
     fn dir(name: &str) -> PathBuf {
@@ -1018,9 +1018,9 @@ mod tests {
             for k in unit * (b / m)..(unit + 1) * (b / m) {
                 let rows = g.bucket(k, b);
                 for i in 0..rows.len() {
-                    assert_eq!(crate::rows::bucket_of_order(rows.order(i), b), k);
+                    assert_eq!(crate::table::rows::bucket_of_order(rows.order(i), b), k);
                     if i > 0 {
-                        let order = crate::table::cmp_keys(rows.key(i - 1), rows.key(i))
+                        let order = crate::table::keys::cmp_keys(rows.key(i - 1), rows.key(i))
                             .then(rows.row(i - 1).cmp(&rows.row(i)));
                         assert_eq!(order, std::cmp::Ordering::Less, "bucket {k}, row {i}");
                         // Equal keys, and only they, share an order key (a digest).

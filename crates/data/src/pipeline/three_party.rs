@@ -3,7 +3,7 @@
 //! protocol on the unique keys, and — the receiver only — write its rows whose key all three
 //! parties hold. The helpers write nothing.
 //!
-//! Large inputs run in hash buckets, as two-party runs do ([`crate::bucket`]): the parties first
+//! Large inputs run in hash buckets, as two-party runs do ([`crate::pipeline::bucket`]): the parties first
 //! swap their row counts, all derive the bucket count from the largest and `bucket_size`
 //! (default 2^20), then run the protocol once per bucket on that bucket's unique keys, each
 //! bucket preceded by a handshake that swaps its key counts. So memory follows the bucket (and,
@@ -13,15 +13,15 @@
 //! the end. Links close in seat order (R–P, R–Q, P–Q), the same order at every party, so no two
 //! parties wait on each other's close in a cycle.
 
-use crate::bucket::bucket_count;
 use crate::config::ThreePartySpec;
 use crate::error::DataError;
-use crate::output::AtomicFile;
-use crate::process::key_groups;
-use crate::report::{Report, Stages, peak_rss_bytes};
-use crate::run::prepare;
-use crate::runs::{Runs, SortBy};
-use crate::spill::GroupBucket;
+use crate::pipeline::bucket::bucket_count;
+use crate::pipeline::process::key_groups;
+use crate::pipeline::report::{Report, Stages, peak_rss_bytes};
+use crate::pipeline::runs::{Runs, SortBy};
+use crate::pipeline::spill::GroupBucket;
+use crate::pipeline::two_party::prepare;
+use crate::table::output::AtomicFile;
 use blindjoin_link::{Cancel, Link, LinkError, LinkStats, TcpLink, TcpOptions, establish_three};
 use blindjoin_protocols::ecdh_3pc::{Seat, handshake_3pc, run_3pc, seats};
 use blindjoin_protocols::{NoProgress, Progress, ProtocolError, PsiOptions};
@@ -49,7 +49,7 @@ pub fn run_three_party(
     progress: &dyn Progress,
     cancel: &Cancel,
 ) -> Result<ThreePartyOutcome, DataError> {
-    crate::run::reported_as_cancelled(run_inner(t, progress, cancel), cancel)
+    crate::pipeline::two_party::reported_as_cancelled(run_inner(t, progress, cancel), cancel)
 }
 
 type Links = [Option<TcpLink>; 3];
@@ -142,7 +142,7 @@ fn abort_all(links: &mut Links, why: &str) {
 /// Protocol, link and output errors.
 pub(crate) fn run_on_links<L: Link>(
     t: &ThreePartySpec,
-    prepared: crate::run::Prepared,
+    prepared: crate::pipeline::two_party::Prepared,
     links: &mut [Option<L>; 3],
     progress: &dyn Progress,
     start: Instant,
@@ -282,8 +282,8 @@ pub(crate) fn run_on_links<L: Link>(
     if let (Some(out), Some(mut runs)) = (output, runs) {
         let mut f = AtomicFile::create(&out)?;
         let mut line = Vec::new();
-        crate::csv::write_record(&mut line, table.header.iter().map(|h| h.as_bytes()));
-        crate::output::Sink::put(&mut f, &line)?;
+        crate::table::csv::write_record(&mut line, table.header.iter().map(|h| h.as_bytes()));
+        crate::table::output::Sink::put(&mut f, &line)?;
         let n = runs.merge_into(&mut f)?;
         f.commit()?;
         written = (
@@ -337,7 +337,7 @@ pub(crate) fn run_on_links<L: Link>(
     if let Some(p) = spec.report_path() {
         let mut json = serde_json::to_vec_pretty(&report).unwrap_or_default();
         json.push(b'\n');
-        crate::output::write_atomic(&p, &json)?;
+        crate::table::output::write_atomic(&p, &json)?;
     }
     Ok(ThreePartyOutcome {
         report,

@@ -2,16 +2,16 @@
 //! protocol, join → merge the sorted runs → write → report. The protocol is whatever [`RunSpec::protocol`] names; this module only hands it
 //! digests and gets back indices.
 
-use crate::bucket::BucketedPsi;
 use crate::error::DataError;
-use crate::output::write_atomic;
-use crate::private_fs::{self, PrivateDir};
-use crate::process::{Processor, RunsAt, key_groups};
-use crate::recovery::{Checkpoint, Recovery};
-use crate::report::{PeakTracker, Report, Stages};
+use crate::pipeline::bucket::BucketedPsi;
+use crate::pipeline::process::{Processor, RunsAt, key_groups};
+use crate::pipeline::recovery::{Checkpoint, Recovery};
+use crate::pipeline::report::{PeakTracker, Report, Stages};
+use crate::pipeline::spill::{SpillDir, SpillTo, SpilledTable, spill};
+use crate::pipeline::wire::RunTerms;
 use crate::spec::{RunSpec, SpillMode, TableFormat};
-use crate::spill::{SpillDir, SpillTo, SpilledTable, spill};
-use crate::wire::RunTerms;
+use crate::table::output::write_atomic;
+use crate::table::private_fs::{self, PrivateDir};
 use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
 use blindjoin_protocols::{Hello, Progress, ProtocolChoice, PsiOptions, Reveal, handshake};
 use std::path::{Path, PathBuf};
@@ -218,7 +218,7 @@ fn spills(spec: &RunSpec, input: &Path) -> bool {
 }
 
 /// The CSV the pipeline reads: the input itself, or a Parquet input converted into a private
-/// file in `dir` (see [`crate::parquet_io`]), removed when this is dropped.
+/// file in `dir` (see [`crate::table::parquet_io`]), removed when this is dropped.
 pub(crate) enum CsvInput {
     Direct(PathBuf),
     /// The copy, in a private folder of its own (removed after the copy, on drop).
@@ -236,7 +236,7 @@ impl CsvInput {
     /// The CSV to read for `input`: the file itself, or a CSV copy of a Parquet file (removed
     /// when this drops). The copy is the whole table in plain text, so it goes into a new
     /// folder in `dir` with a random name and mode 0700, as a 0600 file made create-new
-    /// ([`crate::private_fs`]).
+    /// ([`crate::table::private_fs`]).
     pub(crate) fn of(
         input: &Path,
         format: TableFormat,
@@ -265,7 +265,7 @@ impl CsvInput {
             _folder: folder,
         };
         let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-        crate::parquet_io::parquet_to_csv(input, keys, &mut w, progress)?;
+        crate::table::parquet_io::parquet_to_csv(input, keys, &mut w, progress)?;
         std::io::Write::flush(&mut w).map_err(|e| io("writing the Parquet input's CSV copy", e))?;
         Ok(converted)
     }

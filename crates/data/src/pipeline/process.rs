@@ -5,18 +5,18 @@
 //!
 //! Every bucket's output is sorted on its own; merging the runs (by key when aligned, by row
 //! number when not) gives exactly the order of one global sort, so a spilled run and an
-//! in-memory run write the same bytes (see [`crate::join`] for the layout).
+//! in-memory run write the same bytes (see [`crate::pipeline::join`] for the layout).
 
-use crate::bucket::{BucketedPsi, RevealCounts};
 use crate::error::DataError;
-use crate::join::{JoinType, MAX_OUTPUT_ROWS, exchange_counts};
-use crate::output::{AtomicFile, Sink};
-use crate::parquet_io::ParquetWriter;
-use crate::rows::digest_of_order;
-use crate::runs::{Runs, SortBy};
+use crate::pipeline::bucket::{BucketedPsi, RevealCounts};
+use crate::pipeline::join::{JoinType, MAX_OUTPUT_ROWS, exchange_counts};
+use crate::pipeline::runs::{Runs, SortBy};
+use crate::pipeline::spill::{GroupBucket, GroupRef, WARM_BATCH};
+use crate::pipeline::wire::DigestCheck;
 use crate::spec::{RunSpec, TableFormat};
-use crate::spill::{GroupBucket, GroupRef, WARM_BATCH};
-use crate::wire::DigestCheck;
+use crate::table::output::{AtomicFile, Sink};
+use crate::table::parquet_io::ParquetWriter;
+use crate::table::rows::digest_of_order;
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_link::Link;
 use blindjoin_link::wire::WireMessage;
@@ -60,9 +60,9 @@ pub struct ProcessorState {
     #[serde(default)]
     pub counts: RevealCounts,
     /// The matched (or kept) runs.
-    pub matched: crate::runs::RunsState,
+    pub matched: crate::pipeline::runs::RunsState,
     /// The unmatched runs.
-    pub unmatched: crate::runs::RunsState,
+    pub unmatched: crate::pipeline::runs::RunsState,
     /// Our unmatched rows so far.
     pub own_unmatched_rows: u64,
     /// The chained intersection digest so far.
@@ -103,7 +103,8 @@ impl<'a> Processor<'a> {
             RunsAt::Recovery(_, state) => Some(state),
             _ => None,
         };
-        let runs = |name: &str, state: Option<&crate::runs::RunsState>| match (&at, state) {
+        let runs = |name: &str, state: Option<&crate::pipeline::runs::RunsState>| match (&at, state)
+        {
             (RunsAt::Memory, _) => Ok(Runs::in_memory(sort)),
             (RunsAt::Disk(dir), _) => Runs::on_disk(dir.join(name), sort),
             (RunsAt::Recovery(dir, _), Some(st)) => Runs::resumed(dir.join(name), sort, st),
@@ -224,7 +225,7 @@ impl<'a> Processor<'a> {
         found: Vec<usize>,
         unmatched: Vec<usize>,
     ) -> Result<(), DataError> {
-        // The bucket's rows are in key order ([`crate::spill`]), so groups in index order are in
+        // The bucket's rows are in key order ([`crate::pipeline::spill`]), so groups in index order are in
         // key order. Each with where its first row lies, gathered in that order (reads in
         // order): the writes below then touch each group's bytes once, at random, instead of
         // also its row entry and `ends`.
@@ -378,7 +379,7 @@ pub struct Finished<'a> {
 impl Finished<'_> {
     /// Writes the output atomically, as CSV or Parquet (`output_config.type`): header, matched
     /// part, then our unmatched rows and the null rows in the join's order (see
-    /// [`crate::join`]).
+    /// [`crate::pipeline::join`]).
     ///
     /// # Errors
     /// Run or output I/O errors; a Parquet cell that does not fit its column's type.
@@ -394,7 +395,9 @@ impl Finished<'_> {
             TableFormat::Parquet => {
                 // A Parquet input's column types carry over; a CSV input's columns are text.
                 let schema = match self.spec.input_format {
-                    TableFormat::Parquet => Some(crate::parquet_io::read_schema(&self.spec.input)?),
+                    TableFormat::Parquet => {
+                        Some(crate::table::parquet_io::read_schema(&self.spec.input)?)
+                    }
                     TableFormat::Csv => None,
                 };
                 // Padding rows become Parquet nulls; `NULL` is text no typed cell is written as.
@@ -420,10 +423,10 @@ impl Finished<'_> {
         f: &mut dyn Sink,
     ) -> Result<u64, DataError> {
         let mut line = Vec::new();
-        crate::csv::write_record(&mut line, header.iter().map(|h| h.as_bytes()));
+        crate::table::csv::write_record(&mut line, header.iter().map(|h| h.as_bytes()));
         f.put(&line)?;
         let mut null_row = Vec::new();
-        crate::csv::write_record(&mut null_row, header.iter().map(|_| null_rep.as_bytes()));
+        crate::table::csv::write_record(&mut null_row, header.iter().map(|_| null_rep.as_bytes()));
         let mut written = self.matched.merge_into(f)?;
         written += write_nulls(f, &null_row, self.nulls_before)?;
         written += self.unmatched.merge_into(f)?;

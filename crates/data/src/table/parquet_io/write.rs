@@ -4,7 +4,7 @@ use super::column_builder::{ColumnBuilder, column_builder};
 use super::record_splitter::{Record, RecordSplitter};
 use super::{BATCH_ROWS, check_types};
 use crate::error::DataError;
-use crate::output::AtomicFile;
+use crate::table::output::AtomicFile;
 use arrow_array::RecordBatch;
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
@@ -211,7 +211,7 @@ fn output_schema(input: &Schema, header: &[String]) -> Result<SchemaRef, String>
 }
 
 /// When a parsed cell is null: unquoted and empty, or written exactly as the pipeline writes
-/// a padding cell (`null_rep` through [`crate::csv::write_record`]).
+/// a padding cell (`null_rep` through [`crate::table::csv::write_record`]).
 struct NullRule {
     null_rep: Vec<u8>,
     quoted: bool,
@@ -220,7 +220,7 @@ struct NullRule {
 impl NullRule {
     fn new(null_rep: &str, columns: usize) -> NullRule {
         let mut padding = Vec::new();
-        crate::csv::write_record(
+        crate::table::csv::write_record(
             &mut padding,
             std::iter::repeat_n(null_rep.as_bytes(), columns.max(1)),
         );

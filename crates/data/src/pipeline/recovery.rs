@@ -11,14 +11,14 @@
 //! fresh randomness, and a user-supplied ECDH key stays in the user's own file.
 //!
 //! The folder holds a copy of the input and of the output's rows: folders we make in it are
-//! 0700 and files 0600 ([`crate::private_fs`]).
+//! 0700 and files 0600 ([`crate::table::private_fs`]).
 
 use crate::error::{ConfigError, DataError};
-use crate::output::write_atomic;
-use crate::private_fs;
-use crate::process::ProcessorState;
+use crate::pipeline::process::ProcessorState;
+use crate::pipeline::wire::ResumePoint;
 use crate::spec::RunSpec;
-use crate::wire::ResumePoint;
+use crate::table::output::write_atomic;
+use crate::table::private_fs;
 use blindjoin_crypto::item_digest;
 use blindjoin_link::Link;
 use blindjoin_link::wire::WireMessage;

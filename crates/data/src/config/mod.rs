@@ -8,7 +8,7 @@
 //! SecretFlow's own docs contain) is accepted with a warning.
 
 use crate::error::ConfigError;
-use crate::join::JoinType;
+use crate::pipeline::join::JoinType;
 use crate::plan::Plan;
 use crate::spec::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, JoinSpec, Parties, RunSpec, SpillMode,

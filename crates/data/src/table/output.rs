@@ -3,7 +3,7 @@
 //! result. A dropped, uncommitted [`AtomicFile`] deletes its temporary file.
 //!
 //! Outputs hold the user's rows (or a cache, a checkpoint, a report about them), so the
-//! temporary file is made private ([`crate::private_fs::create_new`]: mode 0600, a random name,
+//! temporary file is made private ([`crate::table::private_fs::create_new`]: mode 0600, a random name,
 //! create-new, no symlink followed) and the rename keeps that mode: the final file is 0600
 //! too, whatever the umask or a file it replaces. A user who shares a result does so with
 //! `chmod`.
@@ -38,7 +38,7 @@ impl AtomicFile {
         })?;
         let tag = u64::from_le_bytes(r);
         let tmp = path.with_file_name(format!(".{name}.blindjoin-tmp-{tag:016x}"));
-        let file = crate::private_fs::create_new(&tmp).map_err(|source| DataError::Io {
+        let file = crate::table::private_fs::create_new(&tmp).map_err(|source| DataError::Io {
             path: path.to_path_buf(),
             action: "creating the output (does its directory exist and is it writable?)",
             source,
@@ -106,7 +106,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DataError> {
 }
 
 /// Where the output's CSV bytes go: the output file itself, or a converter in front of it
-/// ([`crate::parquet_io::ParquetWriter`]).
+/// ([`crate::table::parquet_io::ParquetWriter`]).
 pub trait Sink {
     /// Appends bytes.
     ///

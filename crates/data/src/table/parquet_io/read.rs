@@ -224,7 +224,7 @@ impl<'a> CsvText<'a> {
     }
 
     fn header(&mut self, schema: &Schema) -> Result<(), DataError> {
-        crate::csv::write_record(&mut self.buffer, schema.fields().iter().map(|f| f.name()));
+        crate::table::csv::write_record(&mut self.buffer, schema.fields().iter().map(|f| f.name()));
         Ok(())
     }
 

@@ -334,12 +334,12 @@ fn key_text_is_what_a_csv_file_holds() {
     write_parquet(&path, &batch, 1 << 20);
     let csv = to_csv(&path, &["k", "s"]).unwrap();
     assert_eq!(csv, b"k,s\n42,\"a,b\"\n");
-    let mut reader = crate::csv::CsvReader::new(&csv, Path::new("k.csv")).unwrap();
+    let mut reader = crate::table::csv::CsvReader::new(&csv, Path::new("k.csv")).unwrap();
     let mut fields = Vec::new();
     reader.next_record(&mut fields).unwrap().unwrap();
     let values: Vec<Vec<u8>> = fields
         .iter()
-        .map(|f| crate::csv::field_value(&csv, f).into_owned())
+        .map(|f| crate::table::csv::field_value(&csv, f).into_owned())
         .collect();
     assert_eq!(values, [b"42".to_vec(), b"a,b".to_vec()]);
 }

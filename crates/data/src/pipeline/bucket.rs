@@ -1,7 +1,7 @@
 //! Hash bucketing: split both parties' keys by a portable hash into `B` buckets and run the
 //! protocol once per bucket, so per-run memory and the protocols' vectors stay bounded
 //! (SecretFlow's `bucket_size`, default 2^20 items), and so the data path can hold one bucket in
-//! memory at a time (see [`crate::spill`]).
+//! memory at a time (see [`crate::pipeline::spill`]).
 //!
 //! Both parties derive `B`, the power of two at or above `max(n_ours, n_theirs) / bucket_size`,
 //! from the row counts in the handshake, and put each key digest into bucket `⌊h·B / 2^64⌋`
@@ -16,7 +16,7 @@
 //! in each bucket (a histogram of a public hash of the peer's keys), as in SecretFlow.
 
 use crate::error::DataError;
-use crate::wire::BucketCount;
+use crate::pipeline::wire::BucketCount;
 use blindjoin_link::Link;
 use blindjoin_link::wire::WireMessage;
 use blindjoin_protocols::{

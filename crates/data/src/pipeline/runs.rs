@@ -5,13 +5,13 @@
 //!
 //! A record is one output group: a sort key (a canonical key, or a big-endian row number), the
 //! group's own rows, and how many times to repeat them for the join's pairs (see
-//! [`crate::join`]): the left side writes each row `times` times in a row, the right side its
+//! [`crate::pipeline::join`]): the left side writes each row `times` times in a row, the right side its
 //! whole run `times` times over.
 
 use crate::error::DataError;
-use crate::output::Sink;
-use crate::private_fs;
-use crate::table::{cmp_keys, key_prefix};
+use crate::table::keys::{cmp_keys, key_prefix};
+use crate::table::output::Sink;
+use crate::table::private_fs;
 use std::cmp::Ordering;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -613,7 +613,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("bj-runs-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("out.csv");
-        let mut f = crate::output::AtomicFile::create(&p).unwrap();
+        let mut f = crate::table::output::AtomicFile::create(&p).unwrap();
         runs.merge_into(&mut f).unwrap();
         f.commit().unwrap();
         std::fs::read_to_string(&p).unwrap()

@@ -1,10 +1,10 @@
 //! The data path's own messages, typed: the run terms both parties agree on after the protocol
 //! handshake, each bucket's key count, the resume point, and the intersection digest check. Their
 //! ids are in `blindjoin_link::wire::ids` with every other message's; the join information's
-//! encoding is in [`crate::join`].
+//! encoding is in [`crate::pipeline::join`].
 
 use crate::error::DataError;
-use crate::join::JoinType;
+use crate::pipeline::join::JoinType;
 use crate::spec::RunSpec;
 use blindjoin_link::wire::{WireMessage, ids};
 use blindjoin_link::{DecodeError, Link, Reader, put_u32, put_u64};

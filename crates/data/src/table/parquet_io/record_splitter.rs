@@ -23,7 +23,7 @@ enum ParseState {
     CarriageReturn,
 }
 
-/// Splits CSV bytes, fed in arbitrary pieces, into records (RFC 4180 as in [`crate::csv`]:
+/// Splits CSV bytes, fed in arbitrary pieces, into records (RFC 4180 as in [`crate::table::csv`]:
 /// LF or CRLF line ends, blank lines skipped).
 #[derive(Default)]
 pub(super) struct RecordSplitter {

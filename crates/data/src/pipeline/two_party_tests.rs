@@ -2,9 +2,9 @@
 //! code: every join type, duplicate keys, awkward CSV, empty and one-row sides, in memory and
 //! spilled to disk (which must write the same bytes).
 
-use crate::csv::{CsvReader, field_value};
-use crate::join::JoinType;
+use crate::pipeline::join::JoinType;
 use crate::spec::{JoinSpec, Parties, RunSpec, SpillMode};
+use crate::table::csv::{CsvReader, field_value};
 use crate::{prepare, run_on_link};
 use blindjoin_link::mem_pair;
 use blindjoin_protocols::{NoProgress, Protocol, ProtocolChoice, Role};
@@ -231,7 +231,7 @@ fn check_join(name: &str, left: &Side, right: &Side, protocol: Protocol) {
         // Spilled, and in memory, with more and fewer shards than buckets (a unit then merges
         // several shards): the same bytes.
         for shards in [1, 4, 64] {
-            crate::spill::TEST_SHARDS.store(shards, Ordering::Relaxed);
+            crate::pipeline::spill::TEST_SHARDS.store(shards, Ordering::Relaxed);
             for (mode, tag) in [(SpillMode::Always, "d"), (SpillMode::Never, "m")] {
                 let out = run_both(
                     &format!("{name}-{join:?}-{tag}{shards}"),

@@ -6,8 +6,8 @@
 //! joins with "," and confuses them). Column *names* are not part of it, so the parties may name
 //! their key columns differently. Quoted and unquoted spellings of a value are the same key.
 
-use crate::csv::{CsvReader, FieldSpan, RecordSpan, field_value};
 use crate::error::DataError;
+use crate::table::csv::{CsvReader, FieldSpan, RecordSpan, field_value};
 use rayon::prelude::*;
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};

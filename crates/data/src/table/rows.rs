@@ -1,4 +1,4 @@
-//! The order of a bucket's rows ([`crate::spill::GroupBucket`]), whether their shards were in
+//! The order of a bucket's rows ([`crate::pipeline::spill::GroupBucket`]), whether their shards were in
 //! memory or on disk.
 //!
 //! Rows are ordered by [`order_key`] (then row number): it is the digest with its bucket hash
@@ -8,7 +8,7 @@
 use blindjoin_crypto::ItemDigest;
 
 /// A digest rearranged so that its bucket hash (bytes 8..16, little-endian; see
-/// [`crate::bucket::bucket_of`]) is the high half and bytes 0..8 the low half. A bijection, so
+/// [`crate::pipeline::bucket::bucket_of`]) is the high half and bytes 0..8 the low half. A bijection, so
 /// equal order keys are equal digests.
 pub fn order_key(d: &ItemDigest) -> u128 {
     let mut hi = [0u8; 8];
@@ -26,7 +26,7 @@ pub fn digest_of_order(o: u128) -> ItemDigest {
     d
 }
 
-/// The bucket among `b` of an order key; the same as [`crate::bucket::bucket_of`] on its digest.
+/// The bucket among `b` of an order key; the same as [`crate::pipeline::bucket::bucket_of`] on its digest.
 pub fn bucket_of_order(o: u128, b: usize) -> usize {
     (((o >> 64) * b as u128) >> 64) as usize
 }
@@ -34,7 +34,7 @@ pub fn bucket_of_order(o: u128, b: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bucket::bucket_of;
+    use crate::pipeline::bucket::bucket_of;
     use blindjoin_crypto::item_digest;
 
     #[test]

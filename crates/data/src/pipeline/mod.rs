@@ -1,0 +1,18 @@
+//! One party's run, stage by stage: read and key the table (in memory or spilled to disk in
+//! hash shards), agree the run's terms with the peer, run the protocol bucket by bucket, join
+//! the result back onto the rows, merge the sorted runs into the output, checkpoint for
+//! recovery, and report. [`two_party`] and [`three_party`] are the two pipelines built from
+//! these stages; unbalanced PSI has its own in [`crate::ub`].
+
+pub mod bucket;
+pub mod join;
+pub(crate) mod process;
+pub(crate) mod recovery;
+pub(crate) mod report;
+pub(crate) mod runs;
+pub(crate) mod spill;
+pub(crate) mod three_party;
+pub(crate) mod two_party;
+#[cfg(test)]
+mod two_party_tests;
+pub(crate) mod wire;
