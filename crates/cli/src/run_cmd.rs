@@ -133,6 +133,10 @@ pub(crate) struct RunArgs {
     /// Mutual TLS: the CA certificate(s) the peer's certificate must chain to (PEM).
     #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_key"])]
     tls_ca: Option<PathBuf>,
+    /// Unbalanced PSI server (`ub_psi_config`, with --config): the most client keys its key
+    /// may evaluate over all online queries (`blindjoin.max_query_items`; default 1,000,000).
+    #[arg(long, value_name = "N", requires = "config")]
+    pub(crate) max_query_items: Option<u64>,
     /// No progress bars and no summary on stderr.
     #[arg(long, short)]
     pub(crate) quiet: bool,
@@ -181,6 +185,12 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         parsed.set_report(r.clone());
     }
     let link = LinkFlags::from_args(&args).context(UserError)?;
+    if args.max_query_items.is_some() && !matches!(parsed, ParsedConfig::Unbalanced(_)) {
+        return Err(anyhow::anyhow!(
+            "--max-query-items applies to unbalanced PSI (a config with ub_psi_config) only"
+        )
+        .context(UserError));
+    }
     match parsed {
         ParsedConfig::TwoParty(mut spec) => {
             link.apply(
@@ -205,6 +215,8 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         }
         ParsedConfig::Unbalanced(mut u) => {
             crate::ub_cmd::apply_link_flags(&mut u, link).context(UserError)?;
+            crate::ub_cmd::apply_max_query_items(&mut u, args.max_query_items)
+                .context(UserError)?;
             crate::ub_cmd::run(*u, args.quiet)
         }
     }

@@ -5,7 +5,7 @@ use crate::UserError;
 use crate::progress::Bars;
 use crate::run_cmd::LinkFlags;
 use anyhow::Result;
-use blindjoin_data::ub::{UbMode, UbReport, UbSpec, run_ub};
+use blindjoin_data::ub::{UbMode, UbReport, UbRole, UbSpec, run_ub};
 
 /// Applies `--connect-timeout`, `--recv-timeout`, `--peer-silence-timeout`,
 /// `--bandwidth/--latency` and `--tls-*` to an unbalanced run. `MODE_OFFLINE_GEN_CACHE` talks to
@@ -32,6 +32,27 @@ pub(crate) fn apply_link_flags(spec: &mut UbSpec, link: LinkFlags) -> Result<()>
         &mut spec.link_shape,
         &mut [&mut spec.tls],
     );
+    Ok(())
+}
+
+/// Applies `--max-query-items` (the config's `blindjoin.max_query_items`): it bounds what the
+/// server's key evaluates, so it means something on a server that answers queries only.
+pub(crate) fn apply_max_query_items(spec: &mut UbSpec, flag: Option<u64>) -> Result<()> {
+    let Some(n) = flag else {
+        return Ok(());
+    };
+    if spec.role != UbRole::Server || !spec.mode.queries() {
+        anyhow::bail!(
+            "--max-query-items bounds the client keys a server evaluates online; this run is \
+             {} {}, which evaluates none",
+            spec.role.config_name(),
+            spec.mode.config_name()
+        );
+    }
+    if n == 0 {
+        anyhow::bail!("--max-query-items 0 would refuse every query; use 1 or more");
+    }
+    spec.max_query_items = n;
     Ok(())
 }
 
