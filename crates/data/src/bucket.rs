@@ -190,7 +190,12 @@ impl<'h> BucketedPsi<'h> {
     }
 
     /// Swaps bucket `k`'s unique-key count with the peer and bounds the peer's.
-    fn exchange_count(&self, link: &mut dyn Link, k: usize, ours: u64) -> Result<u64, DataError> {
+    pub(crate) fn exchange_count(
+        &self,
+        link: &mut dyn Link,
+        k: usize,
+        ours: u64,
+    ) -> Result<u64, DataError> {
         let mut msg = COUNT_MAGIC.to_vec();
         put_u32(&mut msg, k as u32);
         put_u64(&mut msg, ours);

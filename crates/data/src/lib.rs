@@ -12,6 +12,10 @@ pub mod bucket;
 mod config;
 pub mod csv;
 mod error;
+/// Entry points for the fuzz targets (feature `fuzzing`; not a stable API).
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod generate;
 pub mod join;
 mod output;

@@ -532,7 +532,7 @@ fn peer_error(message: &str) -> DataError {
 
 /// `check_hash_digest`: both parties chain a hash over each bucket's matched digests (in order
 /// key order) and compare the results.
-fn check_digest(link: &mut dyn Link, ours: &ItemDigest) -> Result<(), DataError> {
+pub(crate) fn check_digest(link: &mut dyn Link, ours: &ItemDigest) -> Result<(), DataError> {
     link.send(ours)?;
     let theirs = link.recv()?;
     if theirs.as_slice() != ours.as_slice() {

@@ -3,10 +3,13 @@
 //! Deterministic in layout, not in bytes (the protocol runs use fresh randomness).
 
 use blindjoin_link::{put_u32, put_u64, put_varint};
+use blindjoin_protocols::ecdh_3pc::Seat;
 use blindjoin_protocols::fuzzing::hello_encode;
 use blindjoin_protocols::ub_oprf::OnlineOptions;
 use blindjoin_protocols::{Curve, Hello, Protocol, Reveal, Role};
-use fuzz_support::{PsiCase, UbCase, UbStep, join_messages, psi_seed, ub_seed};
+use fuzz_support::{
+    PsiCase, ThreeCase, UbCase, UbStep, join_messages, psi_seed, three_seed, ub_seed,
+};
 use std::path::{Path, PathBuf};
 
 fn write(dir: &Path, target: &str, name: &str, bytes: &[u8]) -> std::io::Result<()> {
@@ -74,6 +77,7 @@ fn main() -> std::io::Result<()> {
         Curve::Secp256k1,
         Curve::P256,
         Curve::Sm2,
+        Curve::FourQ,
     ] {
         let case = PsiCase {
             protocol: Protocol::Ecdh,
@@ -121,6 +125,48 @@ fn main() -> std::io::Result<()> {
             }
         }
     }
+
+    // Three parties: each seat on Curve25519, and the receiver on FourQ.
+    for (seat, curve) in [
+        (Seat::Receiver, Curve::Curve25519),
+        (Seat::P, Curve::Curve25519),
+        (Seat::Q, Curve::Curve25519),
+        (Seat::Receiver, Curve::FourQ),
+    ] {
+        let case = ThreeCase {
+            seat,
+            curve,
+            sizes: [8, 6, 7],
+        };
+        write(
+            &dir,
+            "psi_3pc",
+            &format!("{seat:?}-{}", curve.config_name()),
+            &three_seed(case),
+        )?;
+    }
+
+    // Bucket counts: bucket 2 of 4 (bucket size 2^8 for 1000 rows), the peer announced 900 rows
+    // and had 400 before; its reply says 230.
+    let mut reply = b"BKT1".to_vec();
+    put_u32(&mut reply, 2);
+    put_u64(&mut reply, 230);
+    let mut seed = vec![8u8, 2, 240];
+    seed.extend(900u16.to_le_bytes());
+    seed.extend(400u16.to_le_bytes());
+    seed.extend(join_messages([reply.as_slice()]));
+    write(&dir, "bucket_count", "mid", &seed)?;
+
+    // Resume points: a checkpoint of 6 buckets at 3 (previous 2); the peer is at 2.
+    let mut reply = b"RSUM".to_vec();
+    put_u32(&mut reply, 2);
+    let mut seed = vec![6u8, 4, 3, 6];
+    seed.extend(join_messages([reply.as_slice()]));
+    write(&dir, "resume_point", "one-behind", &seed)?;
+
+    // The digest check: the digest the target itself sends.
+    let digest = blindjoin_crypto::item_digest(b"blindjoin fuzz check_digest");
+    write(&dir, "check_digest", "equal", &join_messages([&digest[..]]))?;
 
     // Hellos: the peer's hello that agrees with each of the target's own hellos.
     let ours = [
