@@ -12,7 +12,8 @@ for a in "$@"; do
     if [ "$prev" = "--crate-name" ]; then
         case "$a" in
         blindjoin_* | fuzz_support | link_frames | link_reader | link_bulk | link_greeting | \
-            hello | positions | join_counts | psi_rr22 | psi_kkrt | psi_ecdh | ub_oprf) ours=yes ;;
+            hello | positions | join_counts | bucket_count | resume_point | check_digest | \
+            psi_rr22 | psi_kkrt | psi_ecdh | psi_3pc | ub_oprf) ours=yes ;;
         esac
     fi
     prev="$a"

@@ -19,7 +19,8 @@ cd "$(dirname "$0")/../fuzz"
 
 secs="${1:-30}"
 shift || true
-all=(link_frames link_reader link_bulk link_greeting hello positions join_counts psi_rr22 psi_kkrt psi_ecdh ub_oprf)
+all=(link_frames link_reader link_bulk link_greeting hello positions join_counts bucket_count
+    resume_point check_digest psi_rr22 psi_kkrt psi_ecdh psi_3pc ub_oprf)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
@@ -39,10 +40,12 @@ fi
 #    crates only; see there). `--target` keeps build scripts and proc macros (not linked with
 #    libFuzzer) apart. The curve25519 backend cfg repeats .cargo/config.toml, which RUSTFLAGS
 #    overrides.
-#    Only join_counts needs crates/data (feature `data`).
+#    Only the data-path targets need crates/data (feature `data`).
 export RUSTFLAGS='--cfg curve25519_dalek_backend="avx512" --cfg fuzzing'
 features=--no-default-features
-case " ${targets[*]} " in *" join_counts "*) features= ;; esac
+for t in join_counts bucket_count resume_point check_digest; do
+    case " ${targets[*]} " in *" $t "*) features= ;; esac
+done
 RUSTC_WRAPPER="$PWD/rustc-sancov.sh" cargo build --release --locked --target "$triple" \
     $features $(printf -- '--bin %s ' "${targets[@]}")
 

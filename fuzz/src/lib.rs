@@ -1,5 +1,6 @@
 //! Shared pieces of the fuzz targets: how a fuzz input is split into the peer's messages, the
-//! hostile peer of the whole-protocol targets, and a recording link for seed inputs.
+//! hostile peer of the whole-protocol targets (two-party, unbalanced, three-party), and a
+//! recording link for seed inputs.
 //!
 //! Every target plays the *peer*: the fuzz input is what arrives from the other party, and the
 //! code under test is this party's, run honestly through the public API. The invariant checked
@@ -8,10 +9,12 @@
 use blindjoin_crypto::oprf::OprfScalar;
 use blindjoin_crypto::{Curve, ItemDigest, item_digest};
 use blindjoin_link::{Link, LinkError, LinkStats, MemLink, mem_pair};
+use blindjoin_protocols::ecdh_3pc::{Seat, handshake_3pc, run_3pc};
 use blindjoin_protocols::rr22::Rr22Mode;
 use blindjoin_protocols::ub_oprf::{self, CacheMeta, OnlineOptions};
 use blindjoin_protocols::{
-    Hello, NoProgress, Protocol, PsiOptions, PsiOutput, Reveal, Role, handshake, run_psi,
+    Hello, NoProgress, Protocol, ProtocolChoice, PsiOptions, PsiOutput, Reveal, Role, handshake,
+    run_psi,
 };
 use std::sync::{Arc, Mutex};
 
@@ -57,6 +60,31 @@ pub fn feed(peer: &mut MemLink, msgs: &[&[u8]]) {
     peer.abort("end of fuzz input");
 }
 
+/// The hellos the `hello` target checks hostile hellos against, for a party with `role`: ECDH
+/// (Curve25519, broadcast, threshold 3), RR22 fast, KKRT (broadcast).
+pub fn target_hellos(role: Role) -> [Hello; 3] {
+    [
+        Hello::new(
+            ProtocolChoice::Ecdh {
+                curve: Curve::Curve25519,
+            },
+            role,
+            true,
+            10,
+        )
+        .with_reveal(Reveal::UpTo(3)),
+        Hello::new(
+            ProtocolChoice::Rr22 {
+                mode: Rr22Mode::Fast,
+            },
+            role,
+            false,
+            0,
+        ),
+        Hello::new(ProtocolChoice::Kkrt, role, true, 7).with_context([9; 16]),
+    ]
+}
+
 /// Largest set a whole-protocol target lets either party have: keeps every run to milliseconds.
 pub const MAX_ITEMS: usize = 16;
 
@@ -87,12 +115,13 @@ const REVEALS: [Reveal; 3] = [Reveal::Intersection, Reveal::Cardinality, Reveal:
 /// Bytes of configuration in front of a whole-protocol fuzz input's messages.
 pub const CASE_BYTES: usize = 3;
 
-const CURVES: [Curve; 5] = [
+const CURVES: [Curve; 6] = [
     Curve::Curve25519,
     Curve::Ristretto255,
     Curve::Secp256k1,
     Curve::P256,
     Curve::Sm2,
+    Curve::FourQ,
 ];
 
 const RR22_MODES: [Rr22Mode; 3] = [Rr22Mode::Fast, Rr22Mode::LowComm, Rr22Mode::Malicious];
@@ -152,18 +181,22 @@ impl PsiCase {
         ]
     }
 
+    /// The protocol with its curve or mode.
+    pub fn choice(&self) -> ProtocolChoice {
+        match self.protocol {
+            Protocol::Ecdh => ProtocolChoice::Ecdh {
+                curve: self.curve.unwrap_or(Curve::Curve25519),
+            },
+            Protocol::Rr22 => ProtocolChoice::Rr22 {
+                mode: Rr22Mode::from_variant(self.variant).unwrap_or_default(),
+            },
+            _ => ProtocolChoice::Kkrt,
+        }
+    }
+
     /// The hello of the party with `role` and `n` items.
     pub fn hello(&self, role: Role, n: usize) -> Hello {
-        Hello::new(
-            self.protocol,
-            self.curve,
-            role,
-            1,
-            "INNER",
-            self.broadcast,
-            n as u64,
-        )
-        .with_variant(self.variant)
+        Hello::new(self.choice(), role, self.broadcast, n as u64).with_reveal(self.reveal)
     }
 
     /// The other role.
@@ -510,5 +543,228 @@ pub fn ub_seed(case: UbCase) -> Vec<u8> {
     let _ = peer.join();
     let got = got.lock().map(|g| g.clone()).unwrap_or_default();
     out.extend(join_messages(got.iter().map(Vec::as_slice)));
+    out
+}
+
+/// What a three-party fuzz input's first bytes choose.
+#[derive(Clone, Copy, Debug)]
+pub struct ThreeCase {
+    /// The honest party's seat.
+    pub seat: Seat,
+    /// The curve.
+    pub curve: Curve,
+    /// Item counts by seat (R, P, Q).
+    pub sizes: [usize; 3],
+}
+
+/// Bytes of configuration in front of a three-party fuzz input's messages.
+pub const THREE_CASE_BYTES: usize = 4;
+
+/// The run's party setup, as every party passes it to [`handshake_3pc`].
+const THREE_SETUP: &str = "r,p,q>r";
+
+fn seat_index(s: Seat) -> usize {
+    Seat::ALL.iter().position(|x| *x == s).unwrap_or(0)
+}
+
+impl ThreeCase {
+    /// Reads the case from `head` (missing bytes are 0): byte 0 = our seat (bits 0..2, mod 3:
+    /// R, P, Q), the curve (bits 2.., mod 6); bytes 1..4 = the item counts of R, P and Q, each
+    /// mod 17.
+    pub fn from_bytes(head: &[u8]) -> Self {
+        let b = |i: usize| head.get(i).copied().unwrap_or(0);
+        ThreeCase {
+            seat: Seat::ALL[usize::from(b(0) & 3) % 3],
+            curve: CURVES[usize::from(b(0) >> 2) % CURVES.len()],
+            sizes: [1, 2, 3].map(|i| usize::from(b(i)) % (MAX_ITEMS + 1)),
+        }
+    }
+
+    /// The first bytes of an input that [`ThreeCase::from_bytes`] reads back as `self`.
+    pub fn to_bytes(&self) -> [u8; THREE_CASE_BYTES] {
+        let curve = CURVES.iter().position(|c| *c == self.curve).unwrap_or(0) as u8;
+        let [r, p, q] = self.sizes.map(|n| n as u8);
+        [seat_index(self.seat) as u8 | curve << 2, r, p, q]
+    }
+
+    /// The items of the party at `seat` (every party shares half of its items with R's).
+    fn items(&self, seat: Seat) -> Vec<ItemDigest> {
+        let mut mine = items(
+            &format!("3pc/{}", seat_index(seat)),
+            self.sizes[seat_index(seat)],
+        );
+        let r = items("3pc/0", self.sizes[0]);
+        for (m, x) in mine.iter_mut().zip(r.iter()).step_by(2) {
+            *m = *x;
+        }
+        mine
+    }
+}
+
+/// Three in-memory links between the seats: `ends[i][j]` is seat i's end of the link to seat j.
+fn triangle() -> [[Option<MemLink>; 3]; 3] {
+    let (rp, pr) = mem_pair();
+    let (rq, qr) = mem_pair();
+    let (pq, qp) = mem_pair();
+    [
+        [None, Some(rp), Some(rq)],
+        [Some(pr), None, Some(pq)],
+        [Some(qr), Some(qp), None],
+    ]
+}
+
+/// Seat `seat`'s two links, in [`Seat::others`] order (the order [`run_3pc`] takes them in).
+fn links_of(ends: &mut [[Option<MemLink>; 3]; 3], seat: Seat) -> Option<[MemLink; 2]> {
+    let [a, b] = seat.others().map(seat_index);
+    let row = &mut ends[seat_index(seat)];
+    Some([row[a].take()?, row[b].take()?])
+}
+
+/// One honest party of the three: [`handshake_3pc`], then (when `run`) [`run_3pc`].
+fn party_3pc(
+    links: &mut [MemLink; 2],
+    case: &ThreeCase,
+    seat: Seat,
+    items: &[ItemDigest],
+    run: bool,
+) -> Result<Option<Vec<usize>>, blindjoin_protocols::ProtocolError> {
+    let [a, b] = links;
+    let n = items.len() as u64;
+    let agreed = handshake_3pc([a, b], seat, case.curve, 1, THREE_SETUP, n)?;
+    if !run {
+        return Ok(None);
+    }
+    let opts = PsiOptions {
+        batch_size: 4,
+        ..PsiOptions::default()
+    };
+    let [a, b] = links;
+    run_3pc([a, b], &agreed, &opts, items, &NoProgress)
+}
+
+/// The three-party target: this party takes the case's seat and runs [`handshake_3pc`] and
+/// [`run_3pc`] honestly; the other two seats run the real handshake (so ours passes) and then
+/// each sends us its share of the fuzz input's messages (a message's first byte picks the
+/// sender, bit 0: our first or second link in [`Seat::others`] order; the rest is the payload),
+/// then aborts. Checks that a receiver's result is a sorted list of distinct indices into its
+/// items and that a helper gets none.
+pub fn run_hostile_3pc(data: &[u8]) {
+    let (head, rest) = data.split_at(data.len().min(THREE_CASE_BYTES));
+    let case = ThreeCase::from_bytes(head);
+    let mut to_us: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+    for m in messages(rest, 1 << 12) {
+        if let Some((&sel, body)) = m.split_first() {
+            to_us[usize::from(sel & 1)].push(body.to_vec());
+        }
+    }
+    let mut ends = triangle();
+    let Some(mut mine) = links_of(&mut ends, case.seat) else {
+        return;
+    };
+    let mut peers = Vec::new();
+    for (k, other) in case.seat.others().into_iter().enumerate() {
+        let Some(mut links) = links_of(&mut ends, other) else {
+            return;
+        };
+        let msgs = std::mem::take(&mut to_us[k]);
+        let towards_us = other
+            .others()
+            .iter()
+            .position(|s| *s == case.seat)
+            .unwrap_or(0);
+        peers.push(std::thread::spawn(move || {
+            let _ = party_3pc(&mut links, &case, other, &case.items(other), false);
+            let refs: Vec<&[u8]> = msgs.iter().map(Vec::as_slice).collect();
+            feed(&mut links[towards_us], &refs);
+            links
+        }));
+    }
+    let ours = case.items(case.seat);
+    let out = party_3pc(&mut mine, &case, case.seat, &ours, true);
+    // Our links go first, so a peer still waiting for our hello (after a failure) stops too.
+    drop(mine);
+    for p in peers {
+        let _ = p.join();
+    }
+    if let Ok(out) = out {
+        match (case.seat, out) {
+            (Seat::Receiver, Some(idx)) => {
+                assert!(idx.windows(2).all(|w| w[0] < w[1]), "unsorted {idx:?}");
+                assert!(idx.iter().all(|&i| i < ours.len()), "out of range {idx:?}");
+            }
+            (Seat::Receiver, None) => panic!("the receiver finished without a result"),
+            (_, Some(_)) => panic!("a helper learned a result"),
+            (_, None) => {}
+        }
+    }
+}
+
+/// A seed for [`run_hostile_3pc`]: an honest run of all three seats, with the messages our seat
+/// received after the hellos, each behind the byte that names its link.
+pub fn three_seed(case: ThreeCase) -> Vec<u8> {
+    let mut out = case.to_bytes().to_vec();
+    let mut ends = triangle();
+    let Some([a, b]) = links_of(&mut ends, case.seat) else {
+        return out;
+    };
+    let got = [
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(Mutex::new(Vec::new())),
+    ];
+    let mut mine = [
+        Recording {
+            inner: a,
+            got: got[0].clone(),
+        },
+        Recording {
+            inner: b,
+            got: got[1].clone(),
+        },
+    ];
+    let mut peers = Vec::new();
+    for other in case.seat.others() {
+        let Some(mut links) = links_of(&mut ends, other) else {
+            return out;
+        };
+        peers.push(std::thread::spawn(move || {
+            let _ = party_3pc(&mut links, &case, other, &case.items(other), true);
+            links
+        }));
+    }
+    let ours = case.items(case.seat);
+    let [a, b] = &mut mine;
+    if let Ok(agreed) = handshake_3pc(
+        [a, b],
+        case.seat,
+        case.curve,
+        1,
+        THREE_SETUP,
+        ours.len() as u64,
+    ) {
+        let opts = PsiOptions {
+            batch_size: 4,
+            ..PsiOptions::default()
+        };
+        let [a, b] = &mut mine;
+        let _ = run_3pc([a, b], &agreed, &opts, &ours, &NoProgress);
+    }
+    drop(mine);
+    let mut peer_links = Vec::new();
+    for p in peers {
+        if let Ok(l) = p.join() {
+            peer_links.push(l);
+        }
+    }
+    let mut msgs = Vec::new();
+    for (k, g) in got.iter().enumerate() {
+        let g = g.lock().map(|g| g.clone()).unwrap_or_default();
+        // The first message on each link is the peer's hello, which the harness's peers send.
+        for m in g.iter().skip(1) {
+            let mut tagged = vec![k as u8];
+            tagged.extend_from_slice(m);
+            msgs.push(tagged);
+        }
+    }
+    out.extend(join_messages(msgs.iter().map(Vec::as_slice)));
     out
 }

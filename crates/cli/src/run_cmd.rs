@@ -133,6 +133,10 @@ pub(crate) struct RunArgs {
     /// Mutual TLS: the CA certificate(s) the peer's certificate must chain to (PEM).
     #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_key"])]
     tls_ca: Option<PathBuf>,
+    /// Unbalanced PSI server (`ub_psi_config`, with --config): the most client keys its key
+    /// may evaluate over all online queries (`blindjoin.max_query_items`; default 1,000,000).
+    #[arg(long, value_name = "N", requires = "config")]
+    pub(crate) max_query_items: Option<u64>,
     /// No progress bars and no summary on stderr.
     #[arg(long, short)]
     pub(crate) quiet: bool,
@@ -182,6 +186,11 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             plan.override_link(link_overrides(&args).context(UserError)?)
                 .map_err(anyhow::Error::from)
                 .context(UserError)?;
+            if let Some(n) = args.max_query_items {
+                plan.set_max_query_items(n)
+                    .map_err(anyhow::Error::from)
+                    .context(UserError)?;
+            }
             plan
         }
     };

@@ -1,7 +1,8 @@
 //! Unbalanced PSI end to end: two real `blindjoin` processes on 127.0.0.1 with SecretFlow-style
 //! `ub_psi_config` files, through gen cache → transfer cache → online (twice, the cache reused),
 //! the shuffle variant, and full; plus the refusals a user meets first (key file permissions,
-//! a stale client cache); and full mode over mutual TLS from the command line's link flags.
+//! a stale client cache); full mode over mutual TLS from the command line's link flags; and the
+//! server's cap on the client keys one key evaluates (`blindjoin.max_query_items`).
 
 // Test helpers outside `#[test]` functions: failing loudly is what a test should do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -466,5 +467,75 @@ fn full_mode_reads_and_writes_parquet() {
         .filter(|n| n.contains(".blindjoin-parquet"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The query cap (`--max-query-items`, `blindjoin.max_query_items`): the client's 202 unique
+/// keys fit a cap of 300 once, the count is kept beside the key file (0600), a second query
+/// that would pass the cap is refused by the server before it evaluates anything (exit code 2,
+/// naming the field; the client is told why), and a new key (rotation) starts from 0.
+#[test]
+fn the_server_refuses_queries_past_the_cap_until_the_key_is_rotated() {
+    let dir = tmp("ub", "cap");
+    tables(&dir);
+    let client_only = r#","server_get_result": false, "client_get_result": true"#;
+    let fs = SERVER.to_string() + client_only;
+    let fc = CLIENT.to_string() + client_only;
+    let cap = ["--max-query-items", "300"];
+    let full = |dir: &Path| {
+        let p = ports();
+        config(dir, "fs.json", "ROLE_SERVER", "MODE_FULL", p, &fs);
+        config(dir, "fc.json", "ROLE_CLIENT", "MODE_FULL", p, &fc);
+        let s = start_with(dir, "fs.json", &cap);
+        let c = start(dir, "fc.json");
+        (wait(s, LIMIT), wait(c, LIMIT))
+    };
+    let count_file = dir.join("server.key.queries");
+
+    let ((ok_s, err_s), (ok_c, err_c)) = full(&dir);
+    assert!(ok_s && ok_c, "{err_s}\n{err_c}");
+    assert_eq!(ids(&dir.join("client_out.csv"), 1), expected());
+    std::fs::remove_file(dir.join("client_out.csv")).unwrap();
+    let counted = std::fs::read_to_string(&count_file).unwrap();
+    assert!(counted.contains("client_items 202\n"), "{counted}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&count_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    let ((ok_s, err_s), (ok_c, err_c)) = full(&dir);
+    assert!(!ok_s && !ok_c, "{err_s}\n{err_c}");
+    assert!(
+        err_s.contains("blindjoin.max_query_items") && err_s.contains("202"),
+        "{err_s}"
+    );
+    assert!(err_c.contains("blindjoin.max_query_items"), "{err_c}");
+    assert!(!dir.join("client_out.csv").exists());
+    assert_eq!(std::fs::read_to_string(&count_file).unwrap(), counted);
+
+    // Rotation: a new key file (and so a new cache) starts a new count.
+    std::fs::remove_file(dir.join("server.key")).unwrap();
+    let ((ok_s, err_s), (ok_c, err_c)) = full(&dir);
+    assert!(ok_s && ok_c, "{err_s}\n{err_c}");
+    assert_eq!(ids(&dir.join("client_out.csv"), 1), expected());
+
+    // The flag means nothing to a client: refused, not ignored.
+    let o = Command::new(BIN)
+        .current_dir(&dir)
+        .args([
+            "run",
+            "--quiet",
+            "--max-query-items",
+            "5",
+            "--config",
+            "fc.json",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--max-query-items"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -19,6 +19,10 @@
 
 mod config;
 mod error;
+/// Entry points for the fuzz targets (feature `fuzzing`; not a stable API).
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod generate;
 mod pipeline;
 mod plan;

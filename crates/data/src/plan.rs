@@ -197,6 +197,40 @@ impl Plan {
         Ok(())
     }
 
+    /// Sets how many client keys one server key may evaluate over all online queries
+    /// (`blindjoin.max_query_items`, `--max-query-items`).
+    ///
+    /// # Errors
+    /// The plan is not an unbalanced server that answers queries, or `n` is 0.
+    pub fn set_max_query_items(&mut self, n: u64) -> Result<(), ConfigError> {
+        let field = "--max-query-items".to_string();
+        let Plan::Unbalanced(spec) = self else {
+            return Err(ConfigError::Invalid {
+                field,
+                message: "applies to unbalanced PSI (a config with ub_psi_config) only".into(),
+            });
+        };
+        if spec.role != crate::ub::UbRole::Server || !spec.mode.queries() {
+            return Err(ConfigError::Invalid {
+                field,
+                message: format!(
+                    "bounds the client keys a server evaluates online; this run is {} {}, \
+                     which evaluates none",
+                    spec.role.config_name(),
+                    spec.mode.config_name()
+                ),
+            });
+        }
+        if n == 0 {
+            return Err(ConfigError::Invalid {
+                field,
+                message: "0 would refuse every query; use 1 or more".into(),
+            });
+        }
+        spec.max_query_items = n;
+        Ok(())
+    }
+
     /// Runs the plan; `cancel` lets another thread stop it (the peer is told why and no output
     /// is written).
     ///

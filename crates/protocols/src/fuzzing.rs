@@ -29,5 +29,5 @@ pub fn positions_receive(link: &mut dyn Link, n: usize) -> Result<Vec<usize>, Pr
 /// The wire bytes of `hello`, as [`crate::handshake`] sends them (so a fuzz target can play a
 /// peer that gets past the handshake).
 pub fn hello_encode(hello: &crate::Hello) -> Vec<u8> {
-    hello.encode()
+    blindjoin_link::wire::WireMessage::encode(hello)
 }

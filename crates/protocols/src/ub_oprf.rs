@@ -467,8 +467,8 @@ fn find(cache: &[u8], tl: usize, v: &[u8]) -> Option<Vec<u32>> {
     (!out.is_empty()).then_some(out)
 }
 
-/// Online, server side, with its key and its cache's metadata. Returns the matched cache
-/// positions when `server_get_result`.
+/// Online, server side, with its key and its cache's metadata: [`online_server_hello`] then
+/// [`online_server_serve`]. Returns the matched cache positions when `server_get_result`.
 ///
 /// # Errors
 /// Link failures, a disagreeing or misbehaving client.
@@ -479,8 +479,47 @@ pub fn online_server(
     opts: OnlineOptions,
     progress: &dyn Progress,
 ) -> Result<OnlineOutput, ProtocolError> {
+    let n_client = online_server_hello(link, meta, opts)?;
+    online_server_serve(link, key, meta, opts, n_client, progress)
+}
+
+/// The online phase's first step on the server: exchanges hellos and returns how many items
+/// the client announces. [`online_server_serve`] evaluates exactly that many and no more, so a
+/// caller that bounds what one key may evaluate (the query cap of `crates/data`'s unbalanced
+/// run) decides here, before any evaluation leaves.
+///
+/// # Errors
+/// Link failures, a disagreeing client, more than [`MAX_CLIENT_ITEMS`] announced.
+pub fn online_server_hello(
+    link: &mut dyn Link,
+    meta: &CacheMeta,
+    opts: OnlineOptions,
+) -> Result<u64, ProtocolError> {
     opts.check()?;
-    let n_client = exchange_hello(link, meta, opts, 0, true)? as usize;
+    exchange_hello(link, meta, opts, 0, true)
+}
+
+/// The rest of the server's online phase, after [`online_server_hello`] returned `n_client`:
+/// evaluates the client's `n_client` blinded points under `key` and, with `server_get_result`,
+/// receives the matched cache positions.
+///
+/// # Errors
+/// Link failures, a misbehaving client (more or fewer points than announced, bad points).
+pub fn online_server_serve(
+    link: &mut dyn Link,
+    key: &OprfScalar,
+    meta: &CacheMeta,
+    opts: OnlineOptions,
+    n_client: u64,
+    progress: &dyn Progress,
+) -> Result<OnlineOutput, ProtocolError> {
+    opts.check()?;
+    if n_client > MAX_CLIENT_ITEMS {
+        return Err(ProtocolError::Unreachable(
+            "the client's announced count was not checked by the hello",
+        ));
+    }
+    let n_client = n_client as usize;
     progress.stage("evaluating the client's blinded items", n_client as u64);
     // Shuffle variant: all evaluations, in the client's order, before any leaves.
     let mut held: Vec<u8> = Vec::new();

@@ -2,11 +2,15 @@
 //! `fuzz/seeds`): valid messages from honest runs, so the fuzzer starts deep in each decoder.
 //! Deterministic in layout, not in bytes (the protocol runs use fresh randomness).
 
+use blindjoin_link::wire::ids;
 use blindjoin_link::{put_u32, put_u64, put_varint};
+use blindjoin_protocols::ecdh_3pc::Seat;
 use blindjoin_protocols::fuzzing::hello_encode;
 use blindjoin_protocols::ub_oprf::OnlineOptions;
-use blindjoin_protocols::{Curve, Hello, Protocol, Reveal, Role};
-use fuzz_support::{PsiCase, UbCase, UbStep, join_messages, psi_seed, ub_seed};
+use blindjoin_protocols::{Curve, Protocol, Reveal, Role};
+use fuzz_support::{
+    PsiCase, ThreeCase, UbCase, UbStep, join_messages, psi_seed, target_hellos, three_seed, ub_seed,
+};
 use std::path::{Path, PathBuf};
 
 fn write(dir: &Path, target: &str, name: &str, bytes: &[u8]) -> std::io::Result<()> {
@@ -74,6 +78,7 @@ fn main() -> std::io::Result<()> {
         Curve::Secp256k1,
         Curve::P256,
         Curve::Sm2,
+        Curve::FourQ,
     ] {
         let case = PsiCase {
             protocol: Protocol::Ecdh,
@@ -122,22 +127,57 @@ fn main() -> std::io::Result<()> {
         }
     }
 
+    // Three parties: each seat on Curve25519, and the receiver on FourQ.
+    for (seat, curve) in [
+        (Seat::Receiver, Curve::Curve25519),
+        (Seat::P, Curve::Curve25519),
+        (Seat::Q, Curve::Curve25519),
+        (Seat::Receiver, Curve::FourQ),
+    ] {
+        let case = ThreeCase {
+            seat,
+            curve,
+            sizes: [8, 6, 7],
+        };
+        write(
+            &dir,
+            "psi_3pc",
+            &format!("{seat:?}-{}", curve.config_name()),
+            &three_seed(case),
+        )?;
+    }
+
+    // Bucket counts: bucket 2 of 4 (bucket size 2^8 for 1000 rows), the peer announced 900 rows
+    // and had 400 before; its reply says 230.
+    let mut reply = ids::BUCKET_COUNT.to_vec();
+    put_u32(&mut reply, 2);
+    put_u64(&mut reply, 230);
+    let mut seed = vec![8u8, 2, 240];
+    seed.extend(900u16.to_le_bytes());
+    seed.extend(400u16.to_le_bytes());
+    seed.extend(join_messages([reply.as_slice()]));
+    write(&dir, "bucket_count", "mid", &seed)?;
+
+    // Resume points: a checkpoint of 6 buckets at 3 (previous 2); the peer is at 2.
+    let mut reply = ids::RESUME.to_vec();
+    put_u32(&mut reply, 2);
+    let mut seed = vec![6u8, 4, 3, 6];
+    seed.extend(join_messages([reply.as_slice()]));
+    write(&dir, "resume_point", "one-behind", &seed)?;
+
+    // The digest check: the digest the target itself sends.
+    let digest = blindjoin_crypto::item_digest(b"blindjoin fuzz check_digest");
+    let mut reply = ids::DIGEST_CHECK.to_vec();
+    reply.extend_from_slice(&digest);
+    write(
+        &dir,
+        "check_digest",
+        "equal",
+        &join_messages([reply.as_slice()]),
+    )?;
+
     // Hellos: the peer's hello that agrees with each of the target's own hellos.
-    let ours = [
-        Hello::new(
-            Protocol::Ecdh,
-            Some(Curve::Curve25519),
-            Role::Sender,
-            1,
-            "INNER",
-            true,
-            10,
-        ),
-        Hello::new(Protocol::Rr22, None, Role::Sender, 2, "LEFT", false, 0).with_variant("fast"),
-        Hello::new(Protocol::Kkrt, None, Role::Sender, 1, "INNER", true, 7)
-            .with_bucket_size(1 << 20),
-    ];
-    for (i, h) in ours.into_iter().enumerate() {
+    for (i, h) in target_hellos(Role::Sender).into_iter().enumerate() {
         // sel = 2i (we are the receiver), the peer is the sender.
         let mut seed = vec![(2 * i) as u8];
         seed.extend(hello_encode(&h));

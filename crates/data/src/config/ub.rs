@@ -2,7 +2,8 @@
 //! `self_link_party`, into a [`UbSpec`]. Every SecretFlow field is accepted; the ones for
 //! features we lack are refused by name unless they hold their default. Ours live in the
 //! top-level `blindjoin` object: `curve` (default `CURVE_FOURQ`, SecretFlow's fixed choice),
-//! `report_path`, `connect_timeout_ms`, `peer_silence_timeout_ms`, `max_cache_bytes`.
+//! `report_path`, `connect_timeout_ms`, `peer_silence_timeout_ms`, `max_cache_bytes`,
+//! `max_query_items` (the server's cap on client items per key, [`crate::ub::budget`]).
 
 use super::{
     DebugOptions, InputAttr, IoConfig, LinkConfig, OutputAttr, invalid, io_type, lenient_u64,
@@ -10,6 +11,7 @@ use super::{
 };
 use crate::error::ConfigError;
 use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, TableFormat};
+use crate::ub::budget::{DEFAULT_MAX_QUERY_ITEMS, FIELD as MAX_QUERY_ITEMS};
 use crate::ub::{DEFAULT_MAX_CACHE_BYTES, UbMode, UbRole, UbSpec};
 use blindjoin_crypto::Curve;
 use blindjoin_link::DEFAULT_SILENCE_TIMEOUT;
@@ -64,6 +66,7 @@ struct UbExtensions {
     connect_timeout_ms: Option<Value>,
     peer_silence_timeout_ms: Option<Value>,
     max_cache_bytes: Option<Value>,
+    max_query_items: Option<Value>,
 }
 
 /// Whether `text` is an unbalanced-PSI launch config (has a top-level `ub_psi_config`). Cheap
@@ -394,6 +397,26 @@ pub fn parse_ub_launch_config(
         }
         _ => (None, None, DEFAULT_RECV_TIMEOUT),
     };
+    let max_query_items = match ext.as_ref().and_then(|e| e.max_query_items.as_ref()) {
+        None => DEFAULT_MAX_QUERY_ITEMS,
+        Some(v) => match lenient_u64(v, MAX_QUERY_ITEMS)? {
+            0 => {
+                return Err(invalid(
+                    MAX_QUERY_ITEMS,
+                    "0 would refuse every query; use 1 or more",
+                ));
+            }
+            n => n,
+        },
+    };
+    if role == UbRole::Server && mode.queries() {
+        warnings.push(format!(
+            "unbalanced PSI: the client learns which of its keys your table holds, so a client \
+             whose table enumerates a small key space (phone numbers, national ids) learns which \
+             of them you hold; {MAX_QUERY_ITEMS} (--max-query-items) bounds how many client \
+             keys this server key evaluates over all queries (docs/config.md, key rotation)"
+        ));
+    }
     let ms = |v: Option<&Value>, field: &str, default: Duration| -> Result<Duration, ConfigError> {
         v.map_or(Ok(default), |v| {
             Ok(Duration::from_millis(lenient_u64(v, field)?))
@@ -433,6 +456,7 @@ pub fn parse_ub_launch_config(
             None => DEFAULT_MAX_CACHE_BYTES,
             Some(v) => lenient_u64(v, "blindjoin.max_cache_bytes")?,
         },
+        max_query_items,
         warnings,
     })
 }
@@ -500,6 +524,30 @@ mod tests {
     }
 
     #[test]
+    fn the_query_cap_defaults_and_the_online_server_is_warned() {
+        let online = SERVER_GEN.replace("MODE_OFFLINE_GEN_CACHE", "MODE_ONLINE")
+            + r#", "client_get_result": true"#;
+        let s = parse(&cfg(&online, "")).unwrap();
+        assert_eq!(s.max_query_items, DEFAULT_MAX_QUERY_ITEMS);
+        assert!(
+            s.warnings
+                .iter()
+                .any(|w| w.contains("phone numbers") && w.contains(MAX_QUERY_ITEMS)),
+            "{:?}",
+            s.warnings
+        );
+        let s = parse(&cfg(
+            &online,
+            r#", "blindjoin": {"max_query_items": "5000"}"#,
+        ))
+        .unwrap();
+        assert_eq!(s.max_query_items, 5000);
+        // Gen cache serves no query: no warning.
+        let s = parse(&cfg(SERVER_GEN, "")).unwrap();
+        assert!(!s.warnings.iter().any(|w| w.contains(MAX_QUERY_ITEMS)));
+    }
+
+    #[test]
     fn bad_configs_name_the_field() {
         let cases = [
             (
@@ -554,6 +602,11 @@ mod tests {
                 "count_path",
             ),
             (SERVER_GEN.to_string() + r#", "bogus": 1"#, "", "bogus"),
+            (
+                SERVER_GEN.to_string(),
+                r#", "blindjoin": {"max_query_items": 0}"#,
+                "blindjoin.max_query_items",
+            ),
             (
                 SERVER_GEN.replace("MODE_OFFLINE_GEN_CACHE", "MODE_ONLINE")
                     + r#", "server_get_result": false, "client_get_result": false"#,

@@ -191,7 +191,12 @@ impl<'h> BucketedPsi<'h> {
     }
 
     /// Swaps bucket `k`'s unique-key count with the peer and bounds the peer's.
-    fn exchange_count(&self, link: &mut dyn Link, k: usize, ours: u64) -> Result<u64, DataError> {
+    pub(crate) fn exchange_count(
+        &self,
+        link: &mut dyn Link,
+        k: usize,
+        ours: u64,
+    ) -> Result<u64, DataError> {
         let msg = BucketCount {
             bucket: k as u32,
             keys: ours,

@@ -537,7 +537,7 @@ fn peer_error(message: &str) -> DataError {
 
 /// `check_hash_digest`: both parties chain a hash over each bucket's matched digests (in order
 /// key order) and compare the results.
-fn check_digest(link: &mut dyn Link, ours: &ItemDigest) -> Result<(), DataError> {
+pub(crate) fn check_digest(link: &mut dyn Link, ours: &ItemDigest) -> Result<(), DataError> {
     let msg = DigestCheck { digest: *ours };
     link.send(&msg.encode())?;
     let theirs = DigestCheck::decode(&link.recv()?).map_err(ProtocolError::from)?;

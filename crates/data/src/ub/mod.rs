@@ -1,8 +1,10 @@
 //! Unbalanced PSI (SecretFlow's `ub_psi_config`): the server's key file ([`key`]), the two cache
-//! files ([`cache`]) and the modes ([`run_ub`]: gen cache, transfer cache, offline, online, full).
+//! files ([`cache`]), the cap on what one key may evaluate for clients ([`budget`]) and the modes
+//! ([`run_ub`]: gen cache, transfer cache, offline, online, full).
 //! The protocol itself is [`blindjoin_protocols::ub_oprf`]; this module reads tables, keeps
 //! files and maps the protocol's indices back to rows, as the balanced data path does.
 
+pub mod budget;
 pub mod cache;
 pub mod key;
 mod run;
@@ -140,6 +142,9 @@ pub struct UbSpec {
     pub report: Option<PathBuf>,
     /// Largest cache the client accepts in transfer (bytes).
     pub max_cache_bytes: u64,
+    /// Server: the most client items its key may evaluate over all online runs
+    /// ([`budget`]; `blindjoin.max_query_items`).
+    pub max_query_items: u64,
     /// Warnings for the user.
     pub warnings: Vec<String>,
 }
@@ -171,6 +176,24 @@ pub enum UbError {
         path: PathBuf,
         /// What is wrong and how to fix it.
         problem: String,
+    },
+    /// The server's key has evaluated as many client items as its cap allows ([`budget`]).
+    #[error(
+        "refusing the client's query of {asked} items: the server's key has already evaluated \
+         {used} client items and {field} allows {cap} (count file: {count_file}); make a new key \
+         and cache (docs/config.md, key rotation) or raise {field}"
+    )]
+    QueryCap {
+        /// The config field that sets the cap.
+        field: &'static str,
+        /// The cap.
+        cap: u64,
+        /// Items evaluated under this key before this query.
+        used: u64,
+        /// Items this query announced.
+        asked: u64,
+        /// Where the count is kept.
+        count_file: String,
     },
     /// The server's input no longer holds a key that its cache holds.
     #[error(
@@ -218,6 +241,8 @@ impl UbError {
             UbError::Cache { .. } | UbError::KeyFile { .. } | UbError::InputChanged { .. } => {
                 crate::Fault::Input
             }
+            // The server's own limit: rotating the key or raising the cap is its user's call.
+            UbError::QueryCap { .. } => crate::Fault::Config,
         }
     }
 
@@ -262,6 +287,10 @@ pub struct UbReport {
     /// The client's unique keys (online; known to both parties).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_key_count: Option<u64>,
+    /// Server: the client items its key has evaluated so far, this query included, against
+    /// the cap `blindjoin.max_query_items` ([`budget`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_query_items: Option<u64>,
     /// |X ∩ Y| in unique keys, when this party learns it (-1 otherwise).
     pub intersection_key_count: i64,
     /// Rows of this party's output (-1 when it writes none).

@@ -3,7 +3,7 @@
 //! link; this module reads the tables, keeps the files and maps results back to rows.
 
 use super::cache::{self, ClientCache, ServerCache};
-use super::{UbError, UbMode, UbPhase, UbReport, UbRole, UbSpec, key};
+use super::{UbError, UbMode, UbPhase, UbReport, UbRole, UbSpec, budget, key};
 use crate::error::DataError;
 use crate::pipeline::two_party::{CsvInput, connect_in_background};
 use crate::spec::TableFormat;
@@ -14,8 +14,8 @@ use blindjoin_crypto::oprf::OprfScalar;
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
 use blindjoin_protocols::ub_oprf::{
-    CacheMeta, OnlineOptions, evaluate_server_set, online_client, online_server, recv_cache,
-    send_cache, tag_len,
+    CacheMeta, OnlineOptions, evaluate_server_set, online_client, online_server_hello,
+    online_server_serve, recv_cache, send_cache, tag_len,
 };
 use blindjoin_protocols::{Progress, ProtocolError};
 use rayon::prelude::*;
@@ -367,7 +367,15 @@ fn server(
         server_get_result: spec.server_get_result,
     };
     let clock = PhaseClock::start(Some(l));
-    let out = online_server(l, &key, &cache.meta, opts, progress)?;
+    // The client's announced count is charged to the key before anything is evaluated.
+    let n_client = online_server_hello(l, &cache.meta, opts)?;
+    report.key_query_items = Some(budget::charge(
+        spec.secret_key_path.as_deref(),
+        &key.key_check_value()?,
+        spec.max_query_items,
+        n_client,
+    )?);
+    let out = online_server_serve(l, &key, &cache.meta, opts, n_client, progress)?;
     report.online = Some(clock.stop(Some(l)));
     report.client_key_count = Some(out.peer_count);
     if let (Some(positions), Some(kd)) = (out.intersection, keyed.as_ref()) {
