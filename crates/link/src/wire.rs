@@ -23,8 +23,10 @@ pub mod ids {
     pub const BUCKET_COUNT: &[u8] = &[0x08];
     /// Data path: a bucket's join information (per-key row counts for padded joins).
     pub const JOIN_INFO: &[u8] = &[0x09];
-    /// Data path: `check_hash_digest`'s digest of the intersection.
+    /// Data path: `check_hash_digest`'s keyed digest of the intersection.
     pub const DIGEST_CHECK: &[u8] = &[0x0a];
+    /// Data path: `check_hash_digest`'s Diffie–Hellman share, which keys the digest.
+    pub const DIGEST_SHARE: &[u8] = &[0x0c];
     /// Data path: where a resumed run starts (recovery).
     pub const RESUME: &[u8] = &[0x0b];
 
@@ -91,6 +93,7 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("BUCKET_COUNT", ids::BUCKET_COUNT),
     ("JOIN_INFO", ids::JOIN_INFO),
     ("DIGEST_CHECK", ids::DIGEST_CHECK),
+    ("DIGEST_SHARE", ids::DIGEST_SHARE),
     ("RESUME", ids::RESUME),
     ("POSITIONS", ids::POSITIONS),
     ("ECDH_POINTS", ids::ECDH_POINTS),

@@ -12,7 +12,7 @@ use crate::pipeline::bucket::{BucketedPsi, RevealCounts};
 use crate::pipeline::join::{JoinType, MAX_OUTPUT_ROWS, exchange_counts};
 use crate::pipeline::runs::{Runs, SortBy};
 use crate::pipeline::spill::{GroupBucket, GroupRef, WARM_BATCH};
-use crate::pipeline::wire::DigestCheck;
+use crate::pipeline::wire::{DigestCheck, DigestShare};
 use crate::spec::{RunSpec, TableFormat};
 use crate::table::output::{AtomicFile, Sink};
 use crate::table::parquet_io::ParquetWriter;
@@ -535,17 +535,96 @@ fn peer_error(message: &str) -> DataError {
     DataError::Protocol(ProtocolError::PeerMisbehaved(message.to_string()))
 }
 
-/// `check_hash_digest`: both parties chain a hash over each bucket's matched digests (in order
-/// key order) and compare the results.
+/// `check_hash_digest`: both parties chain a hash over each bucket's matched digests (in key
+/// order) and compare the results, keyed so that an observer of the link cannot confirm a guess
+/// of the intersection: each party sends a fresh Diffie–Hellman share `a·G` on Curve25519 (`G`
+/// hashed to the curve from a fixed label, so the key is CDH-hard to anyone without `a` or `b`),
+/// and each sends `H(label, ab·G, the two shares in order, digest)`. The peer learns only
+/// whether the two digests are equal, as SecretFlow's check reveals.
 pub(crate) fn check_digest(link: &mut dyn Link, ours: &ItemDigest) -> Result<(), DataError> {
-    let msg = DigestCheck { digest: *ours };
-    link.send(&msg.encode())?;
-    let theirs = DigestCheck::decode(&link.recv()?).map_err(ProtocolError::from)?;
-    if theirs.digest != *ours {
+    const LABEL: &[u8] = b"blindjoin/check_hash_digest/v1";
+    let cipher = blindjoin_crypto::new_cipher(blindjoin_crypto::Curve::Curve25519, None)
+        .map_err(ProtocolError::from)?;
+    let mut mine = [0u8; 32];
+    cipher
+        .hash_and_mask(&[item_digest(LABEL)], &mut mine)
+        .map_err(ProtocolError::from)?;
+    link.send(&DigestShare { share: mine }.encode())?;
+    let theirs = DigestShare::decode(&link.recv()?).map_err(ProtocolError::from)?;
+    let mut shared = [0u8; 32];
+    cipher
+        .remask(&theirs.share, &mut shared)
+        .map_err(ProtocolError::from)?;
+    let (lo, hi) = if mine <= theirs.share {
+        (mine, theirs.share)
+    } else {
+        (theirs.share, mine)
+    };
+    let mut keyed = LABEL.to_vec();
+    for part in [&shared[..], &lo[..], &hi[..], &ours[..]] {
+        keyed.extend_from_slice(part);
+    }
+    let tag = item_digest(&keyed);
+    link.send(&DigestCheck { digest: tag }.encode())?;
+    let their_tag = DigestCheck::decode(&link.recv()?).map_err(ProtocolError::from)?;
+    if their_tag.digest != tag {
         return Err(peer_error(
             "check_hash_digest: the two parties' intersections differ (a bug, a corrupted run, \
              or a dishonest peer); no output was written",
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod digest_check_tests {
+    use super::*;
+    use blindjoin_link::mem_pair;
+
+    fn both(a: ItemDigest, b: ItemDigest) -> (Result<(), DataError>, Result<(), DataError>) {
+        let (mut la, mut lb) = mem_pair();
+        let t = std::thread::spawn(move || check_digest(&mut lb, &b));
+        let ra = check_digest(&mut la, &a);
+        (ra, t.join().unwrap())
+    }
+
+    #[test]
+    fn equal_digests_pass_and_different_ones_fail_on_both_sides() {
+        let (a, b) = both([1; 16], [1; 16]);
+        assert!(a.is_ok() && b.is_ok());
+        let (a, b) = both([1; 16], [2; 16]);
+        assert!(a.is_err() && b.is_err());
+    }
+
+    #[test]
+    fn the_digest_is_never_sent_in_clear_and_its_tag_changes_every_run() {
+        // A peer that records what this party sends: neither message may hold the digest, and
+        // the tag of the same digest differs between runs (fresh shares).
+        let digest = [7u8; 16];
+        let mut tags = Vec::new();
+        for _ in 0..2 {
+            let (mut la, mut lb) = mem_pair();
+            let t = std::thread::spawn(move || {
+                let share = lb.recv().unwrap_or_default();
+                let mut peer_share = [0u8; 32];
+                if let Ok(c) =
+                    blindjoin_crypto::new_cipher(blindjoin_crypto::Curve::Curve25519, None)
+                {
+                    let _ = c.hash_and_mask(&[[3u8; 16]], &mut peer_share);
+                }
+                let _ = lb.send(&DigestShare { share: peer_share }.encode());
+                let tag = lb.recv().unwrap_or_default();
+                (share, tag)
+            });
+            let _ = check_digest(&mut la, &digest);
+            let (share, tag) = t.join().unwrap();
+            assert_eq!(share.len(), 33);
+            assert_eq!(tag.len(), 17);
+            for m in [&share, &tag] {
+                assert!(!m.windows(16).any(|w| w == digest), "digest sent in clear");
+            }
+            tags.push(tag);
+        }
+        assert_ne!(tags[0], tags[1]);
+    }
 }

@@ -205,7 +205,29 @@ impl WireMessage for ResumePoint {
     }
 }
 
-/// `check_hash_digest`: a digest of the intersection so far.
+/// `check_hash_digest`'s Diffie–Hellman share (a Curve25519 point), which keys the digests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DigestShare {
+    /// `a·G`.
+    pub share: [u8; 32],
+}
+
+impl WireMessage for DigestShare {
+    const ID: &'static [u8] = ids::DIGEST_SHARE;
+    const NAME: &'static str = "digest-check share";
+
+    fn put_body(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.share);
+    }
+
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let mut share = [0u8; 32];
+        share.copy_from_slice(r.take(32)?);
+        Ok(DigestShare { share })
+    }
+}
+
+/// `check_hash_digest`: the keyed digest of the intersection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DigestCheck {
     /// The chained digest.
@@ -255,6 +277,8 @@ mod tests {
         assert_eq!(ResumePoint::decode(&p.encode()).unwrap(), p);
         let d = DigestCheck { digest: [5; 16] };
         assert_eq!(DigestCheck::decode(&d.encode()).unwrap(), d);
+        let s = DigestShare { share: [6; 32] };
+        assert_eq!(DigestShare::decode(&s.encode()).unwrap(), s);
     }
 
     #[test]
