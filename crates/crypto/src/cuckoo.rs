@@ -18,13 +18,21 @@
 //!
 //! [`cuckoo_bins`] takes the larger of two bounds:
 //!
-//! * `1.27·n`: the stash-less expansion PSWW18 determined experimentally for three hash functions
-//!   and a 2^-40 failure rate at large `n` (the usual KKRT/"Spot-Light" parameter). libOTe's
-//!   `CuckooIndex::selectParams` fit is more conservative (≈ 1.5·n); insertion here retries
-//!   with a new seed before failing, so a rare failure costs time, not correctness.
-//! * For small `n` the dominant failure is a handful of items whose `3k` hash values fall into
-//!   fewer than `k` bins (Hall's condition). We bound it by the union bound
-//!   `Σ_{k=2..8} C(n,k)·C(m,k−1)·((k−1)/m)^{3k} ≤ 2^-40` and grow `m` until it holds
+//! * **Large `n`: the fitted failure rate.** For stash-less cuckoo hashing with three hash
+//!   functions, Pinkas–Schneider–Zohner ("Scalable Private Set Intersection Based on OT
+//!   Extension", ACM TOPS 2018) and Pinkas–Rosulek–Trieu–Yanai ("SpOT-Light", CRYPTO 2019)
+//!   fit the experimental failure rate as `2^-λ` with `λ = a_n·e + b_n`, `e = m/n` the
+//!   expansion. We use the fit as cryptoTools' `CuckooIndex::selectParams` and SecretFlow's
+//!   `CuckooIndex::SelectParams` state it, `a_n = 240`, `b_n = −log2 n − 256`
+//!   ([`fit_security_bits`]), and take the least `m` with `λ ≥ 40`:
+//!   `e = (40 + log2 n + 256)/240`, so 1.317·n at `n = 2^20`, 1.333·n at 2^24 and 1.358·n at
+//!   2^30. The often-quoted expansion 1.27 gives only `λ ≈ 28.8` at 2^20 by this fit (24.8
+//!   at 2^24). cryptoTools' later fit (`a_n → 123.5`, `b_n → −130 − log2 n`)
+//!   is more conservative still (≈ 1.54·n at 2^20); insertion here retries with a fresh seed
+//!   before failing, so a failure costs time, never correctness or privacy.
+//! * **Small `n`**, where the fit was not measured and the dominant failure is a handful of
+//!   items whose `3k` hash values fall into fewer than `k` bins (Hall's condition): the union
+//!   bound `Σ_{k=2..8} C(n,k)·C(m,k−1)·((k−1)/m)^{3k} ≤ 2^-40`, with `m` grown until it holds
 //!   (`m ≈ 4n` at `n = 1000`; irrelevant above `n ≈ 10^4`).
 //!
 //! The table size is computed with `f64` on the receiver only and sent to the sender, which
@@ -94,7 +102,46 @@ fn log2_binomial(n: f64, k: u32) -> f64 {
         .sum()
 }
 
-/// Bins for `n` items: failure probability ≤ 2^-40 (see the module doc). `0` for `n = 0`.
+/// Statistical security of the table (bits): failure probability at most `2^-40`.
+pub const CUCKOO_STAT_SEC: f64 = 40.0;
+
+/// Slope `a_n` of the fitted failure rate `λ = a_n·e + b_n` (module docs).
+const FIT_SLOPE: f64 = 240.0;
+
+/// `b_n = −log2 n − FIT_OFFSET` (module docs).
+const FIT_OFFSET: f64 = 256.0;
+
+/// `λ = 240·(m/n) − log2 n − 256`: the fitted `−log2` of the probability that `n` items do not
+/// fit `m` bins, for large `n` (PSZ18 / PRTY19; module docs). `+∞` for `n = 0`.
+pub fn fit_security_bits(n: usize, m: usize) -> f64 {
+    if n == 0 {
+        return f64::INFINITY;
+    }
+    let nf = n as f64;
+    FIT_SLOPE * (m as f64 / nf) - nf.log2() - FIT_OFFSET
+}
+
+/// `log2` of the small-set union bound `Σ_{k=2..8} C(n,k)·C(m,k−1)·((k−1)/m)^{3k}` (module
+/// docs); `−∞` below two items.
+pub fn union_bound_log2(n: usize, m: usize) -> f64 {
+    if n < 2 {
+        return f64::NEG_INFINITY;
+    }
+    let (nf, mf) = (n as f64, m as f64);
+    let ts: Vec<f64> = (2..=8u32.min(n as u32))
+        .map(|k| {
+            log2_binomial(nf, k)
+                + log2_binomial(mf, k - 1)
+                + f64::from(3 * k) * (f64::from(k - 1) / mf).log2()
+        })
+        .collect();
+    // log2 of the sum of 2^t, computed stably.
+    let top = ts.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    top + ts.iter().map(|t| (t - top).exp2()).sum::<f64>().log2()
+}
+
+/// Bins for `n` items: failure probability ≤ 2^-40 by both the fit and the small-set bound (see
+/// the module doc). `0` for `n = 0`.
 ///
 /// # Errors
 /// [`CuckooError::TooManyItems`] above [`MAX_CUCKOO_ITEMS`].
@@ -105,22 +152,14 @@ pub fn cuckoo_bins(n: usize) -> Result<usize, CuckooError> {
     if n == 0 {
         return Ok(0);
     }
-    // 1.27·n, rounded up, in integers.
-    let mut m = (n * 127).div_ceil(100).max(n + 1);
     let nf = n as f64;
-    let log2_fail = |m: usize| -> f64 {
-        let mf = m as f64;
-        let terms = (2..=8u32.min(n as u32)).map(|k| {
-            log2_binomial(nf, k)
-                + log2_binomial(mf, k - 1)
-                + f64::from(3 * k) * (f64::from(k - 1) / mf).log2()
-        });
-        // log2 of the sum of 2^t, computed stably.
-        let ts: Vec<f64> = terms.collect();
-        let top = ts.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        top + ts.iter().map(|t| (t - top).exp2()).sum::<f64>().log2()
-    };
-    while n >= 2 && log2_fail(m) > -40.0 {
+    let expansion = (CUCKOO_STAT_SEC + nf.log2() + FIT_OFFSET) / FIT_SLOPE;
+    let mut m = ((nf * expansion).ceil() as usize).max(n + 1);
+    // Floating-point rounding at the boundary: a few bins more, never fewer.
+    while fit_security_bits(n, m) < CUCKOO_STAT_SEC {
+        m += 1;
+    }
+    while union_bound_log2(n, m) > -CUCKOO_STAT_SEC {
         m += m.div_ceil(32);
     }
     Ok(m)
@@ -336,12 +375,37 @@ mod tests {
             let m = cuckoo_bins(n).unwrap();
             assert!(m > n && m <= max_cuckoo_bins(n), "n={n} m={m}");
         }
-        // Large sets use the PSWW18 expansion.
-        assert_eq!(
-            cuckoo_bins(1 << 20).unwrap(),
-            ((1usize << 20) * 127).div_ceil(100)
-        );
         assert!(cuckoo_bins(MAX_CUCKOO_ITEMS + 1).is_err());
+    }
+
+    /// The table size reaches 2^-40 by the fit and by the small-set bound for every size, up to
+    /// the largest table; the often-quoted 1.27·n does not at 2^20 (λ ≈ 28.8).
+    #[test]
+    fn table_size_reaches_the_failure_bound() {
+        let mut ns: Vec<usize> = (1..=MAX_CUCKOO_ITEMS.trailing_zeros())
+            .flat_map(|k| {
+                let p = 1usize << k;
+                [p - 1, p, p + 1, 3 * (p / 2) + 1]
+            })
+            .chain([1000, 12_345, 1_000_000])
+            .filter(|&n| n <= MAX_CUCKOO_ITEMS)
+            .collect();
+        ns.push(MAX_CUCKOO_ITEMS);
+        for n in ns {
+            let m = cuckoo_bins(n).unwrap();
+            assert!(fit_security_bits(n, m) >= CUCKOO_STAT_SEC, "n={n} m={m}");
+            assert!(union_bound_log2(n, m) <= -CUCKOO_STAT_SEC, "n={n} m={m}");
+            assert!(m <= max_cuckoo_bins(n), "n={n} m={m}");
+        }
+        let n = 1usize << 20;
+        let at_127 = fit_security_bits(n, (n * 127).div_ceil(100));
+        assert!((28.0..30.0).contains(&at_127), "{at_127}");
+        // The fit's own expansion at 2^20: (40 + 20 + 256)/240 = 1.3167.
+        let m = cuckoo_bins(n).unwrap();
+        assert!(
+            m.abs_diff((n as f64 * 316.0 / 240.0).ceil() as usize) <= 1,
+            "{m}"
+        );
     }
 
     #[test]
@@ -362,7 +426,7 @@ mod tests {
                 check_table(&xs, &t);
             }
         }
-        // At 1.27·n, a few large tables.
+        // At the fitted size, a few large tables.
         for (n, seeds) in [(1usize << 16, 20u64), (1 << 20, 2)] {
             let xs = items(n, 99);
             let bins = cuckoo_bins(n).unwrap();

@@ -19,15 +19,10 @@
 //! 1. **Dual LPN.** `A = u·Gᵀ`, `C = w·Gᵀ`, `B = v·Gᵀ` for the dual encoding `Gᵀ` of an
 //!    Expand-Accumulate code ([`ExAccCode`], "ExAcc7": expander weight 7, rate 1/2, `N = 2n`,
 //!    BCG+22 CRYPTO 2022 §3), where `u ∈ GF(2^128)^N` is *regular* sparse noise (one nonzero
-//!    `β_j` per block) and `w = v + u·Δ`. The code seed is public (sent by the sender).
-//! 2. **Noise weight.** `t ≥` [`NOISE_WEIGHT`] `= 848` blocks: libOTe's rule
-//!    `t = ⌈−κ / log2(1 − 2δ)⌉` (regular noise resists linear attacks with bias `(1 − 2δ)^t`
-//!    for a code of relative minimum distance `δ`), with `κ = 128` and `δ = 0.05`, the
-//!    estimate for ExAcc7 in libOTe (`EAConfigure`, at rate 1/5) and in SecretFlow's yacl
-//!    (`kMinDistanceRatio`, at this same rate 1/2), gives 843, rounded up to a multiple of 8.
-//!    (Until wire-6 the floor was 400, from a misread estimate of 0.10, so `t` was 400–799
-//!    and gave 61–121 bits at `δ = 0.05`.) [`LpnShape::linear_attack_bits`] states what a
-//!    shape gives.
+//!    `β_j` per block) and `w = v + u·Δ`. The code seed is public; in the checked (malicious)
+//!    mode it comes from a coin toss (see *Code seed*).
+//! 2. **Noise weight.** `t ≥` [`NOISE_WEIGHT`] `= 1736` blocks, so that a linear test tells `A`
+//!    from uniform with advantage at most `2^-128` for every shape (see *Linear attacks*).
 //!    The code length is at least `2·`[`MIN_CODE_N`] so small `m` keep a healthy LPN instance
 //!    (the extra outputs are simply dropped).
 //! 3. **Multi-point VOLE** `w = v + u·Δ` from GGM trees ([`crate::pprf::mpvole_send`]): one
@@ -39,8 +34,58 @@
 //! 5. The COTs (`t·d` for the trees plus `t·ℓ` for the base VOLE) come from SoftSpokenOT
 //!    ([`crate::softspoken`], k = 4: 32 bits per OT), with its malicious check when checked.
 //!
-//! Messages: the receiver opens with `"VOLE" | u64 m | u8 ℓ`, the sender answers `"VOLS" | seed`,
-//! then the COT extension and the PPRF run.
+//! Messages: the receiver opens with `"VOLE" | u64 m | u8 ℓ | u8 checked`, the sender answers
+//! `"VOLS" | seed`, then the COT extension and the PPRF run. Checked, the hello also carries the
+//! receiver's seed commitment and the receiver opens it (`"VOLO" | share`) after `"VOLS"`.
+//!
+//! # Linear attacks: why `t ≥ 1736`
+//!
+//! A linear test is a nonzero `x ∈ GF(2)^n`: `⟨A, x⟩ = ⟨u, v⟩` with `v = Gᵀx`, a nonzero
+//! codeword of ExAcc7, so `v` has weight at least `δN`, `δ` the code's relative minimum
+//! distance (a test over GF(2^128) is no better: a binary code keeps its minimum distance over
+//! an extension field). Tree `j` (a block of `b_j ≤ 2^d` positions, noise `β_j ≠ 0` at a uniform `α_j`)
+//! adds `v_{α_j}·β_j`; it is *hit* when `v_{α_j} = 1`, with probability `w_j / b_j` for `w_j` of
+//! `v`'s weight in the block.
+//!
+//! * **GF(2^128) noise** (ℓ = 128): `⟨u, v⟩` is the sum of the hit trees' `β_j`, independent
+//!   uniform nonzero values: within `2^-128` of uniform once one tree is hit, and `0` when none
+//!   is. The test's advantage is `Pr[no hit] = Π_j (1 − w_j/b_j)` (up to `2^-128`).
+//! * **ℓ-bit noise** (the low-communication subspace): a GF(2)-linear test on the `ℓ·n` bits of
+//!   `A` meets tree `j` as `⟨y_j, β_j⟩` for the test's pattern `y_j ∈ GF(2)^ℓ` at `α_j`. With
+//!   `β_j` uniform nonzero its bias is `1` for `y_j = 0` and `−1/(2^ℓ − 1)` otherwise, so a tree
+//!   contributes at most `1 − Pr[y_j ≠ 0]·2^ℓ/(2^ℓ − 1) ≤ 1 − w_j/b_j` — the bound above (ℓ = 1
+//!   gives binary LPN's `1 − 2w_j/b_j`). A tree the test covers wholly contributes at most
+//!   `1/(2^ℓ − 1)` in absolute value, less than the same weight spread over the other trees
+//!   costs the test (`≥ e^-2` per tree's worth of weight) once `ℓ ≥ 8`; RR22 uses `ℓ ≥ 64`.
+//!
+//! With `Σ w_j ≥ δN` and `b_j ≤ 2^d`, the concavity of `log(1 − x)` (AM–GM) bounds the product
+//! by `(1 − δN/(t·2^d))^t`: [`LpnShape::linear_attack_bits`] `= −t·log2(1 − δN/(t·2^d))`, and
+//! with full trees (`N = t·2^d`) [`linear_attack_bits`] `= −t·log2(1 − δ)`. The worst shape has a
+//! last tree of one or two leaves, where `N/(t·2^d)` tends to `(t − 1)/t`: there `t = 1736` gives 128.39
+//! bits and `t = 1728` 127.80, so [`NOISE_WEIGHT`] is 1736, the least multiple of 8 that keeps
+//! every shape at 128 bits (`⌈128 / −log2(1 − δ)⌉ = 1730` for full trees).
+//!
+//! The rule `t = ⌈−128 / log2(1 − 2δ)⌉` of libOTe (`getRegNoiseWeight`) and SecretFlow's yacl
+//! is the bias `(1 − 2δ)^t` of *binary* noise, where a hit flips the test's parity; over
+//! GF(2^128) only "no hit" helps the test, and at δ = 0.05 that rule's `t` (848–1695 by shape)
+//! gave 63–125 bits.
+//!
+//! `δ` = [`EXACC7_MIN_DISTANCE`] = 0.05 is an estimate, not a proven bound: the value libOTe's
+//! `EAConfigure` uses for ExAcc7 (first at this rate 1/2, code length `2n`, now at rate 1/5,
+//! noted there as "known to be high but likely overall accurate") and SecretFlow's yacl
+//! (`kMinDistanceRatio`, code length `2n`). A rate-1/2 code has less redundancy than a
+//! rate-1/5 one, so the rate-1/5 figure is no license to go higher here; for comparison, a
+//! random linear code of rate 1/2 reaches the Gilbert–Varshamov distance 0.11.
+//!
+//! # Code seed
+//!
+//! Unchecked, the sender picks the seed. Checked, neither party may pick it (a party searching
+//! seeds for a code of low distance would weaken the LPN instance): the receiver commits to a
+//! random 32-byte share `s_R` in its hello (`SHA-256(domain ‖ s_R)`), the sender answers with
+//! its own share `s_S`, the receiver opens `s_R`, the sender checks the opening
+//! ([`OtError::PeerMisbehaved`] if it does not match), and the seed is the first 16 bytes of
+//! `SHA-256(domain ‖ s_S ‖ s_R)`. The sender chose `s_S` without knowing `s_R`, and the receiver
+//! was bound to `s_R` before it saw `s_S`.
 //!
 //! # Consistency check (`checked = true`)
 //!
@@ -71,20 +116,29 @@ use blindjoin_link::{Link, Reader, put_u64};
 use rayon::prelude::*;
 use zeroize::Zeroize;
 
-/// Regular noise weight (number of GGM trees), at least; see the module docs.
-pub const NOISE_WEIGHT: usize = 848;
+/// Regular noise weight (number of GGM trees), at least: the least multiple of 8 for which every
+/// shape's [`LpnShape::linear_attack_bits`] reaches [`LINEAR_ATTACK_BITS`] (see the module docs,
+/// *Linear attacks*).
+pub const NOISE_WEIGHT: usize = 1736;
 
-/// ExAcc7's relative minimum distance as libOTe and SecretFlow estimate it; the noise weight is
-/// chosen from it (see the module docs).
+/// ExAcc7's relative minimum distance, as libOTe and SecretFlow estimate it (see the module
+/// docs); the noise weight is chosen from it.
 pub const EXACC7_MIN_DISTANCE: f64 = 0.05;
 
 /// Security against linear attacks the noise weight is chosen for (bits).
 pub const LINEAR_ATTACK_BITS: f64 = 128.0;
 
-/// Bits of security against linear attacks of regular noise of weight `t`: `−t·log2(1 − 2δ)`
-/// with δ = [`EXACC7_MIN_DISTANCE`] (libOTe's bound).
+/// Bits of security against linear attacks of regular noise in `t` full trees:
+/// `−t·log2(1 − δ)` with δ = [`EXACC7_MIN_DISTANCE`] (a test's advantage is at most the chance
+/// that no tree is hit; see the module docs).
 pub fn linear_attack_bits(t: usize) -> f64 {
-    -(t as f64) * (1.0 - 2.0 * EXACC7_MIN_DISTANCE).log2()
+    linear_attack_bits_filled(t, 1.0)
+}
+
+/// [`linear_attack_bits`] when the code length covers the fraction `fill = N/(t·2^d)` of the
+/// trees' leaves: `−t·log2(1 − δ·fill)`.
+fn linear_attack_bits_filled(t: usize, fill: f64) -> f64 {
+    -(t as f64) * (1.0 - EXACC7_MIN_DISTANCE * fill).log2()
 }
 
 /// Smallest code message size: shorter VOLEs are cut from one of this length.
@@ -97,7 +151,10 @@ const HELLO_MAGIC: &[u8; 4] = b"VOLE";
 const SEED_MAGIC: &[u8; 4] = b"VOLS";
 const CHECK_MAGIC: &[u8; 4] = b"VOLC";
 const REPLY_MAGIC: &[u8; 4] = b"VOLR";
+const OPEN_MAGIC: &[u8; 4] = b"VOLO";
 const CHECK_DOMAIN: &[u8] = b"blindjoin/vole/check\0";
+const SHARE_DOMAIN: &[u8] = b"blindjoin/vole/seed-share\0";
+const SEED_DOMAIN: &[u8] = b"blindjoin/vole/code-seed\0";
 
 /// COTs for the check's extra base VOLE `(y*, z*)`.
 const CHECK_COTS: usize = 128;
@@ -338,9 +395,11 @@ impl LpnShape {
         })
     }
 
-    /// Bits of security against linear attacks of this shape's noise ([`linear_attack_bits`]).
+    /// Bits of security against linear attacks of this shape's noise: `−t·log2(1 − δN/(t·2^d))`,
+    /// which a truncated last tree lowers below [`linear_attack_bits`]`(t)` (module docs).
     pub fn linear_attack_bits(&self) -> f64 {
-        linear_attack_bits(self.t)
+        let leaves = (self.t as f64) * (1u64 << self.d) as f64;
+        linear_attack_bits_filled(self.t, self.big_n as f64 / leaves)
     }
 
     /// Leaves of tree `j` that lie inside the code length.
@@ -366,12 +425,130 @@ fn check_noise_bits(noise_bits: usize) -> Result<(), OtError> {
     Ok(())
 }
 
-fn hello(m: usize, noise_bits: usize, checked: bool) -> Vec<u8> {
+/// The receiver's hello; `commitment` (to its code-seed share) exactly when checked.
+fn hello(m: usize, noise_bits: usize, commitment: Option<&[u8; 32]>) -> Vec<u8> {
     let mut h = HELLO_MAGIC.to_vec();
     put_u64(&mut h, m as u64);
     h.push(noise_bits as u8); // ≤ 128, checked
-    h.push(u8::from(checked));
+    h.push(u8::from(commitment.is_some()));
+    if let Some(c) = commitment {
+        h.extend_from_slice(c);
+    }
     h
+}
+
+/// A party's code-seed share in the checked mode (module docs, *Code seed*); zeroized on drop.
+struct SeedShare([u8; 32]);
+
+impl SeedShare {
+    fn random() -> Result<Self, OtError> {
+        let mut s = SeedShare([0u8; 32]);
+        random_bytes(&mut s.0)?;
+        Ok(s)
+    }
+
+    fn commitment(&self) -> [u8; 32] {
+        share_commitment(&self.0)
+    }
+}
+
+impl Drop for SeedShare {
+    fn drop(&mut self) {
+        self.0.zeroize();
+    }
+}
+
+fn share_commitment(share: &[u8; 32]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::new()
+        .chain_update(SHARE_DOMAIN)
+        .chain_update(share)
+        .finalize()
+        .into()
+}
+
+/// The code seed from both shares: the first 16 bytes of `SHA-256(domain ‖ s_S ‖ s_R)`.
+fn coin_seed(sender: &[u8; 32], receiver: &[u8; 32]) -> [u8; 16] {
+    use sha2::{Digest, Sha256};
+    let h: [u8; 32] = Sha256::new()
+        .chain_update(SEED_DOMAIN)
+        .chain_update(sender)
+        .chain_update(receiver)
+        .finalize()
+        .into();
+    let mut seed = [0u8; 16];
+    seed.copy_from_slice(&h[..16]);
+    seed
+}
+
+/// The sender's side of the code seed, after the hello: a random seed it sends, or, when the
+/// receiver committed to a share (checked), its own share sent, the receiver's opening checked
+/// and both hashed.
+///
+/// # Errors
+/// [`OtError::PeerMisbehaved`] when the opening does not match the commitment or has the wrong
+/// magic; a malformed message; link or RNG failure.
+fn send_code_seed(
+    link: &mut dyn Link,
+    receiver_commitment: Option<[u8; 32]>,
+) -> Result<[u8; 16], OtError> {
+    let Some(commitment) = receiver_commitment else {
+        let mut seed = [0u8; 16];
+        random_bytes(&mut seed)?;
+        let mut reply = SEED_MAGIC.to_vec();
+        reply.extend_from_slice(&seed);
+        link.send(&reply)?;
+        return Ok(seed);
+    };
+    let ours = SeedShare::random()?;
+    let mut reply = SEED_MAGIC.to_vec();
+    reply.extend_from_slice(&ours.0);
+    link.send(&reply)?;
+    let msg = link.recv()?;
+    let mut r = Reader::new(&msg, "VOLE code-seed opening");
+    if r.take(4)? != OPEN_MAGIC {
+        return Err(OtError::PeerMisbehaved(
+            "VOLE code-seed opening has the wrong magic".into(),
+        ));
+    }
+    let mut theirs = SeedShare([0u8; 32]);
+    theirs.0.copy_from_slice(r.take(32)?);
+    r.finish()?;
+    if share_commitment(&theirs.0) != commitment {
+        return Err(OtError::PeerMisbehaved(
+            "the receiver's VOLE code-seed share does not match its commitment".into(),
+        ));
+    }
+    Ok(coin_seed(&ours.0, &theirs.0))
+}
+
+/// The receiver's side of the code seed, after its hello: the sender's seed, or, with `share`
+/// (whose commitment the hello carried), the sender's share, our opening sent, both hashed.
+///
+/// # Errors
+/// A malformed or mislabelled seed message; link failure.
+fn receive_code_seed(link: &mut dyn Link, share: Option<&SeedShare>) -> Result<[u8; 16], OtError> {
+    let msg = link.recv()?;
+    let mut r = Reader::new(&msg, "VOLE code seed");
+    if r.take(4)? != SEED_MAGIC {
+        return Err(OtError::PeerMisbehaved(
+            "VOLE seed message has the wrong magic; the peer runs a different protocol".into(),
+        ));
+    }
+    let Some(share) = share else {
+        let mut seed = [0u8; 16];
+        seed.copy_from_slice(r.take(16)?);
+        r.finish()?;
+        return Ok(seed);
+    };
+    let mut theirs = SeedShare([0u8; 32]);
+    theirs.0.copy_from_slice(r.take(32)?);
+    r.finish()?;
+    let mut open = OPEN_MAGIC.to_vec();
+    open.extend_from_slice(&share.0);
+    link.send(&open)?;
+    open.zeroize();
+    Ok(coin_seed(&theirs.0, &share.0))
 }
 
 /// The check weights `χ_i = AES_seed(i)` for `i < n`.
@@ -451,7 +628,6 @@ pub fn vole_send(
         ));
     }
     let (peer_m, peer_bits, peer_checked) = (r.u64()?, r.u8()?, r.u8()?);
-    r.finish()?;
     if (peer_m, usize::from(peer_bits), peer_checked) != (m as u64, noise_bits, u8::from(checked)) {
         return Err(OtError::PeerMisbehaved(format!(
             "VOLE: this party expects length {m} with {noise_bits}-bit noise (checked: \
@@ -460,11 +636,15 @@ pub fn vole_send(
             peer_checked != 0
         )));
     }
-    let mut seed = [0u8; 16];
-    random_bytes(&mut seed)?;
-    let mut reply = SEED_MAGIC.to_vec();
-    reply.extend_from_slice(&seed);
-    link.send(&reply)?;
+    let commitment = if checked {
+        let mut c = [0u8; 32];
+        c.copy_from_slice(r.take(32)?);
+        Some(c)
+    } else {
+        None
+    };
+    r.finish()?;
+    let seed = send_code_seed(link, commitment)?;
     let code = code_for(&shape, seed)?;
 
     let LpnShape { t, d, big_n, .. } = shape;
@@ -545,17 +725,15 @@ pub fn vole_receive_a_first(
 ) -> Result<VoleReceiverA, OtError> {
     check_noise_bits(noise_bits)?;
     let shape = LpnShape::for_len(m)?;
-    link.send(&hello(m, noise_bits, checked))?;
-    let msg = link.recv()?;
-    let mut r = Reader::new(&msg, "VOLE code seed");
-    if r.take(4)? != SEED_MAGIC {
-        return Err(OtError::PeerMisbehaved(
-            "VOLE seed message has the wrong magic; the peer runs a different protocol".into(),
-        ));
-    }
-    let mut seed = [0u8; 16];
-    seed.copy_from_slice(r.take(16)?);
-    r.finish()?;
+    let share = if checked {
+        Some(SeedShare::random()?)
+    } else {
+        None
+    };
+    let commitment = share.as_ref().map(SeedShare::commitment);
+    link.send(&hello(m, noise_bits, commitment.as_ref()))?;
+    let seed = receive_code_seed(link, share.as_ref())?;
+    drop(share);
     let code = code_for(&shape, seed)?;
 
     let LpnShape { t, d, big_n, .. } = shape;
@@ -846,26 +1024,129 @@ mod tests {
         }
     }
 
-    /// The noise weight follows from the distance estimate: the least multiple of 8 with
-    /// `(1 − 2δ)^t ≤ 2^-128`.
+    /// The noise weight follows from the distance estimate and the bound for GF(2^128) noise:
+    /// the least multiple of 8 for which the worst shape (a last tree of one leaf, so the code
+    /// fills `(t − 1)/t` of the trees) keeps `(1 − δ·fill)^t ≤ 2^-128`.
     #[test]
     fn noise_weight_gives_128_bits_at_the_distance_estimate() {
-        assert!(linear_attack_bits(NOISE_WEIGHT) >= LINEAR_ATTACK_BITS);
-        assert!(linear_attack_bits(NOISE_WEIGHT - 8) < LINEAR_ATTACK_BITS);
+        let worst = |t: usize| linear_attack_bits_filled(t, (t - 1) as f64 / t as f64);
+        assert!(worst(NOISE_WEIGHT) >= LINEAR_ATTACK_BITS);
+        assert!(worst(NOISE_WEIGHT - 8) < LINEAR_ATTACK_BITS);
         assert_eq!(NOISE_WEIGHT % 8, 0);
+        // The bound is the no-hit probability (1 − δ)^t, not binary noise's (1 − 2δ)^t.
+        let t = 1000.0;
+        let want = -t * (1.0 - EXACC7_MIN_DISTANCE).log2();
+        assert!((linear_attack_bits(1000) - want).abs() < 1e-9);
+        // The t that libOTe's binary rule gives at δ = 0.05 (848) has under 63 bits of it.
+        assert!(linear_attack_bits(848) < 63.0);
+    }
+
+    /// Lengths the shape is asked for: every power of two up to the maximum, its neighbours,
+    /// odd sizes between, and the lengths just past each depth change (the worst fill).
+    fn lengths() -> Vec<usize> {
+        let mut ms = vec![0usize, 1, 2, 3, 4097, 100_000, 1_153_434, 1_300_000];
+        for k in 0..=MAX_VOLE_LEN.trailing_zeros() {
+            let p = 1usize << k;
+            ms.extend([
+                p - 1,
+                p,
+                p + 1,
+                3 * (p / 2) + 1,
+                5 * (p / 4) + 3,
+                7 * (p / 8) + 5,
+            ]);
+        }
+        for d in 1..MAX_DEPTH {
+            // Around a depth change: big_n = NOISE_WEIGHT·2^(d+1) is the first length at depth d+1.
+            let edge = (NOISE_WEIGHT << (d + 1)) / 2;
+            ms.extend([edge - 1, edge, edge + 1]);
+            // big_n = (NOISE_WEIGHT − 1)·2^d + 2: the last tree holds two leaves (the worst fill).
+            let one_leaf = (((NOISE_WEIGHT - 1) << d) + 2) / 2;
+            ms.extend([one_leaf - 1, one_leaf, one_leaf + 1]);
+        }
+        ms.retain(|&m| m <= MAX_VOLE_LEN);
+        ms.push(MAX_VOLE_LEN);
+        ms.sort_unstable();
+        ms.dedup();
+        ms
     }
 
     #[test]
     fn shape_meets_noise_weight_and_covers_code() {
-        for m in [0usize, 1, 1 << 13, 100_000, 1 << 20, 1_300_000, 1 << 24] {
+        let mut weakest = f64::INFINITY;
+        for m in lengths() {
             let s = LpnShape::for_len(m).unwrap();
             assert!(s.n >= m && s.big_n == 2 * s.n);
             assert!(s.t >= NOISE_WEIGHT, "{s:?}");
             assert!(s.linear_attack_bits() >= LINEAR_ATTACK_BITS, "{s:?}");
+            assert!(
+                s.linear_attack_bits() <= linear_attack_bits(s.t) + 1e-9,
+                "{s:?}"
+            );
+            weakest = weakest.min(s.linear_attack_bits());
             assert!(s.t << s.d >= s.big_n && (s.t - 1) << s.d < s.big_n, "{s:?}");
             assert!(s.tree_len(s.t - 1) >= 1);
+            // The PPRF's limits and the COT count still hold with the larger t.
+            assert!((1..=MAX_DEPTH).contains(&s.d), "{s:?}");
+            assert!(s.t <= MAX_LEAVES >> s.d, "{s:?}");
+            let cots = s.t * s.d + s.t * 128 + CHECK_COTS;
+            assert!(cots <= crate::iknp::MAX_COTS, "{s:?}");
         }
+        assert!(weakest < 128.5, "the worst fill is in the list: {weakest}");
         assert!(LpnShape::for_len(MAX_VOLE_LEN + 1).is_err());
+    }
+
+    /// A checked run agrees on one code seed from both parties' shares; unchecked, the
+    /// sender's seed arrives as sent.
+    #[test]
+    fn code_seed_coin_toss_agrees() {
+        for checked in [false, true] {
+            let (s, r) = run2(
+                move |l| {
+                    let commitment = if checked {
+                        let msg = l.recv().unwrap();
+                        Some(<[u8; 32]>::try_from(&msg[..]).unwrap())
+                    } else {
+                        None
+                    };
+                    send_code_seed(l, commitment).unwrap()
+                },
+                move |l| {
+                    let share = checked.then(|| SeedShare::random().unwrap());
+                    if let Some(sh) = &share {
+                        l.send(&sh.commitment()).unwrap();
+                    }
+                    receive_code_seed(l, share.as_ref()).unwrap()
+                },
+            );
+            assert_eq!(s, r, "checked: {checked}");
+        }
+        // The seed depends on both shares.
+        let (a, b) = ([1u8; 32], [2u8; 32]);
+        assert_ne!(coin_seed(&a, &b), coin_seed(&a, &a));
+        assert_ne!(coin_seed(&a, &b), coin_seed(&b, &b));
+    }
+
+    /// A receiver whose opening is not the share it committed to in its hello is refused.
+    #[test]
+    fn checked_vole_refuses_a_wrong_seed_opening() {
+        let (s, _) = run2(
+            |l| vole_send(l, 100, 128, true).map(|_| ()),
+            |l| {
+                let committed = SeedShare([7u8; 32]);
+                l.send(&hello(100, 128, Some(&committed.commitment())))
+                    .unwrap();
+                let _ = l.recv();
+                let mut open = OPEN_MAGIC.to_vec();
+                open.extend_from_slice(&[8u8; 32]);
+                let _ = l.send(&open);
+            },
+        );
+        assert!(
+            matches!(&s, Err(OtError::PeerMisbehaved(e)) if e.contains("commitment")),
+            "{s:?}",
+            s = s.err()
+        );
     }
 
     #[test]

@@ -22,8 +22,9 @@
 //!    to Q; Q raises them to kQ and returns the match tags `T(H(r)^(kR·kP·kQ))` to R in R's order.
 //!    R raises S to kR, tags it, and marks its r whose tag is among S's.
 //!
-//! `T` is the truncated hash of [`crate::ecdh::tag_len`], sized for n_R × min(n_P, n_Q)
-//! comparisons (expected false matches ≤ 2^-40). Q's own comparison of A and B (step 3) uses
+//! `T` is the truncated hash of [`crate::ecdh::tag_len_with`], sized for n_R × min(n_P, n_Q)
+//! comparisons (expected false matches ≤ 2^-40), plus ⌈log2 B⌉ bits when the run is split into
+//! B buckets ([`PsiOptions::extra_stat_bits`]), so the bound holds for the whole run. Q's own comparison of A and B (step 3) uses
 //! 128-bit tags of the full points, so a false match there cannot put a non-member into S.
 //!
 //! # Leakage (semi-honest, no two parties colluding)
@@ -49,7 +50,7 @@
 
 use crate::ecdh::{
     Ctx, MSG_POINTS, expect_type, matching, peer_tags, receive_group, receive_tags, send_masked,
-    tag_bytes, tag_len, tag_message,
+    tag_bytes, tag_len_with, tag_message,
 };
 use crate::shuffle::random_permutation;
 use crate::{
@@ -220,7 +221,7 @@ pub fn run_3pc(
     let ctx = Ctx {
         cipher: &*cipher,
         batch: opts.batch_size,
-        tag_len: tag_len(agreed.sizes[0], agreed.padded_len()),
+        tag_len: match_tag_len(agreed, opts),
         progress,
     };
     let [a, b] = links;
@@ -229,6 +230,13 @@ pub fn run_3pc(
         Seat::P => helper_p(a, b, &ctx, agreed, items).map(|()| None),
         Seat::Q => helper_q(a, b, &ctx, agreed, items).map(|()| None),
     }
+}
+
+/// Bytes of R's match tags: 40 bits of statistical security over n_R × min(n_P, n_Q)
+/// comparisons, plus `opts.extra_stat_bits` (⌈log2 B⌉ with B buckets, so the bound holds for the
+/// whole run, as in two-party runs).
+fn match_tag_len(agreed: &Agreed3, opts: &PsiOptions) -> usize {
+    tag_len_with(agreed.sizes[0], agreed.padded_len(), opts.extra_stat_bits)
 }
 
 /// Names the party behind `link` in errors that would otherwise say only "the peer".

@@ -114,6 +114,20 @@ pub(crate) fn send(link: &mut dyn Link, positions: &[u32], n: usize) -> Result<(
 
 /// Receives the positions of our matched items in our shuffled send order (`n` items).
 pub(crate) fn receive(link: &mut dyn Link, n: usize) -> Result<Vec<usize>, ProtocolError> {
+    receive_at_most(link, n, n)
+}
+
+/// [`receive`], refusing more than `max_total` positions: an intersection has at most
+/// `min(n_ours, n_theirs)` items, and the peer's set size is known from the handshake.
+///
+/// # Errors
+/// [`ProtocolError::PeerMisbehaved`] for more than `max_total` (or `n`) positions, and as
+/// [`decode`].
+pub(crate) fn receive_at_most(
+    link: &mut dyn Link,
+    n: usize,
+    max_total: usize,
+) -> Result<Vec<usize>, ProtocolError> {
     let head = link.recv()?;
     let mut r = Reader::new(&head, "intersection positions");
     expect_type(&mut r, MSG_POSITIONS)?;
@@ -124,6 +138,11 @@ pub(crate) fn receive(link: &mut dyn Link, n: usize) -> Result<Vec<usize>, Proto
     if total > n {
         return Err(ProtocolError::PeerMisbehaved(format!(
             "claims an intersection of {total} items, but this party has only {n}"
+        )));
+    }
+    if total > max_total {
+        return Err(ProtocolError::PeerMisbehaved(format!(
+            "claims an intersection of {total} items, more than the smaller set's {max_total}"
         )));
     }
     let limit = match format {
@@ -246,5 +265,26 @@ mod tests {
             receive(&mut b, 10),
             Err(ProtocolError::PeerMisbehaved(_))
         ));
+    }
+
+    /// More positions than the smaller set holds are refused, in either format; as many pass.
+    #[test]
+    fn more_positions_than_the_smaller_set_are_refused() {
+        let n = 1000;
+        for positions in [(0..n as u32).collect::<Vec<_>>(), vec![1, 500, 999]] {
+            let count = positions.len();
+            for (max_total, ok) in [(count, true), (count - 1, false)] {
+                let (mut a, mut b) = blindjoin_link::mem_pair();
+                let sent = positions.clone();
+                let t = std::thread::spawn(move || send(&mut a, &sent, n));
+                let got = receive_at_most(&mut b, n, max_total);
+                drop(b);
+                let _ = t.join().unwrap();
+                assert_eq!(got.is_ok(), ok, "{count} positions, at most {max_total}");
+                if !ok {
+                    assert!(matches!(got, Err(ProtocolError::PeerMisbehaved(_))));
+                }
+            }
+        }
     }
 }

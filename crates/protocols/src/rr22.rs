@@ -31,6 +31,12 @@
 //!   this mode is hardened, not proven malicious-secure.
 //!
 //! Leakage: R learns X ∩ Y and |Y|; S learns |X| (and X ∩ Y with `broadcast_result`).
+//!
+//! **Trust boundary of S's output.** With `broadcast_result` (joins, `check_hash_digest`), S's
+//! result is the positions R sends back, in every mode: a malicious R can leave matches out or
+//! name non-matching items. S refuses positions out of range, repeated or out of order, and more
+//! of them than `min(|X|, |Y|)` ([`ProtocolError::PeerMisbehaved`]); within that, it cannot
+//! tell a true answer from a false one.
 //! Hashes are fixed-key AES in Matyas–Meyer–Oseas form (`π(z) ⊕ z`), under separate keys.
 
 use crate::ecdh::expect_type;
@@ -495,7 +501,9 @@ fn send_outputs<T: TagEntry>(
     if !ctx.broadcast {
         return Ok(PsiOutput::intersection(None));
     }
-    let positions = crate::positions::receive(link, n_items)?;
+    // The receiver decides what we output: all we can check is that the positions are ours,
+    // distinct (strictly increasing on the wire) and no more than the smaller set holds.
+    let positions = crate::positions::receive_at_most(link, n_items, n_items.min(ctx.n_r))?;
     let mut mine: Vec<usize> = positions
         .into_iter()
         .map(|p| sorted[p].index() as usize)
@@ -864,6 +872,94 @@ mod tests {
         let matched: Vec<u128> = pos.iter().map(|&p| theirs[p as usize]).collect();
         assert_eq!(matched.len(), want.len() + 1);
         assert!(matched.iter().all(|t| ours.contains(t)));
+    }
+
+    /// A receiver's link that, after the sender opened `w_S` (the last message before the
+    /// outputs), replaces the positions it sends back with `claim`.
+    struct ClaimPositions<L> {
+        inner: L,
+        armed: bool,
+        replaced: bool,
+        claim: Vec<u32>,
+        n_s: usize,
+    }
+
+    impl<L: Link> Link for ClaimPositions<L> {
+        fn send(&mut self, msg: &[u8]) -> Result<(), blindjoin_link::LinkError> {
+            if !self.armed {
+                return self.inner.send(msg);
+            }
+            if !self.replaced {
+                self.replaced = true;
+                let _ = crate::positions::send(&mut self.inner, &self.claim, self.n_s);
+            }
+            Ok(())
+        }
+        fn recv(&mut self) -> Result<Vec<u8>, blindjoin_link::LinkError> {
+            let m = self.inner.recv()?;
+            if m.len() == 17 && m[0] == MSG_W_S {
+                self.armed = true;
+            }
+            Ok(m)
+        }
+        fn abort(&mut self, reason: &str) {
+            self.inner.abort(reason)
+        }
+        fn close(&mut self) -> Result<(), blindjoin_link::LinkError> {
+            self.inner.close()
+        }
+        fn stats(&self) -> blindjoin_link::LinkStats {
+            self.inner.stats()
+        }
+        fn peer_id(&self) -> &str {
+            self.inner.peer_id()
+        }
+    }
+
+    /// Malicious mode with `broadcast_result`, against a receiver that sends back `claim`: the
+    /// sender's result.
+    fn sender_against_claim(claim: Vec<u32>) -> Result<Vec<usize>, ProtocolError> {
+        use crate::{Hello, NoProgress, Protocol, handshake, run_psi};
+        use blindjoin_crypto::item_digest;
+        let (n_r, n_s) = (10usize, 200usize);
+        let key = |i: usize| item_digest(format!("k{i}").as_bytes());
+        let xs: Vec<ItemDigest> = (0..n_r).map(key).collect();
+        let ys: Vec<ItemDigest> = (n_r - 5..n_r - 5 + n_s).map(key).collect();
+        let hello = |role, n: usize| {
+            Hello::new(Protocol::Rr22, None, role, 1, "INNER", true, n as u64)
+                .with_variant(Rr22Mode::Malicious.variant())
+        };
+        let (la, mut lb) = blindjoin_link::mem_pair();
+        let receiver = std::thread::spawn(move || {
+            let mut link = ClaimPositions {
+                inner: la,
+                armed: false,
+                replaced: false,
+                claim,
+                n_s,
+            };
+            let hs = handshake(&mut link, hello(Role::Receiver, n_r))?;
+            run_psi(&mut link, &hs, &PsiOptions::default(), &xs, &NoProgress)
+        });
+        let hs = handshake(&mut lb, hello(Role::Sender, n_s)).unwrap();
+        let out = run_psi(&mut lb, &hs, &PsiOptions::default(), &ys, &NoProgress);
+        drop(lb);
+        let _ = receiver.join().unwrap();
+        out.map(|o| o.intersection.unwrap_or_default())
+    }
+
+    /// The sender refuses more positions than the smaller set has (here: all of its 200 items
+    /// against the receiver's 10); within the bound it can only take the receiver's word.
+    #[test]
+    fn malicious_sender_refuses_more_positions_than_the_smaller_set() {
+        let all: Vec<u32> = (0..200).collect();
+        let err = sender_against_claim(all);
+        assert!(
+            matches!(&err, Err(ProtocolError::PeerMisbehaved(e)) if e.contains("smaller set")),
+            "{err:?}"
+        );
+        let ten: Vec<u32> = (0..10).map(|i| 20 * i).collect();
+        assert_eq!(sender_against_claim(ten).unwrap().len(), 10);
     }
 
     #[test]

@@ -206,8 +206,10 @@ pub(crate) fn run_on_links<L: Link>(
         (Some(_), Some(dir)) => Some(Runs::on_disk(dir.join("three-party-matched"), sort)?),
         (Some(_), None) => Some(Runs::in_memory(sort)),
     };
+    // ⌈log2 B⌉ more tag bits, as two-party bucketed runs add, so 2^-40 holds for the whole run.
     let opts = PsiOptions {
         batch_size: spec.batch_size,
+        extra_stat_bits: usize::BITS - (b - 1).leading_zeros(),
         ..PsiOptions::default()
     };
     if b > 1 {

@@ -34,6 +34,17 @@ fn run3(
     curve: Curve,
     batch: usize,
 ) -> [Result<Option<Vec<usize>>, String>; 3] {
+    run3_extra(inputs, receiver, curve, batch, 0)
+}
+
+/// [`run3`] with `extra` statistical-security bits for the tags (a bucketed run's ⌈log2 B⌉).
+fn run3_extra(
+    inputs: [Vec<ItemDigest>; 3],
+    receiver: &str,
+    curve: Curve,
+    batch: usize,
+    extra: u32,
+) -> [Result<Option<Vec<usize>>, String>; 3] {
     let ids: Vec<String> = IDS.iter().map(|s| s.to_string()).collect();
     let seat_of = seats(&ids, receiver).unwrap();
     // links[i][j]: party i's end of the link to party j.
@@ -57,6 +68,7 @@ fn run3(
         handles.push(std::thread::spawn(move || {
             let opts = PsiOptions {
                 batch_size: batch,
+                extra_stat_bits: extra,
                 ..PsiOptions::default()
             };
             let agreed = handshake_3pc(
@@ -338,4 +350,40 @@ fn party_run(
     l0.close()?;
     l1.close()?;
     Ok(out)
+}
+
+/// The receiver's match tags grow by ⌈log2 B⌉ bits with B buckets, as two-party tags do, and the
+/// three parties still agree on them.
+#[test]
+fn tag_length_grows_with_the_bucket_count() {
+    let agreed = Agreed3 {
+        seat: Seat::Receiver,
+        curve: Curve::Curve25519,
+        sizes: [1 << 12, 1 << 12, 1 << 13],
+    };
+    let len = |buckets: u32| {
+        let opts = PsiOptions {
+            extra_stat_bits: buckets.next_power_of_two().trailing_zeros(),
+            ..PsiOptions::default()
+        };
+        match_tag_len(&agreed, &opts)
+    };
+    // 40 + log2(2^12 · 2^12) = 64 bits with one bucket; each doubling adds a bit.
+    assert_eq!(len(1), 8);
+    assert_eq!(len(2), 9);
+    assert_eq!(len(256), 9);
+    assert_eq!(len(512), 10);
+    let mut last = 0;
+    for b in [1u32, 2, 4, 1 << 10, 1 << 20] {
+        assert!(len(b) >= last);
+        last = len(b);
+    }
+    assert!(last > len(1));
+
+    let r = set(0..40);
+    let p = set(20..70);
+    let q = set(10..30);
+    let want = plaintext(&r, &p, &q);
+    let outs = run3_extra([r, p, q], "alice", Curve::Curve25519, 16, 10);
+    assert_eq!(outs[0].as_ref().unwrap().as_deref(), Some(&want[..]));
 }
