@@ -84,6 +84,8 @@ pub mod ids {
     pub const VOLE_CHECK: &[u8] = b"VOLC";
     /// OT: the VOLE consistency check's reply.
     pub const VOLE_REPLY: &[u8] = b"VOLR";
+    /// OT: the opening of the VOLE receiver's committed share of the code seed (checked mode).
+    pub const VOLE_OPEN: &[u8] = b"VOLO";
 }
 
 /// Every registered id with its name, for the collision test and for readers.
@@ -120,6 +122,7 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("VOLE_SEED", ids::VOLE_SEED),
     ("VOLE_CHECK", ids::VOLE_CHECK),
     ("VOLE_REPLY", ids::VOLE_REPLY),
+    ("VOLE_OPEN", ids::VOLE_OPEN),
 ];
 
 /// The one-byte id of a one-byte registered id (for the modules that write the id byte

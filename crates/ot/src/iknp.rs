@@ -57,7 +57,7 @@ pub const CHUNK_OTS: usize = 1 << 14;
 /// cannot ask for an absurd allocation silently).
 pub const MAX_COTS: usize = u32::MAX as usize;
 
-const HEADER_MAGIC: &[u8; 4] = b"IKNP";
+const HEADER_MAGIC: &[u8] = blindjoin_link::wire::ids::IKNP;
 
 /// The sender's half of `n` correlated OTs: global `Δ` and `q_i`, with `t_i = q_i ⊕ c_i·Δ` on
 /// the receiver's side. Secrets are zeroized on drop.

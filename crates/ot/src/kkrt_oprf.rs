@@ -69,7 +69,7 @@ pub const MAX_OPRF_INSTANCES: usize = u32::MAX as usize;
 /// Rows processed per parallel task.
 const TASK: usize = 1 << 11;
 
-const HEADER_MAGIC: &[u8; 4] = b"KKRT";
+const HEADER_MAGIC: &[u8] = blindjoin_link::wire::ids::KKRT_OPRF;
 
 /// Fixed public key of `π` in the output hash (a nothing-up-my-sleeve constant).
 const HASH_KEY: [u8; 16] = *b"blindjoin-kkrt-H";

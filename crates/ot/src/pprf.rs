@@ -68,8 +68,8 @@ const PRG_KEYS: [[u8; 16]; 2] = [*b"blindjoin-ggm-L0", *b"blindjoin-ggm-R1"];
 /// Fixed public key of the permutation in the OT-masking hash.
 const OT_HASH_KEY: [u8; 16] = *b"blindjoin-pprf-h";
 
-const FLIPS_MAGIC: &[u8; 4] = b"PPRF";
-const SUMS_MAGIC: &[u8; 4] = b"PPRS";
+const FLIPS_MAGIC: &[u8] = blindjoin_link::wire::ids::PPRF_FLIPS;
+const SUMS_MAGIC: &[u8] = blindjoin_link::wire::ids::PPRF_SUMS;
 
 /// Target payload size of one level-sum message.
 const MSG_TARGET_BYTES: usize = 1 << 20;
@@ -115,7 +115,7 @@ fn check_params(t: usize, d: usize) -> Result<(), OtError> {
     Ok(())
 }
 
-fn header(magic: &[u8; 4], t: usize, d: usize) -> Vec<u8> {
+fn header(magic: &[u8], t: usize, d: usize) -> Vec<u8> {
     let mut m = magic.to_vec();
     put_u32(&mut m, t as u32); // t ≤ MAX_LEAVES < 2^32, checked by check_params
     put_u32(&mut m, d as u32);
@@ -125,7 +125,7 @@ fn header(magic: &[u8; 4], t: usize, d: usize) -> Vec<u8> {
 /// Reads and checks a `magic | u32 t | u32 d` header; returns the reader positioned after it.
 fn read_header<'a>(
     msg: &'a [u8],
-    magic: &[u8; 4],
+    magic: &[u8],
     what: &'static str,
     t: usize,
     d: usize,

@@ -156,7 +156,7 @@ pub const MALICIOUS_PAD_OTS: usize = BLOCK;
 /// OTs per block: one 128×128 bit matrix, one word of every column.
 const BLOCK: usize = 128;
 
-const HEADER_MAGIC: &[u8; 4] = b"SSOT";
+const HEADER_MAGIC: &[u8] = blindjoin_link::wire::ids::SOFTSPOKEN;
 
 /// Fixed public AES keys: GGM left child, GGM right child, leaf stream PRG.
 const GGM_KEYS: [[u8; 16]; 2] = [*b"blindjoin-ssot-L", *b"blindjoin-ssot-R"];

@@ -147,11 +147,11 @@ pub const MIN_CODE_N: usize = 1 << 13;
 /// Largest VOLE length one call produces (the code length `2m` must fit the PPRF).
 pub const MAX_VOLE_LEN: usize = MAX_LEAVES / 2;
 
-const HELLO_MAGIC: &[u8; 4] = b"VOLE";
-const SEED_MAGIC: &[u8; 4] = b"VOLS";
-const CHECK_MAGIC: &[u8; 4] = b"VOLC";
-const REPLY_MAGIC: &[u8; 4] = b"VOLR";
-const OPEN_MAGIC: &[u8; 4] = b"VOLO";
+const HELLO_MAGIC: &[u8] = blindjoin_link::wire::ids::VOLE_HELLO;
+const SEED_MAGIC: &[u8] = blindjoin_link::wire::ids::VOLE_SEED;
+const CHECK_MAGIC: &[u8] = blindjoin_link::wire::ids::VOLE_CHECK;
+const REPLY_MAGIC: &[u8] = blindjoin_link::wire::ids::VOLE_REPLY;
+const OPEN_MAGIC: &[u8] = blindjoin_link::wire::ids::VOLE_OPEN;
 const CHECK_DOMAIN: &[u8] = b"blindjoin/vole/check\0";
 const SHARE_DOMAIN: &[u8] = b"blindjoin/vole/seed-share\0";
 const SEED_DOMAIN: &[u8] = b"blindjoin/vole/code-seed\0";

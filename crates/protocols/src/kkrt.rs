@@ -4,7 +4,7 @@
 //! Model: semi-honest.
 //!
 //! Receiver R holds X (and learns X ∩ Y); sender S holds Y.
-//! 1. R places X in a cuckoo table of `m ≈ 1.27·|X|` bins with three hash functions and no
+//! 1. R places X in a cuckoo table of `m ≈ 1.32·|X|` bins (at 2^20; see `blindjoin_crypto::cuckoo`) with three hash functions and no
 //!    stash ([`blindjoin_crypto::cuckoo`]; a fresh seed is tried if insertion fails, then a
 //!    typed error), and sends S the hash seed and `m`.
 //! 2. One OPRF instance per bin ([`blindjoin_ot::kkrt_oprf`]): R's input in bin `b` is the item
