@@ -919,16 +919,16 @@ mod tests {
     /// Malicious mode with `broadcast_result`, against a receiver that sends back `claim`: the
     /// sender's result.
     fn sender_against_claim(claim: Vec<u32>) -> Result<Vec<usize>, ProtocolError> {
-        use crate::{Hello, NoProgress, Protocol, handshake, run_psi};
+        use crate::{Hello, NoProgress, ProtocolChoice, handshake, run_psi};
         use blindjoin_crypto::item_digest;
         let (n_r, n_s) = (10usize, 200usize);
         let key = |i: usize| item_digest(format!("k{i}").as_bytes());
         let xs: Vec<ItemDigest> = (0..n_r).map(key).collect();
         let ys: Vec<ItemDigest> = (n_r - 5..n_r - 5 + n_s).map(key).collect();
-        let hello = |role, n: usize| {
-            Hello::new(Protocol::Rr22, None, role, 1, "INNER", true, n as u64)
-                .with_variant(Rr22Mode::Malicious.variant())
+        let malicious = ProtocolChoice::Rr22 {
+            mode: Rr22Mode::Malicious,
         };
+        let hello = move |role, n: usize| Hello::new(malicious, role, true, n as u64);
         let (la, mut lb) = blindjoin_link::mem_pair();
         let receiver = std::thread::spawn(move || {
             let mut link = ClaimPositions {
