@@ -365,6 +365,7 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
     };
     spec.check_reveal()
         .map_err(|why| anyhow::anyhow!("{flag} {why}"))?;
+    spec.note_trust_boundary();
     Ok(spec)
 }
 

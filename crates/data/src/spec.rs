@@ -249,6 +249,32 @@ impl RunSpec {
         Ok(())
     }
 
+    /// Adds the warnings a run's settings call for, whatever the run was written in: RR22's
+    /// malicious mode protects the receiver's output only; the sender's (with
+    /// `broadcast_result`, a join that pads for the receiver's rows, or `check_hash_digest`) is
+    /// whatever positions the receiver sends, checked only for range, order and count.
+    pub fn note_trust_boundary(&mut self) {
+        let malicious = matches!(
+            self.protocol,
+            ProtocolChoice::Rr22 {
+                mode: blindjoin_protocols::rr22::Rr22Mode::Malicious
+            }
+        );
+        if malicious
+            && (self.broadcast_result
+                || self.join.join != crate::join::JoinType::Inner
+                || self.join.check_hash_digest)
+        {
+            self.warnings.push(
+                "RR22's malicious mode protects the receiver's result only: the sender's output \
+                 (broadcast_result, joins, check_hash_digest) is whatever positions the receiver \
+                 sends back, checked for range, order and count but not for truth (see \
+                 docs/protocols.md)"
+                    .into(),
+            );
+        }
+    }
+
     /// The report path in force: the configured one, else beside the output.
     pub fn report_path(&self) -> Option<PathBuf> {
         self.report.clone().or_else(|| {
@@ -258,5 +284,37 @@ impl RunSpec {
                 PathBuf::from(s)
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use blindjoin_protocols::rr22::Rr22Mode;
+
+    fn spec(mode: Rr22Mode, broadcast: bool) -> RunSpec {
+        let parties = Parties {
+            self_id: "a".into(),
+            self_addr: String::new(),
+            peer_id: "b".into(),
+            peer_addr: String::new(),
+        };
+        let mut s = RunSpec::new(
+            parties,
+            ProtocolChoice::Rr22 { mode },
+            Role::Sender,
+            "in.csv".into(),
+            vec!["id".into()],
+        );
+        s.broadcast_result = broadcast;
+        s.note_trust_boundary();
+        s
+    }
+
+    #[test]
+    fn malicious_mode_warns_when_the_sender_gets_an_output() {
+        assert!(spec(Rr22Mode::Malicious, true).warnings[0].contains("malicious mode"));
+        assert!(spec(Rr22Mode::Malicious, false).warnings.is_empty());
+        assert!(spec(Rr22Mode::Fast, true).warnings.is_empty());
     }
 }

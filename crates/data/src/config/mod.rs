@@ -609,9 +609,10 @@ pub fn parse_launch_config(
         output_format,
         warnings,
     })
-    .and_then(|spec: RunSpec| {
+    .and_then(|mut spec: RunSpec| {
         spec.check_reveal()
             .map_err(|why| invalid(reveal_field, &why))?;
+        spec.note_trust_boundary();
         Ok(spec)
     })
 }

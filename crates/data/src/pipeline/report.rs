@@ -85,6 +85,10 @@ pub struct Report {
     /// Unique keys of the intersection revealed, in threshold mode (`min(threshold, cardinality)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revealed_key_count: Option<u64>,
+    /// What the user should know about this run's guarantees (the config's warnings, and e.g.
+    /// that RR22's malicious mode does not protect the sender's output); empty when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Peak resident set size of this process (VmHWM), 0 if unknown.

@@ -335,6 +335,7 @@ pub(crate) fn run_on_links<L: Link>(
         bucket_peak_rss_bytes: Vec::new(),
         cardinality: None,
         revealed_key_count: None,
+        warnings: spec.warnings.clone(),
     };
     if let Some(p) = spec.report_path() {
         let mut json = serde_json::to_vec_pretty(&report).unwrap_or_default();

@@ -508,6 +508,7 @@ pub fn run_on_link(
             .cardinality
             .filter(|_| spec.learns_count())
             .or(min_check),
+        warnings: spec.warnings.clone(),
         revealed_key_count: match spec.reveal {
             Reveal::UpTo(_) => Some(counts.revealed),
             _ => None,
