@@ -12,8 +12,16 @@
 //! they swap the number of unique keys they hold in it. Tags get `log2 B` extra bits so the
 //! 2^-40 false-match bound covers the whole run.
 //!
-//! Leakage beyond the protocol's own: each party learns how many of the peer's unique keys fall
-//! in each bucket (a histogram of a public hash of the peer's keys), as in SecretFlow.
+//! Leakage beyond the protocol's own: none about the histogram. SecretFlow's parties learn how
+//! many of the peer's unique keys fall in each bucket, a histogram of a public hash of the
+//! peer's keys, so two runs on the same data with one new key show which bucket the key fell
+//! into (a few bits of its hash, every run). Here, with more than one bucket, each party pads
+//! every bucket with random dummy digests to [`padded_bucket_size`] of its announced row count,
+//! so the counts it sends depend on nothing but that count (see the function for the bound on
+//! the rare bucket that overflows it). Dummies match nothing (a random 128-bit digest equals one
+//! of the peer's with probability ≤ n·2^-128) and are dropped from the result. A salted bucket
+//! hash would not do this: the salt is known to both parties, so the peer still locates any key
+//! it guesses.
 
 use crate::error::DataError;
 use crate::pipeline::wire::BucketCount;
@@ -22,6 +30,27 @@ use blindjoin_link::wire::WireMessage;
 use blindjoin_protocols::{
     HandshakeChecked, ItemDigest, Progress, ProtocolError, PsiOptions, PsiOutput, Reveal, run_psi,
 };
+
+/// Unique keys per bucket that a party with `rows` rows pads each of `b` buckets to (0: no
+/// padding, one bucket). With `μ = rows / b`, the target is `μ + 8√μ + 32`. A bucket's count is
+/// at most a Binomial(rows, 1/b) variable (duplicates only lower it), so by Bernstein's
+/// inequality it exceeds `μ + t` with probability at most `exp(−t² / (2(μ + t/3)))`; for
+/// `t = 8√μ + 32` that is below 2^-40 for every `μ` ([`overflow_bits`], tested). A bucket over
+/// the target is sent unpadded (its count then shows that it overflowed). The cost: `8/√μ`
+/// more items per bucket, 0.8 % at `μ = 2^20`.
+pub fn padded_bucket_size(rows: u64, b: usize) -> u64 {
+    if b <= 1 {
+        return 0;
+    }
+    let mu = rows as f64 / b as f64;
+    (mu + 8.0 * mu.sqrt() + 32.0).ceil() as u64
+}
+
+/// `−log2` of the Bernstein bound on a bucket of mean `mu` exceeding its padded size.
+pub fn overflow_bits(mu: f64) -> f64 {
+    let t = 8.0 * mu.sqrt() + 32.0;
+    t * t / (2.0 * (mu + t / 3.0)) / std::f64::consts::LN_2
+}
 
 /// Most buckets a run may use.
 pub const MAX_BUCKETS: usize = 1 << 16;
@@ -172,17 +201,28 @@ impl<'h> BucketedPsi<'h> {
                 "internal: more buckets run than agreed".into(),
             )));
         }
-        let theirs = self.exchange_count(link, k, items.len() as u64)?;
+        let target = padded_bucket_size(self.hs.ours().item_count, self.buckets) as usize;
+        let padded;
+        let run_items = if target > items.len() {
+            padded = with_dummies(items, target)?;
+            &padded[..]
+        } else {
+            items
+        };
+        let theirs = self.exchange_count(link, k, run_items.len() as u64)?;
         self.peer_keys += theirs;
         self.next += 1;
-        let bhs = self.hs.for_bucket(items.len() as u64, theirs);
+        let bhs = self.hs.for_bucket(run_items.len() as u64, theirs);
         let threshold = self.opts.reveal;
         if let Reveal::UpTo(t) = threshold {
             self.opts.reveal = Reveal::UpTo(t.saturating_sub(self.counts.revealed));
         }
-        let out = run_psi(link, &bhs, &self.opts, items, progress);
+        let out = run_psi(link, &bhs, &self.opts, run_items, progress);
         self.opts.reveal = threshold;
-        let out = out?;
+        let mut out = out?;
+        if let Some(found) = out.intersection.as_mut() {
+            found.retain(|&i| i < items.len());
+        }
         if let Some(c) = out.cardinality {
             self.counts.cardinality = Some(self.counts.cardinality.unwrap_or(0) + c);
         }
@@ -215,7 +255,9 @@ impl<'h> BucketedPsi<'h> {
             )));
         }
         let total = self.hs.theirs().item_count;
-        if self.peer_keys.saturating_add(theirs) > total {
+        let padded_total =
+            padded_bucket_size(total, self.buckets).saturating_mul(self.buckets as u64);
+        if self.peer_keys.saturating_add(theirs) > total.max(padded_total) {
             return Err(bad(format!(
                 "the peer's bucket counts exceed the {total} rows it announced"
             )));
@@ -232,6 +274,20 @@ impl<'h> BucketedPsi<'h> {
         }
         Ok(theirs)
     }
+}
+
+/// `items` followed by random digests up to `target` items.
+fn with_dummies(items: &[ItemDigest], target: usize) -> Result<Vec<ItemDigest>, DataError> {
+    let mut out = Vec::with_capacity(target);
+    out.extend_from_slice(items);
+    let mut random = vec![0u8; (target - items.len()) * 16];
+    blindjoin_crypto::random_bytes(&mut random).map_err(ProtocolError::from)?;
+    for chunk in random.chunks_exact(16) {
+        let mut d = [0u8; 16];
+        d.copy_from_slice(chunk);
+        out.push(d);
+    }
+    Ok(out)
 }
 
 /// Runs the agreed protocol over unique digests `items` held in memory, bucket by bucket;
@@ -371,7 +427,7 @@ mod tests {
     fn lying_bucket_counts_are_a_typed_error() {
         // The receiver announces 100 rows, the "sender" 100,000, then claims too much.
         for (claims, want) in [
-            (vec![(0u32, 100_001u64)], "exceed"),
+            (vec![(0u32, 200_000u64)], "exceed"),
             (vec![(0, 60_000)], "unevenly"),
             (vec![(1, 1)], "at bucket 1"),
         ] {
@@ -397,6 +453,75 @@ mod tests {
             drop(la);
             t.join().unwrap();
         }
+    }
+
+    #[test]
+    fn padding_overflows_with_probability_below_2_to_the_minus_40() {
+        let mut mu = 1e-3;
+        while mu < 1e10 {
+            assert!(overflow_bits(mu) >= 40.0, "mu {mu}: {}", overflow_bits(mu));
+            mu *= 1.5;
+        }
+        assert_eq!(padded_bucket_size(1 << 30, 1), 0);
+        // 2^20 keys a bucket: 0.8 % dummies.
+        assert_eq!(padded_bucket_size(1 << 24, 16), (1 << 20) + 8 * 1024 + 32);
+    }
+
+    #[test]
+    fn bucket_counts_do_not_depend_on_the_keys() {
+        // Two runs on the same row count, one key different: the peer sees the same counts in
+        // every bucket (and the same results as without padding).
+        let xs = digests("k", 0..3000);
+        let mut xs2 = xs.clone();
+        xs2[2500] = item_digest(b"a new key");
+        let ys = digests("k", 2000..5000);
+        let mut seen = Vec::new();
+        for mine in [xs, xs2] {
+            let (mut la, mut lb) = mem_pair();
+            let theirs = ys.clone();
+            let t = std::thread::spawn(move || {
+                let hs = handshake(&mut lb, Hello::new(fast(), Role::Sender, true, 3000)).unwrap();
+                let mut psi = BucketedPsi::new(&hs, &PsiOptions::default(), 500).unwrap();
+                let b = psi.buckets();
+                let mut counts = Vec::new();
+                let mut found = 0;
+                for k in 0..b {
+                    let sub: Vec<ItemDigest> = theirs
+                        .iter()
+                        .copied()
+                        .filter(|d| bucket_of(d, b) == k)
+                        .collect();
+                    let before = psi.peer_keys();
+                    found += psi
+                        .run_next(&mut lb, &sub, &NoProgress)
+                        .unwrap()
+                        .unwrap()
+                        .len();
+                    counts.push(psi.peer_keys() - before);
+                }
+                (counts, found)
+            });
+            let hs = handshake(&mut la, Hello::new(fast(), Role::Receiver, true, 3000)).unwrap();
+            let mut psi = BucketedPsi::new(&hs, &PsiOptions::default(), 500).unwrap();
+            let b = psi.buckets();
+            let mut found = 0;
+            for k in 0..b {
+                let sub: Vec<ItemDigest> = mine
+                    .iter()
+                    .copied()
+                    .filter(|d| bucket_of(d, b) == k)
+                    .collect();
+                let out = psi.run_next(&mut la, &sub, &NoProgress).unwrap().unwrap();
+                assert!(out.iter().all(|&i| i < sub.len()));
+                found += out.len();
+            }
+            let (counts, their_found) = t.join().unwrap();
+            assert!(counts.iter().all(|&c| c == counts[0]), "{counts:?}");
+            assert_eq!(found, their_found);
+            seen.push((counts, found));
+        }
+        assert_eq!(seen[0].0, seen[1].0);
+        assert_eq!((seen[0].1, seen[1].1), (1000, 999));
     }
 
     #[test]

@@ -58,7 +58,8 @@ pub struct Report {
     pub intersection_count: i64,
     /// Unique keys in the intersection (-1 when this party does not receive the result).
     pub intersection_key_count: i64,
-    /// Unique keys the peer brought (every PSI protocol reveals it).
+    /// Unique keys the peer brought (every PSI protocol reveals it); with more than one bucket,
+    /// the keys it ran with, dummies included (see [`crate::bucket::padded_bucket_size`]).
     pub peer_key_count: i64,
     /// The output file, if one was written.
     pub output_path: Option<String>,
