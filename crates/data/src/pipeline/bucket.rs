@@ -328,7 +328,7 @@ pub fn run_bucketed(
 mod tests {
     use super::*;
     use blindjoin_crypto::item_digest;
-    use blindjoin_link::mem_pair;
+    use blindjoin_link::{MemLink, mem_pair};
     use blindjoin_protocols::rr22::Rr22Mode;
     use blindjoin_protocols::{Hello, NoProgress, ProtocolChoice, Role, handshake};
     use std::collections::HashSet;
@@ -467,6 +467,28 @@ mod tests {
         assert_eq!(padded_bucket_size(1 << 24, 16), (1 << 20) + 8 * 1024 + 32);
     }
 
+    /// Runs every bucket of `items` in buckets of 500 keys; returns the peer's count per bucket
+    /// and how many of our keys matched (checking every index is one of ours, not a dummy's).
+    fn every_bucket(link: &mut MemLink, role: Role, items: &[ItemDigest]) -> (Vec<u64>, usize) {
+        let hs = handshake(link, Hello::new(fast(), role, true, 3000)).unwrap();
+        let mut psi = BucketedPsi::new(&hs, &PsiOptions::default(), 500).unwrap();
+        let b = psi.buckets();
+        let (mut counts, mut found) = (Vec::new(), 0);
+        for k in 0..b {
+            let sub: Vec<ItemDigest> = items
+                .iter()
+                .copied()
+                .filter(|d| bucket_of(d, b) == k)
+                .collect();
+            let before = psi.peer_keys();
+            let out = psi.run_next(link, &sub, &NoProgress).unwrap().unwrap();
+            assert!(out.iter().all(|&i| i < sub.len()));
+            found += out.len();
+            counts.push(psi.peer_keys() - before);
+        }
+        (counts, found)
+    }
+
     #[test]
     fn bucket_counts_do_not_depend_on_the_keys() {
         // Two runs on the same row count, one key different: the peer sees the same counts in
@@ -479,42 +501,8 @@ mod tests {
         for mine in [xs, xs2] {
             let (mut la, mut lb) = mem_pair();
             let theirs = ys.clone();
-            let t = std::thread::spawn(move || {
-                let hs = handshake(&mut lb, Hello::new(fast(), Role::Sender, true, 3000)).unwrap();
-                let mut psi = BucketedPsi::new(&hs, &PsiOptions::default(), 500).unwrap();
-                let b = psi.buckets();
-                let mut counts = Vec::new();
-                let mut found = 0;
-                for k in 0..b {
-                    let sub: Vec<ItemDigest> = theirs
-                        .iter()
-                        .copied()
-                        .filter(|d| bucket_of(d, b) == k)
-                        .collect();
-                    let before = psi.peer_keys();
-                    found += psi
-                        .run_next(&mut lb, &sub, &NoProgress)
-                        .unwrap()
-                        .unwrap()
-                        .len();
-                    counts.push(psi.peer_keys() - before);
-                }
-                (counts, found)
-            });
-            let hs = handshake(&mut la, Hello::new(fast(), Role::Receiver, true, 3000)).unwrap();
-            let mut psi = BucketedPsi::new(&hs, &PsiOptions::default(), 500).unwrap();
-            let b = psi.buckets();
-            let mut found = 0;
-            for k in 0..b {
-                let sub: Vec<ItemDigest> = mine
-                    .iter()
-                    .copied()
-                    .filter(|d| bucket_of(d, b) == k)
-                    .collect();
-                let out = psi.run_next(&mut la, &sub, &NoProgress).unwrap().unwrap();
-                assert!(out.iter().all(|&i| i < sub.len()));
-                found += out.len();
-            }
+            let t = std::thread::spawn(move || every_bucket(&mut lb, Role::Sender, &theirs));
+            let (_, found) = every_bucket(&mut la, Role::Receiver, &mine);
             let (counts, their_found) = t.join().unwrap();
             assert!(counts.iter().all(|&c| c == counts[0]), "{counts:?}");
             assert_eq!(found, their_found);
