@@ -39,10 +39,8 @@ mod patience;
 mod shape;
 mod tcp;
 pub mod wire;
-// --- three-party links (threepc branch) ---
 mod three;
 pub use three::{PartyAddr, establish_three, three_party_listens};
-// --- end three-party ---
 mod tls;
 
 pub use cancel::Cancel;

@@ -15,7 +15,7 @@
 //! A row in a shard file is its order key (16 bytes, little endian), then three LEB128 varints
 //! — the row number's gap from the shard's previous row (from 0 for its first), the key's
 //! length, the raw row's length — then the key and the raw row. A 17-byte id line spills in
-//! 16 + 3 + 20 + 16 = 55 bytes (it was 68 with fixed-width fields).
+//! 16 + 3 + 20 + 16 = 55 bytes (fixed-width fields would take 68).
 
 use crate::error::DataError;
 use crate::table::csv::{CsvError, CsvReader, FieldSpan, RecordSpan};
