@@ -165,15 +165,20 @@ fn main() -> std::io::Result<()> {
     seed.extend(join_messages([reply.as_slice()]));
     write(&dir, "resume_point", "one-behind", &seed)?;
 
-    // The digest check: the digest the target itself sends.
-    let digest = blindjoin_crypto::item_digest(b"blindjoin fuzz check_digest");
-    let mut reply = ids::DIGEST_CHECK.to_vec();
-    reply.extend_from_slice(&digest);
+    // The digest check: a valid share (a Curve25519 point), then a tag of the right length.
+    let mut share = ids::DIGEST_SHARE.to_vec();
+    let mut point = [0u8; 32];
+    blindjoin_crypto::new_cipher(Curve::Curve25519, None)
+        .and_then(|c| c.hash_and_mask(&[[1u8; 16]], &mut point))
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    share.extend_from_slice(&point);
+    let mut tag = ids::DIGEST_CHECK.to_vec();
+    tag.extend_from_slice(&[0u8; 16]);
     write(
         &dir,
         "check_digest",
-        "equal",
-        &join_messages([reply.as_slice()]),
+        "share-then-tag",
+        &join_messages([share.as_slice(), tag.as_slice()]),
     )?;
 
     // Hellos: the peer's hello that agrees with each of the target's own hellos.
