@@ -48,7 +48,9 @@ fn pool(threads: usize) -> rayon::ThreadPool {
 }
 
 /// On-CPU time of the calling thread in ms (Linux): unlike wall time it leaves out the time the
-/// thread waited for a core, which matters on a shared machine. Wall time elsewhere.
+/// thread waited for a core, which matters on a shared machine. Wall time elsewhere. The kernel
+/// updates the figure at scheduler ticks (a few ms), so it reads 0 for the sub-millisecond runs
+/// of small `BJ_BENCH_LOG_N`; at 2^20 the runs take tens of ms or more.
 fn cpu_ms() -> f64 {
     static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     std::fs::read_to_string("/proc/thread-self/schedstat")

@@ -1,6 +1,6 @@
 //! Resume after `kill -9`: two real processes with `--recovery-dir`, one of them killed at
 //! random moments again and again; the final rerun must write exactly the bytes of an
-//! uninterrupted run. `BJ_KILLS=20 cargo test --release -p blindjoin-cli --test e2e recovery`
+//! uninterrupted run. `BJ_KILLS=20 cargo test --release -p blindjoin-cli --test e2e recovery::`
 //! runs the acceptance's 20 kills (default 4).
 
 use crate::support::{free_port, gen_tables, party as spawn_party, tmp, wait};
