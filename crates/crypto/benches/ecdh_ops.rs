@@ -1,5 +1,5 @@
 //! Per-item cost of the ECDH-PSI building blocks on each curve, single thread.
-//! Run: `cargo bench -p blindjoin-crypto` (optionally a curve name as filter).
+//! Run: `cargo bench -p blindjoin-crypto --bench ecdh_ops` (optionally a curve name as filter).
 
 // A benchmark binary: failing loudly is fine.
 #![allow(clippy::expect_used, missing_docs)]

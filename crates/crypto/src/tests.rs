@@ -255,34 +255,3 @@ fn every_x25519_backend_this_cpu_runs_matches_the_serial_reference() {
         x25519::backend_name()
     );
 }
-
-/// Per-multiplication time of each X25519 backend, one thread:
-/// `cargo test --release -p blindjoin-crypto --lib x25519_backend_timing -- --ignored --nocapture`.
-#[test]
-#[ignore = "timing, not a test: run by hand in release mode"]
-fn x25519_backend_timing() {
-    use x25519::Backend;
-    let n = 4096;
-    let us: Vec<[u8; 32]> = (0..n as u64)
-        .map(|i| {
-            let mut u = [0u8; 32];
-            u[..8].copy_from_slice(&i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
-            u[8] = 1;
-            u
-        })
-        .collect();
-    let k = [0x6bu8; 32];
-    for backend in [Backend::Ifma8, Backend::Avx2x4, Backend::Serial] {
-        if !backend.is_available() {
-            continue;
-        }
-        let mut out = vec![[0u8; 32]; n];
-        let mut best = f64::MAX;
-        for _ in 0..3 {
-            let t = std::time::Instant::now();
-            backend.x25519(&k, &us, &mut out);
-            best = best.min(t.elapsed().as_secs_f64() * 1e6 / n as f64);
-        }
-        println!("{:<16} {best:6.2} µs per X25519", backend.name());
-    }
-}

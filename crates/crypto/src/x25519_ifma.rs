@@ -1234,8 +1234,12 @@ mod tests {
         assert_eq!(o, [[0u8; 32]; 3]);
     }
 
+    /// The IFMA kernel against dalek per item: the ladder, and the hash to the curve. A test
+    /// rather than a bench target because the kernel is private (the ladder of every backend
+    /// is in `cargo bench -p blindjoin-crypto --bench ecdh_ops -- x25519`): `cargo test
+    /// --release -p blindjoin-crypto --lib x25519_ifma::tests::bench -- --ignored --nocapture`.
     #[test]
-    #[ignore]
+    #[ignore = "timing of the private kernel: run by hand in release mode"]
     fn bench() {
         use std::time::Instant;
         if !available() {

@@ -556,7 +556,6 @@ mod tests {
     use super::*;
     use crate::{iknp_cot_receive, iknp_cot_send};
     use blindjoin_link::mem_pair;
-    use std::time::Instant;
 
     use crate::tests::run2;
 
@@ -810,39 +809,5 @@ mod tests {
             |l| mpcot_receive(l, &[0; 15], &[false; 15], &[0, 7, 31], 5),
         );
         assert_eq!(kind(&r), "link");
-    }
-
-    /// `cargo test --release -p blindjoin-ot pprf_timing -- --ignored --nocapture`
-    #[test]
-    #[ignore]
-    fn pprf_timing() {
-        for (t, d) in [(1usize << 8, 12usize), (1 << 12, 8), (1, 20)] {
-            let alphas = random_alphas(t, d);
-            let choices = random_bools(t * d);
-            let a2 = alphas.clone();
-            let start = Instant::now();
-            let ((delta, v, s_cot, s_exp), (w, r_exp)) = run2(
-                move |l| {
-                    let s = iknp_cot_send(l, t * d).unwrap();
-                    let cot = start.elapsed();
-                    let t0 = Instant::now();
-                    let v = mpcot_send(l, s.delta(), s.q(), t, d).unwrap();
-                    (s.delta(), v, cot, t0.elapsed())
-                },
-                move |l| {
-                    let r = iknp_cot_receive(l, &choices).unwrap();
-                    let t0 = Instant::now();
-                    let w = mpcot_receive(l, r.t(), r.choices(), &a2, d).unwrap();
-                    (w, t0.elapsed())
-                },
-            );
-            let total = start.elapsed();
-            check_relation(&alphas, d, delta, &v, &w);
-            println!(
-                "t={t} d={d} N={}: IKNP {} COTs {s_cot:?}; MPCOT sender {s_exp:?}, receiver {r_exp:?}; total {total:?}",
-                t << d,
-                t * d
-            );
-        }
     }
 }

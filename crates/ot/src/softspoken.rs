@@ -67,8 +67,8 @@
 //! OT); the paper leaves it as that knob (its author's reference implementation, libOTe,
 //! defaults to `k = 2`). We default to [`DEFAULT_FIELD_BITS`] = 4: a quarter of IKNP's traffic
 //! for 4 AES calls per OT, which on an AES-NI/VAES machine is still no slower than
-//! [`crate::iknp`] even over an in-memory link. Measured with the ignored test
-//! `softspoken_vs_iknp_throughput` (n = 2^20, both parties on one 2-core VM, time relative to
+//! [`crate::iknp`] even over an in-memory link. Measured with `cargo bench -p blindjoin-ot
+//! --bench ot_speed -- softspoken` (n = 2^20, both parties on one 2-core VM, time relative to
 //! `iknp_cot_send`/`iknp_cot_receive`): k = 2 ≈ 0.8×, k = 3 ≈ 0.85×, k = 4 ≈ 0.85–0.93×,
 //! k = 5 ≈ 1.0×, k = 6 ≈ 1.2–1.3×, k = 8 ≈ 2.8×; malicious mode adds ≈ 20–30%. (`k = 1`, the
 //! IKNP protocol itself, measures ≈ 0.88×: part of the margin is this module's faster

@@ -1,11 +1,11 @@
 //! Tests for [`crate::softspoken`]: correlation for every size / `k` / mode, cheating and
-//! malformed peers, communication per OT, and an ignored throughput comparison with IKNP.
+//! malformed peers, communication per OT (the throughput against IKNP is `cargo bench -p
+//! blindjoin-ot --bench ot_speed -- softspoken`).
 
 use crate::softspoken::{DEFAULT_FIELD_BITS, MAX_FIELD_BITS};
 use crate::tests::run2;
 use crate::*;
 use blindjoin_link::{Link, LinkError, LinkStats, MemLink, mem_pair, put_u64};
-use std::time::Instant;
 
 fn random_choices(n: usize) -> Vec<bool> {
     let mut b = vec![0u8; n];
@@ -550,107 +550,6 @@ fn softspoken_sender_rejects_wrong_tree_from_a_fake_receiver() {
             move |l| softspoken_cot_send(l, n, params(8, false)),
         );
         expect_invalid(&r, &format!("tree of {len} bytes"));
-    }
-}
-
-// ---- speed ---------------------------------------------------------------------------------------
-
-/// User + system CPU time of this process so far, in seconds (Linux `/proc/self/stat`; 0 if
-/// unavailable).
-fn process_cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    // Fields after the parenthesised command: state is field 3, utime 14, stime 15.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-        return 0.0;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f[11].parse::<f64>().unwrap_or(0.0) + f[12].parse::<f64>().unwrap_or(0.0);
-    ticks / 100.0
-}
-
-#[test]
-#[ignore = "timing; run with --release -- --ignored --nocapture"]
-fn softspoken_vs_iknp_throughput() {
-    // Rounds over all configurations in rotating order; best wall time and mean CPU time (both
-    // parties) of each: robust to other load on the machine.
-    let n = 1usize << 20;
-    let rounds: usize = std::env::var("SS_BENCH_ROUNDS").map_or(9, |v| v.parse().unwrap());
-    let choices = random_choices(n);
-    run(1 << 16, SoftSpokenParams::default()); // warm-up: rayon pool, page faults
-    // Knobs: SS_BENCH_K=2,4 (field sizes), SS_BENCH_SEMI_ONLY=1, SS_BENCH_ROUNDS=25.
-    let ks: Vec<usize> = std::env::var("SS_BENCH_K").map_or_else(
-        |_| vec![1, 2, 3, 4, 5, 8],
-        |v| v.split(',').map(|k| k.parse().unwrap()).collect(),
-    );
-    let modes: &[bool] = if std::env::var("SS_BENCH_SEMI_ONLY").is_ok() {
-        &[false]
-    } else {
-        &[false, true]
-    };
-    let mut configs: Vec<Option<SoftSpokenParams>> = vec![None]; // None = IKNP
-    for &malicious in modes {
-        configs.extend(ks.iter().map(|&k| Some(params(k, malicious))));
-    }
-    let mut best = vec![f64::INFINITY; configs.len()];
-    let mut all = vec![Vec::new(); configs.len()];
-    let mut cpu = vec![0f64; configs.len()];
-    let mut bytes = vec![0u64; configs.len()];
-    for round in 0..rounds {
-        for step in 0..configs.len() {
-            let ci = (round + step) % configs.len();
-            let c = choices.clone();
-            let cpu0 = process_cpu_seconds();
-            let start = Instant::now();
-            let (len, sent) = match configs[ci] {
-                None => {
-                    let ((s, ss), (r, rs)) = run2(
-                        move |l| (iknp_cot_send(l, n).unwrap(), l.stats()),
-                        move |l| (iknp_cot_receive(l, &c).unwrap(), l.stats()),
-                    );
-                    (s.len().min(r.len()), ss.bytes_sent + rs.bytes_sent)
-                }
-                Some(p) => {
-                    let ((s, ss), (r, rs)) = run2(
-                        move |l| (softspoken_cot_send(l, n, p).unwrap(), l.stats()),
-                        move |l| (softspoken_cot_receive(l, &c, p).unwrap(), l.stats()),
-                    );
-                    (s.len().min(r.len()), ss.bytes_sent + rs.bytes_sent)
-                }
-            };
-            best[ci] = best[ci].min(start.elapsed().as_secs_f64());
-            all[ci].push(start.elapsed().as_secs_f64());
-            cpu[ci] += process_cpu_seconds() - cpu0;
-            assert_eq!(len, n);
-            bytes[ci] = sent;
-        }
-    }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let medians: Vec<f64> = all.iter_mut().map(median).collect();
-    for (ci, cfg) in configs.iter().enumerate() {
-        let name = match cfg {
-            None => "IKNP                ".to_string(),
-            Some(p) => format!(
-                "SoftSpoken k={} {}",
-                p.k,
-                if p.malicious { "mal " } else { "semi" }
-            ),
-        };
-        println!(
-            "{name} n=2^20: best {:6.1} ms ({:.2}× IKNP), median {:6.1} ms ({:.2}×), \
-             CPU {:6.1} ms/run ({:.2}×), {:5.2} bytes/OT",
-            best[ci] * 1e3,
-            best[ci] / best[0],
-            medians[ci] * 1e3,
-            medians[ci] / medians[0],
-            cpu[ci] / rounds as f64 * 1e3,
-            cpu[ci] / cpu[0],
-            bytes[ci] as f64 / n as f64,
-        );
     }
 }
 

@@ -107,26 +107,6 @@ fn base_ot_zero_and_too_many() {
     ));
 }
 
-/// Wall time of a base-OT batch (both parties, in memory). Not asserted: run with
-/// `cargo test -p blindjoin-ot --release -- --ignored --nocapture base_ot_timing`.
-#[test]
-#[ignore]
-fn base_ot_timing() {
-    for k in [128usize, 512] {
-        let choices = random_choices(k);
-        let reps = 5;
-        let start = std::time::Instant::now();
-        for _ in 0..reps {
-            let c2 = choices.clone();
-            run2(
-                move |l| base_ot_send(l, k).unwrap(),
-                move |l| base_ot_receive(l, &c2).unwrap(),
-            );
-        }
-        println!("base OT k={k}: {:?} per batch", start.elapsed() / reps);
-    }
-}
-
 fn check_cot(n: usize) -> (u128, Vec<u128>) {
     let choices = random_choices(n);
     let c2 = choices.clone();
@@ -447,32 +427,4 @@ fn peer_gone_is_a_link_error() {
         iknp_cot_receive(&mut lb, &[true]),
         Err(OtError::Link(_))
     ));
-}
-
-#[test]
-#[ignore = "timing; run with --release -- --ignored --nocapture"]
-fn iknp_throughput() {
-    let n = 1usize << 20;
-    let choices = random_choices(n);
-    // Warm-up (rayon pool, page faults).
-    check_cot(1 << 16);
-    let start = std::time::Instant::now();
-    let (s, r) = run2(
-        move |l| iknp_cot_send(l, n).unwrap(),
-        move |l| iknp_cot_receive(l, &choices).unwrap(),
-    );
-    let secs = start.elapsed().as_secs_f64();
-    assert_eq!(s.len(), n);
-    assert_eq!(r.len(), n);
-    println!(
-        "IKNP: {n} COTs in {:.3} s = {:.2} M COT/s (both parties, this machine)",
-        secs,
-        n as f64 / secs / 1e6
-    );
-    let start = std::time::Instant::now();
-    let so = s.random_ots();
-    let ro = r.random_ots();
-    let secs = start.elapsed().as_secs_f64();
-    assert_eq!(so.len() + ro.len(), 2 * n);
-    println!("random-OT hashing (both sides): {:.3} s", secs);
 }

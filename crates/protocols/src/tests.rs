@@ -1,6 +1,6 @@
 //! Every protocol against a plaintext intersection, over the in-memory link on two threads.
 
-/// The same allocator as the CLI, so timings here match the binary's.
+/// The same allocator as the CLI, so these runs exercise the allocator the binary uses.
 #[global_allocator]
 static ALLOC: blindjoin_alloc::HugePageAlloc = blindjoin_alloc::HugePageAlloc;
 
@@ -347,78 +347,6 @@ fn a_lying_peer_gets_a_typed_error() {
     t.join().unwrap();
 }
 
-/// Prints the time spent in each protocol stage, per party.
-struct StageClock(
-    &'static str,
-    std::sync::Mutex<(std::time::Instant, &'static str)>,
-);
-
-impl Progress for StageClock {
-    fn stage(&self, name: &'static str, _: u64) {
-        let mut g = self.1.lock().unwrap();
-        eprintln!(
-            "{:>8}: {:<40} {:>8.3} s",
-            self.0,
-            g.1,
-            g.0.elapsed().as_secs_f64()
-        );
-        *g = (std::time::Instant::now(), name);
-    }
-    fn advance(&self, _: u64) {}
-}
-
-/// `cargo test --release -p blindjoin-protocols rr22_speed -- --ignored --nocapture`
-/// (`BJ_RR22_MODES=fast` for one mode)
-#[test]
-#[ignore]
-fn rr22_speed() {
-    let n = 1usize << 20;
-    let (xs, ys) = sets(
-        &Case {
-            n_r: n,
-            n_s: n,
-            overlap: n / 2,
-        },
-        7,
-    );
-    for mode in [
-        rr22::Rr22Mode::Fast,
-        rr22::Rr22Mode::LowComm,
-        rr22::Rr22Mode::Malicious,
-    ] {
-        // `BJ_RR22_MODES=fast,low_comm` runs only those modes (for profiling one at a time).
-        if let Ok(only) = std::env::var("BJ_RR22_MODES")
-            && !only.split(',').any(|m| m == mode.variant())
-        {
-            continue;
-        }
-        let (mut la, mut lb) = mem_pair();
-        let p = rr22(mode);
-        let hello = move |role, n: usize| Hello::new(p, role, false, n as u64);
-        let ys = ys.clone();
-        let t0 = std::time::Instant::now();
-        let t = std::thread::spawn(move || {
-            let hs = handshake(&mut lb, hello(Role::Sender, ys.len())).unwrap();
-            let clock = StageClock("sender", (std::time::Instant::now(), "start").into());
-            run_psi(&mut lb, &hs, &PsiOptions::default(), &ys, &clock).unwrap();
-            clock.stage("end", 0);
-            lb.stats()
-        });
-        let hs = handshake(&mut la, hello(Role::Receiver, xs.len())).unwrap();
-        let clock = StageClock("receiver", (std::time::Instant::now(), "start").into());
-        let out = run_psi(&mut la, &hs, &PsiOptions::default(), &xs, &clock).unwrap();
-        clock.stage("end", 0);
-        let s = t.join().unwrap();
-        let r = la.stats();
-        assert_eq!(out.intersection.unwrap().len(), n / 2);
-        eprintln!(
-            "RR22 {mode} n=2^20: {:.3} s, {:.1} bits/element",
-            t0.elapsed().as_secs_f64(),
-            (s.bytes_sent + r.bytes_sent) as f64 * 8.0 / n as f64
-        );
-    }
-}
-
 #[test]
 fn rr22_hostile_receiver_gets_a_typed_error() {
     use blindjoin_link::Link as _;
@@ -477,44 +405,6 @@ fn kkrt_tags_cover_three_hashes() {
     // ℓ = 40 + ⌈log2(n_r · 3 n_s)⌉ bits: 82 bits → 11 bytes at 2^20 × 2^20.
     assert_eq!(ecdh::tag_len_with(1 << 20, 3 << 20, 0), 11);
     assert_eq!(ecdh::tag_len_with(1, 3, 0), 8);
-}
-
-/// `cargo test --release -p blindjoin-protocols kkrt_speed -- --ignored --nocapture`
-#[test]
-#[ignore]
-fn kkrt_speed() {
-    let n = 1usize << 20;
-    let (xs, ys) = sets(
-        &Case {
-            n_r: n,
-            n_s: n,
-            overlap: n / 2,
-        },
-        7,
-    );
-    let (mut la, mut lb) = mem_pair();
-    let p = kkrt();
-    let hello = move |role, n: usize| Hello::new(p, role, false, n as u64);
-    let t0 = std::time::Instant::now();
-    let t = std::thread::spawn(move || {
-        let hs = handshake(&mut lb, hello(Role::Sender, ys.len())).unwrap();
-        let clock = StageClock("sender", (std::time::Instant::now(), "start").into());
-        run_psi(&mut lb, &hs, &PsiOptions::default(), &ys, &clock).unwrap();
-        clock.stage("end", 0);
-        lb.stats()
-    });
-    let hs = handshake(&mut la, hello(Role::Receiver, xs.len())).unwrap();
-    let clock = StageClock("receiver", (std::time::Instant::now(), "start").into());
-    let out = run_psi(&mut la, &hs, &PsiOptions::default(), &xs, &clock).unwrap();
-    clock.stage("end", 0);
-    let s = t.join().unwrap();
-    let r = la.stats();
-    assert_eq!(out.intersection.unwrap().len(), n / 2);
-    eprintln!(
-        "KKRT n=2^20: {:.3} s, {:.1} bits/element",
-        t0.elapsed().as_secs_f64(),
-        (s.bytes_sent + r.bytes_sent) as f64 * 8.0 / n as f64
-    );
 }
 
 #[test]

@@ -566,8 +566,12 @@ fn min_time_us(n: usize, mut f: impl FnMut()) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// Per-operation times of the private point arithmetic and of the cipher per item. A test rather
+/// than a bench target because the internals are private (the cipher per item is also in `cargo
+/// bench -p blindjoin-crypto --bench ecdh_ops -- fourq`): `cargo test --release -p
+/// blindjoin-crypto --lib fourq_timing -- --ignored --nocapture --test-threads=1`.
 #[test]
-#[ignore = "timing; run with --release -- --ignored --nocapture"]
+#[ignore = "timing of private internals: run by hand in release mode"]
 fn fourq_timing() {
     let mut rng = Rng(13);
     let p = rng.point();
@@ -655,8 +659,11 @@ fn fourq_timing() {
     );
 }
 
+/// Latency of the private field and point operations. A test rather than a bench target because
+/// they are private: `cargo test --release -p blindjoin-crypto --lib fourq_timing_field --
+/// --ignored --nocapture`.
 #[test]
-#[ignore = "timing; run with --release -- --ignored --nocapture"]
+#[ignore = "timing of private internals: run by hand in release mode"]
 fn fourq_timing_field() {
     let mut rng = Rng(15);
     let (mut a, b) = (rng.fp2(), rng.fp2());

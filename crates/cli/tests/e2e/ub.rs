@@ -4,15 +4,10 @@
 //! a stale client cache); full mode over mutual TLS from the command line's link flags; and the
 //! server's cap on the client keys one key evaluates (`blindjoin.max_query_items`).
 
-// Test helpers outside `#[test]` functions: failing loudly is what a test should do.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
-
+use crate::support::{BIN, free_port, tmp, wait, write_ca, write_cert};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use support::{BIN, free_port, tmp, wait, write_ca, write_cert};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -438,8 +433,8 @@ fn full_mode_over_mutual_tls_from_cli_flags() {
 #[test]
 fn full_mode_reads_and_writes_parquet() {
     let dir = tmp("ub", "parquet");
-    support::write_scores(&dir.join("server.parquet"), 0..3000);
-    support::write_scores(&dir.join("client.parquet"), 2900..3100);
+    crate::support::write_scores(&dir.join("server.parquet"), 0..3000);
+    crate::support::write_scores(&dir.join("client.parquet"), 2900..3100);
     let to_parquet = |body: &str, me: &str| {
         body.replace("IO_TYPE_FILE_CSV", "IO_TYPE_FILE_PARQUET")
             .replace(&format!("\"{me}.csv\""), &format!("\"{me}.parquet\""))
@@ -457,7 +452,7 @@ fn full_mode_reads_and_writes_parquet() {
     assert!(ok_s && ok_c, "{err_s}\n{err_c}");
     let want: Vec<(i64, f64)> = (2900..3000).map(|i| (i, i as f64 * 1.5)).collect();
     for me in ["server", "client"] {
-        let got = support::read_scores(&dir.join(format!("{me}_out.parquet")));
+        let got = crate::support::read_scores(&dir.join(format!("{me}_out.parquet")));
         assert_eq!(got, want, "{me}: the matching rows, by key, types kept");
     }
     // No CSV copy of a Parquet input is left beside the cache.

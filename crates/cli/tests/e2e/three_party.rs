@@ -5,15 +5,11 @@
 //! line's `--tls-*` flags reaches all three links, and a certificate from another CA stops all
 //! three with errors that say so.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
-
+use crate::support::{BIN, free_port, tmp, wait, write_ca, write_cert};
 use std::collections::HashSet;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use support::{BIN, free_port, tmp, wait, write_ca, write_cert};
 
 const IDS: [&str; 3] = ["alice", "bob", "carol"];
 

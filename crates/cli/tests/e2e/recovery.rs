@@ -1,15 +1,10 @@
 //! Resume after `kill -9`: two real processes with `--recovery-dir`, one of them killed at
 //! random moments again and again; the final rerun must write exactly the bytes of an
-//! uninterrupted run. `BJ_KILLS=20 cargo test --release -p blindjoin-cli --test recovery`
+//! uninterrupted run. `BJ_KILLS=20 cargo test --release -p blindjoin-cli --test e2e recovery::`
 //! runs the acceptance's 20 kills (default 4).
 
-// Test helpers outside `#[test]` functions: failing loudly is what a test should do.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
-
+use crate::support::{free_port, gen_tables, party as spawn_party, tmp, wait};
 use std::time::Duration;
-use support::{free_port, gen_tables, party as spawn_party, tmp, wait};
 
 /// A cheap deterministic sequence for kill times and victims.
 struct Lcg(u64);

@@ -3,18 +3,12 @@
 //! sorted runs, the CSV copy of a Parquet input, the recovery folder, the outputs), and refuse
 //! an ECDH key file that others can read.
 
-// Test helpers outside `#[test]` functions: failing loudly is what a test should do.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-#![cfg(unix)]
-
-mod support;
-
+use crate::support::{BIN, free_port, tmp, write_scores};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{BIN, free_port, tmp, write_scores};
 
 /// Longest a watched pair may run.
 const LIMIT: Duration = Duration::from_secs(240);
@@ -219,7 +213,7 @@ fn an_ecdh_key_file_others_can_read_is_refused() {
     let (me, peer) = (free_port(), free_port());
     let flags = ["--protocol", "ecdh", "--secret-key", key.to_str().unwrap()];
     let c = party(&dir, "receiver", me, peer, &flags);
-    let (ok, err) = support::wait(c, Duration::from_secs(60));
+    let (ok, err) = crate::support::wait(c, Duration::from_secs(60));
     assert!(!ok);
     assert!(
         err.contains(&format!("chmod 600 {}", key.display())) && err.contains("0644"),

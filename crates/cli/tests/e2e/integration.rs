@@ -1,39 +1,11 @@
 //! End-to-end: the real `blindjoin` binary as two processes on 127.0.0.1, configured with
 //! SecretFlow PSI v2 JSON, checked against a plaintext join; and every kind of bad input.
 
-// Test helpers outside `#[test]` functions: failing loudly is what a test should do.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
-
+use crate::support::{BIN, free_port, read_scores, tmp, write_ca, write_cert, write_scores};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use support::{read_scores, write_ca, write_cert, write_scores};
-
-const BIN: &str = env!("CARGO_BIN_EXE_blindjoin");
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bj-e2e-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// A port below Linux's ephemeral range (32768+), so no outgoing connection of a concurrent test
-/// can be holding it as its source port; unique per test process and call, and checked free.
-fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU16, Ordering};
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let base = 12000 + (std::process::id() % 1000) as u16 * 16;
-    loop {
-        let p = base + NEXT.fetch_add(1, Ordering::Relaxed) % 4000;
-        if std::net::TcpListener::bind(("127.0.0.1", p)).is_ok() {
-            return p;
-        }
-    }
-}
 
 /// The `protocol_config` lines for a test "curve": a real curve runs ECDH; `RR22`, `RR22_LOW`
 /// and `RR22_MAL` run RR22's fast, low-communication and malicious modes with small buckets (so
@@ -282,62 +254,62 @@ fn check_pair(dir: &Path, curve: &str, dups: f64) {
 
 #[test]
 fn secretflow_configs_curve25519() {
-    check_pair(&tmp("c25519"), "CURVE_25519", 0.0);
+    check_pair(&tmp("e2e", "c25519"), "CURVE_25519", 0.0);
 }
 
 #[test]
 fn secretflow_configs_secp256k1() {
-    check_pair(&tmp("k256"), "CURVE_SECP256K1", 0.0);
+    check_pair(&tmp("e2e", "k256"), "CURVE_SECP256K1", 0.0);
 }
 
 #[test]
 fn secretflow_configs_fourq() {
-    check_pair(&tmp("fourq"), "CURVE_FOURQ", 0.1);
+    check_pair(&tmp("e2e", "fourq"), "CURVE_FOURQ", 0.1);
 }
 
 #[test]
 fn secretflow_configs_sm2() {
-    check_pair(&tmp("sm2"), "CURVE_SM2", 0.0);
+    check_pair(&tmp("e2e", "sm2"), "CURVE_SM2", 0.0);
 }
 
 #[test]
 fn secretflow_configs_p256() {
-    check_pair(&tmp("p256"), "CURVE_P256", 0.0);
+    check_pair(&tmp("e2e", "p256"), "CURVE_P256", 0.0);
 }
 
 #[test]
 fn secretflow_configs_rr22_fast_bucketed() {
-    check_pair(&tmp("rr22"), "RR22", 0.0);
+    check_pair(&tmp("e2e", "rr22"), "RR22", 0.0);
 }
 
 #[test]
 fn secretflow_configs_rr22_low_comm_bucketed() {
-    check_pair(&tmp("rr22low"), "RR22_LOW", 0.0);
+    check_pair(&tmp("e2e", "rr22low"), "RR22_LOW", 0.0);
 }
 
 #[test]
 fn secretflow_configs_rr22_malicious_bucketed_with_duplicates() {
-    check_pair(&tmp("rr22mal"), "RR22_MAL", 0.3);
+    check_pair(&tmp("e2e", "rr22mal"), "RR22_MAL", 0.3);
 }
 
 #[test]
 fn secretflow_configs_kkrt_bucketed() {
-    check_pair(&tmp("kkrt"), "KKRT", 0.0);
+    check_pair(&tmp("e2e", "kkrt"), "KKRT", 0.0);
 }
 
 #[test]
 fn secretflow_configs_kkrt_default_config_with_duplicates() {
-    check_pair(&tmp("kkrt1"), "KKRT_ONE", 0.3);
+    check_pair(&tmp("e2e", "kkrt1"), "KKRT_ONE", 0.3);
 }
 
 #[test]
 fn duplicate_keys_output_every_matching_row() {
-    check_pair(&tmp("dups"), "CURVE_25519", 0.3);
+    check_pair(&tmp("e2e", "dups"), "CURVE_25519", 0.3);
 }
 
 #[test]
 fn without_broadcast_only_the_receiver_gets_a_result() {
-    let dir = tmp("nobroadcast");
+    let dir = tmp("e2e", "nobroadcast");
     gen_tables(&dir, "300", 100, 0.0);
     let (r, s) = run_pair(&dir, "CURVE_25519", false, ("id", "id"));
     assert!(
@@ -355,7 +327,7 @@ fn without_broadcast_only_the_receiver_gets_a_result() {
 
 #[test]
 fn key_columns_may_have_different_names_and_multi_column_keys_are_unambiguous() {
-    let dir = tmp("multikey");
+    let dir = tmp("e2e", "multikey");
     std::fs::write(
         dir.join("receiver.csv"),
         "a,b,v\n\"x,y\",z,1\nx,\"y,z\",2\nq,r,3\n",
@@ -390,7 +362,7 @@ fn key_columns_may_have_different_names_and_multi_column_keys_are_unambiguous() 
 
 #[test]
 fn header_only_input_is_an_empty_table() {
-    let dir = tmp("headeronly");
+    let dir = tmp("e2e", "headeronly");
     std::fs::write(dir.join("receiver.csv"), "id,v\n").unwrap();
     std::fs::write(dir.join("sender.csv"), "id,v\na,1\n").unwrap();
     let (r, s) = run_pair(&dir, "CURVE_25519", true, ("id", "id"));
@@ -413,7 +385,7 @@ fn header_only_input_is_an_empty_table() {
 /// The receiver's input is bad: it exits 2 naming the problem, writes no output, and the sender
 /// is told why (exit 1, "aborted") instead of waiting for a timeout.
 fn bad_receiver_input(name: &str, content: Option<&[u8]>, key: &str, expect: &[&str]) {
-    let dir = tmp(name);
+    let dir = tmp("e2e", name);
     if let Some(c) = content {
         std::fs::write(dir.join("receiver.csv"), c).unwrap();
     }
@@ -472,7 +444,7 @@ fn bad_inputs_are_clear_errors() {
 }
 
 fn run_config_alone(name: &str, edit: impl Fn(String) -> String) -> Output {
-    let dir = tmp(name);
+    let dir = tmp("e2e", name);
     std::fs::write(dir.join("receiver.csv"), "id\na\n").unwrap();
     let p = sf_config(
         &dir,
@@ -528,7 +500,7 @@ fn bad_configs_name_the_field() {
 /// Runs the receiver with `ours` and the sender with `theirs`; both must fail with exit code 1
 /// and an error containing every string in `expect`.
 fn mismatch_fails_on_both_sides(name: &str, ours: &str, theirs: &str, expect: &[&str]) {
-    let dir = tmp(name);
+    let dir = tmp("e2e", name);
     gen_tables(&dir, "50", 10, 0.0);
     let ports = (free_port(), free_port());
     let r = sf_config(&dir, "receiver", "ROLE_RECEIVER", ours, true, "id", ports);
@@ -564,7 +536,7 @@ fn mismatched_rr22_modes_fail_on_both_sides() {
 
 #[test]
 fn flags_work_without_a_config_and_demo_and_bench_run() {
-    let dir = tmp("flags");
+    let dir = tmp("e2e", "flags");
     gen_tables(&dir, "200", 50, 0.0);
     let (pr, ps) = (free_port(), free_port());
     let party = |role: &str, me: u16, peer: u16| {
@@ -679,7 +651,7 @@ fn joins_pair_duplicates_and_pad_like_sql() {
         ("DIFFERENCE", &["5", "NA"], &["NA", "6"]),
     ];
     for (join, tail_r, tail_s) in cases {
-        let dir = tmp(&format!("join_{join}"));
+        let dir = tmp("e2e", &format!("join_{join}"));
         std::fs::write(dir.join("receiver.csv"), "id,x\n3,a\n1,b\n3,c\n3,d\n5,e\n").unwrap();
         std::fs::write(dir.join("sender.csv"), "id,y\n3,p\n1,q\n6,r\n1,s\n3,t\n").unwrap();
         let ports = (free_port(), free_port());
@@ -741,7 +713,7 @@ fn add_ssl(cfg: &Path, cert: &str) {
 
 #[test]
 fn secretflow_configs_with_mutual_tls() {
-    let dir = tmp("tls");
+    let dir = tmp("e2e", "tls");
     gen_tables(&dir, "300", 120, 0.0);
     let ca = write_ca(&dir, "ca");
     write_cert(&dir, "receiver", &ca);
@@ -797,7 +769,7 @@ fn secretflow_configs_with_mutual_tls() {
 /// an external merge) write the same bytes as the in-memory path, and leave no spill files.
 #[test]
 fn spilled_runs_match_in_memory_runs_byte_for_byte() {
-    let dir = tmp("spill");
+    let dir = tmp("e2e", "spill");
     gen_tables(&dir, "3000,2000", 900, 0.2);
     let spill_dir = dir.join("spill");
     std::fs::create_dir_all(&spill_dir).unwrap();
@@ -878,7 +850,7 @@ fn with_psi_fields(text: String, fields: &str) -> String {
 
 #[test]
 fn secretflow_threshold_config_reveals_at_most_the_threshold() {
-    let dir = tmp("threshold");
+    let dir = tmp("e2e", "threshold");
     gen_tables(&dir, "900,700", 300, 0.0);
     let (r, s) = run_pair_edited(&dir, &|me, text| {
         with_psi_fields(
@@ -915,7 +887,7 @@ fn secretflow_threshold_config_reveals_at_most_the_threshold() {
 
 #[test]
 fn cardinality_only_prints_the_size_and_writes_no_output() {
-    let dir = tmp("cardinality");
+    let dir = tmp("e2e", "cardinality");
     gen_tables(&dir, "900,700", 300, 0.0);
     let (r, s) = run_pair_edited(&dir, &|me, text| {
         with_psi_fields(text, &format!("\"count_path\": \"{me}.count\",")).replace(
@@ -946,7 +918,7 @@ fn cardinality_only_prints_the_size_and_writes_no_output() {
 
 #[test]
 fn secretflow_parquet_configs_keep_the_column_types() {
-    let dir = tmp("parquet");
+    let dir = tmp("e2e", "parquet");
     write_scores(&dir.join("receiver.parquet"), 0..900);
     write_scores(&dir.join("sender.parquet"), 600..1300);
     let (r, s) = run_pair_edited(&dir, &|me, text| {
@@ -978,7 +950,7 @@ fn secretflow_parquet_configs_keep_the_column_types() {
 fn min_intersection_met_still_joins_every_row() {
     // The size pass reads the table first; the join after it must see every row again (an
     // in-memory table once came back empty and the run wrote a header only).
-    let dir = tmp("min-intersection-met");
+    let dir = tmp("e2e", "min-intersection-met");
     gen_tables(&dir, "900,700", 300, 0.0);
     let (r, s) = run_pair_edited(&dir, &|_, text| {
         text.replace(
@@ -1004,7 +976,7 @@ fn min_intersection_met_still_joins_every_row() {
 
 #[test]
 fn min_intersection_stops_both_parties_with_the_size() {
-    let dir = tmp("min-intersection");
+    let dir = tmp("e2e", "min-intersection");
     gen_tables(&dir, "900,700", 300, 0.0);
     let (r, s) = run_pair_edited(&dir, &|_, text| {
         text.replace(

@@ -1,9 +1,6 @@
 //! What the process-level tests share: scratch folders, free ports, tables from `blindjoin gen`,
 //! a party started with flags, and a bounded wait for it.
 
-// Test helpers outside `#[test]` functions: failing loudly is what a test should do.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,13 +16,21 @@ pub fn tmp(prefix: &str, name: &str) -> PathBuf {
     d
 }
 
-/// A TCP port nobody listens on right now.
+/// A TCP port nobody listens on right now, below Linux's ephemeral range (32768+): every test
+/// of this binary runs in one process, side by side, and a port from that range could be taken
+/// as the source port of another test's outgoing connection before the child binds it. Unique
+/// per test process and call (one counter for all tests), and checked free.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 12000 + (std::process::id() % 1000) as u16 * 16;
+    for _ in 0..4000 {
+        let p = base + NEXT.fetch_add(1, Ordering::Relaxed) % 4000;
+        if std::net::TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no free port in {base}..{}", base + 4000);
 }
 
 /// `receiver.csv` and `sender.csv` in `dir` from `blindjoin gen --rows ROWS --overlap OVERLAP`

@@ -1,0 +1,16 @@
+//! The end-to-end tests: real `blindjoin` processes on 127.0.0.1. One test binary (one link)
+//! for all of them; each module is one area, and `cargo test -p blindjoin-cli --test e2e
+//! MODULE::` runs one (e.g. `recovery::`, `faults::`, `ub::`).
+
+// Test code and its helpers: failing loudly is what a test should do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+mod faults;
+#[cfg(unix)]
+mod file_modes;
+mod integration;
+mod recovery;
+mod three_party;
+mod ub;
