@@ -38,8 +38,8 @@ mod mem;
 mod patience;
 mod shape;
 mod tcp;
-pub mod wire;
 mod three;
+pub mod wire;
 pub use three::{PartyAddr, establish_three, three_party_listens};
 mod tls;
 
