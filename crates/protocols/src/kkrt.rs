@@ -58,12 +58,7 @@ pub(crate) fn run(
     items: &[ItemDigest],
     progress: &dyn Progress,
 ) -> Result<PsiOutput, ProtocolError> {
-    let (n_r, n_s) = crate::sizes_within(
-        hs,
-        u64::from(u32::MAX),
-        "KKRT",
-        "; lower kkrt_config.bucket_size",
-    )?;
+    let (n_r, n_s) = crate::sizes_within(hs, u64::from(u32::MAX), "KKRT", "; use smaller buckets")?;
     let ctx = Ctx {
         n_r: n_r as usize,
         n_s: n_s as usize,

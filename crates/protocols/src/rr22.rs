@@ -107,23 +107,6 @@ impl Rr22Mode {
             .into_iter()
             .find(|m| m.variant() == s)
     }
-
-    /// The mode for SecretFlow's `rr22_config.low_comm_mode` and our `rr22_config.malicious`.
-    ///
-    /// # Errors
-    /// Both set: RR22's low-communication mode has no malicious variant.
-    pub fn from_flags(low_comm: bool, malicious: bool) -> Result<Self, ProtocolError> {
-        match (low_comm, malicious) {
-            (false, false) => Ok(Rr22Mode::Fast),
-            (true, false) => Ok(Rr22Mode::LowComm),
-            (false, true) => Ok(Rr22Mode::Malicious),
-            (true, true) => Err(ProtocolError::Config(
-                "rr22_config.low_comm_mode and rr22_config.malicious cannot both be true: RR22's \
-                 low-communication (subfield VOLE) mode has no malicious variant; pick one"
-                    .into(),
-            )),
-        }
-    }
 }
 
 impl fmt::Display for Rr22Mode {
@@ -188,12 +171,7 @@ pub(crate) fn run(
     items: &[ItemDigest],
     progress: &dyn Progress,
 ) -> Result<PsiOutput, ProtocolError> {
-    let (n_r, n_s) = crate::sizes_within(
-        hs,
-        u64::from(u32::MAX),
-        "RR22",
-        "; lower rr22_config.bucket_size",
-    )?;
+    let (n_r, n_s) = crate::sizes_within(hs, u64::from(u32::MAX), "RR22", "; use smaller buckets")?;
     let sizes = Rr22Sizes::new(mode, n_r, n_s, opts.extra_stat_bits);
     let ctx = Ctx {
         mode,

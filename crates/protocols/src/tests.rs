@@ -274,11 +274,6 @@ fn rr22_sizes_follow_the_set_sizes() {
     assert_eq!((s.value_bytes, s.out_bytes), (9, 13));
     let s = Rr22Sizes::new(Rr22Mode::Malicious, 10, 10, 0);
     assert_eq!((s.value_bytes, s.out_bytes), (16, 16));
-    assert!(Rr22Mode::from_flags(true, true).is_err());
-    assert_eq!(
-        Rr22Mode::from_flags(true, false).unwrap(),
-        Rr22Mode::LowComm
-    );
 }
 
 #[test]

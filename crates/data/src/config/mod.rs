@@ -698,12 +698,18 @@ pub const DEFAULT_BUCKET_SIZE: u64 = 1 << 20;
 fn rr22_settings(cfg: Option<&Rr22Config>) -> Result<(ProtocolChoice, u64), ConfigError> {
     let low_comm = cfg.and_then(|c| c.low_comm_mode).unwrap_or(false);
     let malicious = cfg.and_then(|c| c.malicious).unwrap_or(false);
-    let mode = Rr22Mode::from_flags(low_comm, malicious).map_err(|e| {
-        invalid(
-            "psi_config.protocol_config.rr22_config",
-            &e.to_string().replace("invalid option: ", ""),
-        )
-    })?;
+    let mode = match (low_comm, malicious) {
+        (false, false) => Rr22Mode::Fast,
+        (true, false) => Rr22Mode::LowComm,
+        (false, true) => Rr22Mode::Malicious,
+        (true, true) => {
+            return Err(invalid(
+                "psi_config.protocol_config.rr22_config",
+                "rr22_config.low_comm_mode and rr22_config.malicious cannot both be true: RR22's \
+                 low-communication (subfield VOLE) mode has no malicious variant; pick one",
+            ));
+        }
+    };
     let bucket_size = bucket_size(
         cfg.and_then(|c| c.bucket_size.as_ref()),
         "psi_config.protocol_config.rr22_config.bucket_size",
