@@ -209,8 +209,9 @@ pub fn parse_launch_config(
         if present && field == "ub_psi_config" {
             return Err(invalid(
                 field,
-                "an unbalanced-PSI config; run it with `blindjoin run --config` (the Python \
-                 API runs balanced PSI only)",
+                "an unbalanced-PSI config, which this two-party parser does not read; \
+                 Plan::from_config reads every kind (as `blindjoin run --config` and \
+                 blindjoin.run do)",
             ));
         }
         if present {
