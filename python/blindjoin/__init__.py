@@ -165,20 +165,6 @@ def config_kind(config: Config) -> str:
     return str(kind)
 
 
-# SecretFlow `psi_csv` protocol names -> PSI v2 `protocol_config.protocol`. Names not listed pass
-# through unchanged, so the Rust config parser reports them.
-_SF_PROTOCOLS = {
-    "ECDH_PSI_2PC": "PROTOCOL_ECDH",
-    "PROTOCOL_ECDH": "PROTOCOL_ECDH",
-    "KKRT_PSI_2PC": "PROTOCOL_KKRT",
-    "PROTOCOL_KKRT": "PROTOCOL_KKRT",
-    "RR22_PSI_2PC": "PROTOCOL_RR22",
-    "RR22_FAST_PSI_2PC": "PROTOCOL_RR22",
-    "RR22_LOWCOMM_PSI_2PC": "PROTOCOL_RR22",
-    "PROTOCOL_RR22": "PROTOCOL_RR22",
-}
-
-
 class PYU:
     """A party name, as SecretFlow's ``sf.PYU('alice')``: usable as a key of the per-party dicts.
 
@@ -226,34 +212,6 @@ def _for_party(value: Any, self_party: str) -> Any:
     return value
 
 
-def _protocol_config(
-    protocol: str,
-    role: str,
-    broadcast_result: bool,
-    *,
-    curve: str,
-    low_comm: bool = False,
-    malicious: bool = False,
-    bucket_size: Optional[int] = None,
-) -> Dict[str, Any]:
-    """``protocol_config`` of a v2 config: the curve for ECDH, the mode and buckets for RR22, the
-    buckets for KKRT."""
-    pc: Dict[str, Any] = {"protocol": protocol, "role": role, "broadcast_result": broadcast_result}
-    if protocol == "PROTOCOL_RR22":
-        rr22: Dict[str, Any] = {"low_comm_mode": low_comm}
-        if malicious:
-            rr22["malicious"] = True
-        if bucket_size is not None:
-            rr22["bucket_size"] = bucket_size
-        pc["rr22_config"] = rr22
-    elif protocol == "PROTOCOL_KKRT":
-        if bucket_size is not None:
-            pc["kkrt_config"] = {"bucket_size": bucket_size}
-    else:
-        pc["ecdh_config"] = {"curve": curve}
-    return pc
-
-
 #: Environment variable naming this process's party when the per-party dicts name every party
 #: but each party runs on its own machine (the same script started once per party).
 SELF_PARTY_ENV = "BLINDJOIN_SELF_PARTY"
@@ -285,7 +243,7 @@ def _cluster_hosts(cluster_def: Any) -> "tuple[Dict[str, str], Dict[str, str]]":
     raise ConfigError(f"parties: expected {{party: 'host:port'}} or a cluster_def with 'nodes', got {cluster_def!r}")
 
 
-def _party_config(
+def _party_plan(
     me: str,
     key: Any,
     input_path: Any,
@@ -300,9 +258,11 @@ def _party_config(
     bucket_size: Optional[int],
     connect_timeout_ms: Optional[int] = None,
     recv_timeout_ms: Optional[int] = None,
-) -> Dict[str, Any]:
-    """The PSI v2 launch config of party ``me`` for a ``psi_csv`` call. ``hosts`` holds every
-    party's address as *this* party uses it (its own may be a listen address)."""
+    report_path: Optional[PathLike] = None,
+) -> Any:
+    """The run plan of party ``me`` for a ``psi_csv`` call, built in Rust (SecretFlow's protocol
+    names are mapped there). ``hosts`` holds every party's address as *this* party uses it (its
+    own may be a listen address)."""
     if me not in hosts:
         raise ConfigError(f"self_party {me!r} is not one of the parties {sorted(hosts)}")
     if receiver not in hosts:
@@ -310,33 +270,36 @@ def _party_config(
     keys = _for_party(key, me)
     keys = [keys] if isinstance(keys, str) else list(keys)
     # A party without an output_path entry writes none (SecretFlow omits the sender's at times);
-    # if it learns the result, the config check names the missing output path.
+    # if it learns the result, the plan names the missing output path.
     outs = _by_party(output_path)
     out = outs.get(me) if outs is not None else output_path
-    role = "ROLE_RECEIVER" if me == receiver else "ROLE_SENDER"
-    psi: Dict[str, Any] = {
-        "protocol_config": _protocol_config(
-            _SF_PROTOCOLS.get(protocol, protocol),
-            role,
-            broadcast_result,
-            curve=curve_type,
-            low_comm=protocol == "RR22_LOWCOMM_PSI_2PC",
-            bucket_size=bucket_size,
-        ),
-        "input_config": {"type": "IO_TYPE_FILE_CSV", "path": os.fspath(_for_party(input_path, me))},
-        "keys": keys,
-        "disable_alignment": not sort,
-    }
-    # A sender without broadcast_result learns nothing, as in SecretFlow: its output path is unused.
-    if out is not None and (role == "ROLE_RECEIVER" or broadcast_result):
-        psi["output_config"] = {"type": "IO_TYPE_FILE_CSV", "path": os.fspath(out)}
-    link: Dict[str, Any] = {"parties": [{"id": p, "host": h} for p, h in hosts.items()]}
-    if recv_timeout_ms is not None:
-        link["recv_timeout_ms"] = recv_timeout_ms
-    config: Dict[str, Any] = {"psi_config": psi, "link_config": link, "self_link_party": me}
-    if connect_timeout_ms is not None:
-        config["blindjoin"] = {"connect_timeout_ms": connect_timeout_ms}
-    return config
+    return _native.psi_csv_plan(
+        me,
+        list(hosts.items()),
+        receiver,
+        keys,
+        os.path.abspath(os.fspath(_for_party(input_path, me))),
+        os.path.abspath(os.fspath(out)) if out is not None else None,
+        protocol,
+        curve_type,
+        broadcast_result,
+        sort,
+        bucket_size=bucket_size,
+        connect_timeout_ms=connect_timeout_ms,
+        recv_timeout_ms=recv_timeout_ms,
+        report_path=os.fspath(report_path) if report_path is not None else None,
+    )
+
+
+def _run_plan(
+    plan: Any, progress: Optional[ProgressCallback], cancel: Optional[CancelToken]
+) -> Dict[str, Any]:
+    """Runs a plan from :func:`_party_plan`; the report as a dict (as :func:`run`)."""
+    if progress is None and _log.isEnabledFor(logging.INFO):
+        progress = _log_progress
+    report = _native.run_plan(plan, progress=progress, on_warning=_log.warning, cancel=cancel)
+    result: Dict[str, Any] = json.loads(report)
+    return result
 
 
 def _local_parties(
@@ -366,11 +329,11 @@ def _local_parties(
 
 
 def _run_together(
-    configs: List["tuple[str, Dict[str, Any]]"],
+    plans: List["tuple[str, Any]"],
     progress: Optional[ProgressCallback],
     cancel: Optional[CancelToken],
 ) -> List[Dict[str, Any]]:
-    """Runs several parties' configs at once, each on its own thread (the native runs release the
+    """Runs several parties' plans at once, each on its own thread (the native runs release the
     GIL, so they proceed in parallel). Ctrl-C, or ``cancel``, cancels them all; so does a party's
     failure (a party that fails before connecting would otherwise leave the others waiting out
     their connect timeout). Raises the error of the party that failed first-hand, not the
@@ -379,21 +342,21 @@ def _run_together(
     reports: Dict[str, Dict[str, Any]] = {}
     errors: Dict[str, BaseException] = {}
 
-    def one(name: str, config: Dict[str, Any]) -> None:
+    def one(name: str, plan: Any) -> None:
         prog = progress
         if prog is None and _log.isEnabledFor(logging.INFO):
             # Several parties log here: say whose stage it is.
             def prog(stage: str, total: int, elapsed_ms: int) -> None:
                 _log.info("%s: %s (%d items) at %.2f s", name, stage, total, elapsed_ms / 1000)
         try:
-            reports[name] = run(config, progress=prog, cancel=token)
+            reports[name] = _run_plan(plan, prog, token)
         except BaseException as e:  # handed to the calling thread below
             errors.setdefault(name, e)
             token.cancel(f"party {name!r} of the same process failed: {e}")
 
     threads = [
-        threading.Thread(target=one, args=(name, cfg), name=f"blindjoin-{name}", daemon=True)
-        for name, cfg in configs
+        threading.Thread(target=one, args=(name, plan), name=f"blindjoin-{name}", daemon=True)
+        for name, plan in plans
     ]
     for t in threads:
         t.start()
@@ -411,7 +374,7 @@ def _run_together(
     if errors:
         ranked = sorted(errors.values(), key=lambda e: isinstance(e, (PeerError, KeyboardInterrupt)))
         raise ranked[0]
-    return [reports[name] for name, _ in configs]
+    return [reports[name] for name, _ in plans]
 
 
 def psi_csv(
@@ -477,14 +440,14 @@ def psi_csv(
         bucket_size=bucket_size, connect_timeout_ms=connect_timeout_ms, recv_timeout_ms=recv_timeout_ms,
     )
 
-    def config_of(me: str) -> Dict[str, Any]:
+    def plan_of(me: str, report: Optional[PathLike] = None) -> Any:
         own = {p: (listen.get(p, h) if p == me else h) for p, h in hosts.items()}
-        return _party_config(me, key, input_path, output_path, receiver, own, **common)  # type: ignore[arg-type]
+        return _party_plan(me, key, input_path, output_path, receiver, own, report_path=report, **common)  # type: ignore[arg-type]
 
     if len(local) == 1:
-        report = run(config_of(local[0]), report_path=report_path, progress=progress, cancel=cancel)
+        report = _run_plan(plan_of(local[0], report_path), progress, cancel)
         return report if self_party is not None else [report]
-    return _run_together([(me, config_of(me)) for me in local], progress, cancel)
+    return _run_together([(me, plan_of(me)) for me in local], progress, cancel)
 
 
 class SPU:
@@ -653,27 +616,23 @@ def intersect(
             w.writerow([k for k in key_list if k not in missing] + [_ROW_COLUMN])
             for i in range(n):
                 w.writerow([col[i] for col in key_columns] + [i])
-        psi: Dict[str, Any] = {
-            "protocol_config": _protocol_config(
-                _SF_PROTOCOLS.get(protocol, protocol),
-                "ROLE_RECEIVER" if role == "receiver" else "ROLE_SENDER",
-                broadcast_result,
-                curve=curve,
-                low_comm=rr22_mode == "low_comm",
-                malicious=rr22_mode == "malicious",
-            ),
-            "input_config": {"type": "IO_TYPE_FILE_CSV", "path": inp},
-            "keys": key_list,
-        }
-        if learns:
-            psi["output_config"] = {"type": "IO_TYPE_FILE_CSV", "path": out}
-        link: Dict[str, Any] = {"parties": [{"id": me, "host": self_addr}, {"id": peer, "host": peer_addr}]}
-        if recv_timeout_ms is not None:
-            link["recv_timeout_ms"] = recv_timeout_ms
-        config: Dict[str, Any] = {"psi_config": psi, "link_config": link, "self_link_party": me}
-        if connect_timeout_ms is not None:
-            config["blindjoin"] = {"connect_timeout_ms": connect_timeout_ms}
-        report = run(config, report_path=os.path.join(tmp, "report.json"), progress=progress, cancel=cancel)
+        plan = _native.psi_csv_plan(
+            me,
+            [(me, self_addr), (peer, peer_addr)],
+            me if role == "receiver" else peer,
+            key_list,
+            inp,
+            out if learns else None,
+            protocol,
+            curve,
+            broadcast_result,
+            True,
+            connect_timeout_ms=connect_timeout_ms,
+            recv_timeout_ms=recv_timeout_ms,
+            report_path=os.path.join(tmp, "report.json"),
+            rr22_mode=rr22_mode,
+        )
+        report = _run_plan(plan, progress, cancel)
         result: Any = None
         if learns:
             with open(out, newline="", encoding="utf-8") as f:

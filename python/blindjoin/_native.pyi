@@ -68,3 +68,46 @@ def run_config(
     is written) and raises KeyboardInterrupt once the run thread has closed its link (at most
     about 4 s). ``cancel.cancel()`` from another thread does the same.
     """
+
+class Plan:
+    """One party's run, built in Rust (from a launch config or from a ``psi_csv`` call)."""
+
+    @property
+    def kind(self) -> str:
+        """"two-party", "three-party" or "unbalanced"."""
+    @property
+    def warnings(self) -> List[str]:
+        """The plan's warnings."""
+
+def plan_from_config(
+    config_json: str, source: str, base_dir: str, report_path: Optional[str] = None
+) -> Plan:
+    """The plan of a launch config (JSON text), or raise ConfigError."""
+
+def psi_csv_plan(
+    self_party: str,
+    parties: List[Tuple[str, str]],
+    receiver: str,
+    keys: List[str],
+    input_path: str,
+    output_path: Optional[str],
+    protocol: str,
+    curve: str,
+    broadcast_result: bool,
+    sort: bool,
+    bucket_size: Optional[int] = None,
+    connect_timeout_ms: Optional[int] = None,
+    recv_timeout_ms: Optional[int] = None,
+    report_path: Optional[str] = None,
+    rr22_mode: Optional[str] = None,
+) -> Plan:
+    """The plan of one party of SecretFlow's ``psi_csv`` call (SecretFlow's protocol names are
+    mapped in Rust), or raise ConfigError."""
+
+def run_plan(
+    plan: Plan,
+    progress: Optional[Callable[[str, int, int], None]] = None,
+    on_warning: Optional[Callable[[str], None]] = None,
+    cancel: Optional[CancelToken] = None,
+) -> str:
+    """Run a plan; return the report as JSON text. Raises as run_config."""

@@ -1,11 +1,10 @@
 //! `blindjoin._native`: the PyO3 extension module behind the `blindjoin` Python package.
 //!
-//! Thin by design: it parses a SecretFlow PSI v2 launch config with
-//! [`blindjoin_data::Plan::from_config`] and runs it as `blindjoin run --config` does: a
-//! two-party config with [`blindjoin_data::run_with_cancel`], a three-party one
-//! (`PROTOCOL_ECDH_3PC`) with [`blindjoin_data::run_three_party`], an unbalanced one
-//! (`ub_psi_config`) with [`blindjoin_data::ub::run_ub`]. Everything else (dicts, `psi_csv`, in-memory tables) lives in
-//! `python/blindjoin/__init__.py`.
+//! Thin by design: it builds a [`blindjoin_data::Plan`] from a launch config
+//! ([`blindjoin_data::Plan::from_config`]) or from the arguments of SecretFlow's `psi_csv`
+//! ([`blindjoin_data::psi_csv_spec`]), and runs it with [`blindjoin_data::Plan::run`], as
+//! `blindjoin run` does. Everything else (dicts, which parties run in this process, in-memory
+//! tables) lives in `python/blindjoin/__init__.py`.
 //!
 //! The run happens on its own thread; the calling thread releases the GIL and wakes every
 //! 100 ms to check for signals. On Ctrl-C it cancels the run ([`blindjoin_data::Cancel`]): the
@@ -103,6 +102,98 @@ fn parse(
     Ok(parsed)
 }
 
+/// A run plan built in Rust (`blindjoin._native.Plan`): from a launch config
+/// ([`plan_from_config`]) or from a `psi_csv` call ([`psi_csv_plan`]); run it with [`run_plan`].
+#[pyclass(frozen, name = "Plan")]
+struct PyPlan {
+    plan: Plan,
+}
+
+#[pymethods]
+impl PyPlan {
+    /// `"two-party"`, `"three-party"` or `"unbalanced"`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.plan.kind()
+    }
+
+    /// The plan's warnings.
+    #[getter]
+    fn warnings(&self) -> Vec<String> {
+        self.plan.warnings().to_vec()
+    }
+}
+
+/// The plan of a launch config (JSON text); `report_path` overrides its report path.
+#[pyfunction]
+#[pyo3(signature = (config_json, source, base_dir, report_path=None))]
+fn plan_from_config(
+    config_json: &str,
+    source: &str,
+    base_dir: PathBuf,
+    report_path: Option<PathBuf>,
+) -> PyResult<PyPlan> {
+    Ok(PyPlan {
+        plan: parse(config_json, source, base_dir, report_path)?,
+    })
+}
+
+/// The plan of one party of SecretFlow's `psi_csv(...)` call: `parties` lists every party with
+/// the address this party uses for it, in the call's order.
+#[pyfunction]
+#[pyo3(signature = (self_party, parties, receiver, keys, input_path, output_path, protocol, curve, broadcast_result, sort, bucket_size=None, connect_timeout_ms=None, recv_timeout_ms=None, report_path=None, rr22_mode=None))]
+#[allow(clippy::too_many_arguments)] // the Python signature: psi_csv's arguments
+fn psi_csv_plan(
+    self_party: String,
+    parties: Vec<(String, String)>,
+    receiver: String,
+    keys: Vec<String>,
+    input_path: PathBuf,
+    output_path: Option<PathBuf>,
+    protocol: String,
+    curve: String,
+    broadcast_result: bool,
+    sort: bool,
+    bucket_size: Option<u64>,
+    connect_timeout_ms: Option<u64>,
+    recv_timeout_ms: Option<u64>,
+    report_path: Option<PathBuf>,
+    rr22_mode: Option<&str>,
+) -> PyResult<PyPlan> {
+    let rr22_mode = match rr22_mode {
+        None => None,
+        Some("fast") => Some(blindjoin_data::Rr22Mode::Fast),
+        Some("low_comm") => Some(blindjoin_data::Rr22Mode::LowComm),
+        Some("malicious") => Some(blindjoin_data::Rr22Mode::Malicious),
+        Some(other) => {
+            return Err(error::ConfigError::new_err(format!(
+                "rr22_mode: {other:?}; use 'fast', 'low_comm' or 'malicious'"
+            )));
+        }
+    };
+    let spec = blindjoin_data::psi_csv_spec(blindjoin_data::PsiCsvCall {
+        self_party,
+        parties,
+        receiver,
+        keys,
+        input: input_path,
+        output: output_path,
+        protocol,
+        curve,
+        rr22_mode,
+        broadcast_result,
+        sort,
+        bucket_size,
+        connect_timeout: connect_timeout_ms.map(Duration::from_millis),
+        recv_timeout: recv_timeout_ms.map(Duration::from_millis),
+        report: report_path,
+    })
+    .map_err(|e| error::config_err(&e))?;
+    Ok(PyPlan {
+        plan: Plan::TwoParty(Box::new(spec)),
+    })
+}
+
 /// Validates a launch config (two-party, three-party or unbalanced) without running it; returns
 /// its kind (`"two-party"`, `"three-party"` or `"unbalanced"`) and its warnings.
 #[pyfunction]
@@ -133,7 +224,33 @@ fn run_config(
     on_warning: Option<Py<PyAny>>,
     cancel: Option<Py<CancelToken>>,
 ) -> PyResult<String> {
-    let parsed = parse(config_json, source, base_dir, report_path)?;
+    let plan = parse(config_json, source, base_dir, report_path)?;
+    run_owned(py, plan, progress, on_warning, cancel)
+}
+
+/// Runs a plan from [`plan_from_config`] or [`psi_csv_plan`]; the report as JSON text. As
+/// [`run_config`] otherwise.
+#[pyfunction]
+#[pyo3(signature = (plan, progress=None, on_warning=None, cancel=None))]
+fn run_plan(
+    py: Python<'_>,
+    plan: &PyPlan,
+    progress: Option<Py<PyAny>>,
+    on_warning: Option<Py<PyAny>>,
+    cancel: Option<Py<CancelToken>>,
+) -> PyResult<String> {
+    run_owned(py, plan.plan.clone(), progress, on_warning, cancel)
+}
+
+/// Reports the plan's warnings, then runs it on its own thread while this one waits without
+/// the GIL (see the module docs).
+fn run_owned(
+    py: Python<'_>,
+    parsed: Plan,
+    progress: Option<Py<PyAny>>,
+    on_warning: Option<Py<PyAny>>,
+    cancel: Option<Py<CancelToken>>,
+) -> PyResult<String> {
     if let Some(cb) = &on_warning {
         for w in parsed.warnings() {
             cb.call1(py, (w.as_str(),))?;
@@ -244,6 +361,10 @@ fn finish(result: RunResult) -> PyResult<String> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_config, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_from_config, m)?)?;
+    m.add_function(wrap_pyfunction!(psi_csv_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(run_plan, m)?)?;
+    m.add_class::<PyPlan>()?;
     m.add_class::<CancelToken>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     error::register(m)

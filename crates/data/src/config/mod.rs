@@ -880,6 +880,9 @@ fn strip_trailing_commas(text: &str) -> (String, Vec<usize>) {
     )
 }
 
+mod psi_csv;
+pub use psi_csv::{PsiCsvCall, psi_csv_protocol, psi_csv_spec};
+
 mod three_party;
 pub use three_party::{THREE_PARTY_PROTOCOLS, ThreePartySpec, parse_three_party_config};
 
