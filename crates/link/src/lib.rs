@@ -116,12 +116,4 @@ pub(crate) fn truncate_reason(reason: &str) -> &str {
 }
 
 #[cfg(test)]
-mod bound_tests;
-#[cfg(test)]
-mod cancel_tests;
-#[cfg(test)]
-mod greet_tests;
-#[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tls_tests;

@@ -47,8 +47,6 @@ pub mod transpose;
 pub mod vole;
 
 #[cfg(test)]
-mod softspoken_tests;
-#[cfg(test)]
 mod tests;
 
 pub use base_ot::{MAX_BASE_OTS, base_ot_receive, base_ot_send};

@@ -301,6 +301,4 @@ fn refuse_reveal(hs: &HandshakeChecked, opts: &PsiOptions) -> Result<(), Protoco
 }
 
 #[cfg(test)]
-mod hostile_tests;
-#[cfg(test)]
 mod tests;

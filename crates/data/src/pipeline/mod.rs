@@ -13,6 +13,4 @@ pub(crate) mod runs;
 pub(crate) mod spill;
 pub(crate) mod three_party;
 pub(crate) mod two_party;
-#[cfg(test)]
-mod two_party_tests;
 pub(crate) mod wire;

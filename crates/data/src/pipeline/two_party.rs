@@ -521,3 +521,6 @@ pub fn run_on_link(
     }
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests;

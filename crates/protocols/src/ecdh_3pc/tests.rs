@@ -235,7 +235,7 @@ fn mismatched_setup_fails_on_every_link_it_touches() {
 /// (a replaced one may go unnoticed: the protocol is semi-honest).
 #[test]
 fn a_hostile_party_ends_the_run_with_typed_errors() {
-    use crate::hostile_tests::{Hostile, Mangle};
+    use crate::tests::hostile::{Hostile, Mangle};
     use blindjoin_link::mem_pair_with_timeout;
     use std::sync::mpsc;
     use std::time::Duration;

@@ -334,3 +334,8 @@ fn bulk_bytes_cross_in_chunks_and_overruns_are_refused() {
     crate::send_bulk(&mut a, 8, &[1]).unwrap();
     assert!(crate::recv_bulk(&mut b, 9, 1, "t").is_err());
 }
+
+mod bounds;
+mod cancel;
+mod greet;
+mod tls;

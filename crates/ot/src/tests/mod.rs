@@ -428,3 +428,5 @@ fn peer_gone_is_a_link_error() {
         Err(OtError::Link(_))
     ));
 }
+
+mod softspoken;

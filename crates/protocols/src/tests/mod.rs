@@ -581,3 +581,5 @@ fn cardinality_needs_ecdh() {
         );
     }
 }
+
+pub(crate) mod hostile;

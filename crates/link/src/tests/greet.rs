@@ -57,7 +57,7 @@ fn strangers_holding_connections_open_do_not_delay_the_real_peer() {
 
 #[test]
 fn strangers_do_not_delay_the_real_peer_with_tls() {
-    strangers_then_the_peer(Some(crate::tls_tests::pair_configs("greet")));
+    strangers_then_the_peer(Some(crate::tests::tls::pair_configs("greet")));
 }
 
 /// A stranger trickling a byte at a time cannot stretch its greeting: each byte arrives well
