@@ -201,10 +201,7 @@ impl PsiCase {
 
     /// The other role.
     pub fn peer_role(&self) -> Role {
-        match self.role {
-            Role::Receiver => Role::Sender,
-            Role::Sender => Role::Receiver,
-        }
+        self.role.other()
     }
 }
 

@@ -177,19 +177,15 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
                 .with_context(|| format!("reading the config file {}", path.display()))
                 .context(UserError)?;
             let base = path.parent().map(PathBuf::from).unwrap_or_default();
-            let mut plan = Plan::from_config(&text, &path.display().to_string(), &base)
-                .map_err(anyhow::Error::from)
-                .context(UserError)?;
+            let mut plan =
+                Plan::from_config(&text, &path.display().to_string(), &base).context(UserError)?;
             if let Some(r) = &args.report {
                 plan.set_report(r.clone());
             }
             plan.override_link(link_overrides(&args).context(UserError)?)
-                .map_err(anyhow::Error::from)
                 .context(UserError)?;
             if let Some(n) = args.max_query_items {
-                plan.set_max_query_items(n)
-                    .map_err(anyhow::Error::from)
-                    .context(UserError)?;
+                plan.set_max_query_items(n).context(UserError)?;
             }
             plan
         }

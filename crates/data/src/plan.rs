@@ -253,7 +253,7 @@ impl Plan {
             Plan::TwoParty(s) => s
                 .recovery
                 .as_ref()
-                .filter(|dir| dir.join("checkpoint.json").exists())
+                .filter(|dir| dir.join(crate::pipeline::recovery::FILE).exists())
                 .map(|dir| {
                     format!(
                         "the checkpoint in {} is kept; rerun the same command on both sides to \

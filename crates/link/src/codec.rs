@@ -65,6 +65,18 @@ impl<'a> Reader<'a> {
         Ok(self.array::<1>()?[0])
     }
 
+    /// A boolean byte: 0 or 1.
+    ///
+    /// # Errors
+    /// Truncated message, or any other byte.
+    pub fn bool(&mut self) -> Result<bool, DecodeError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(self.err(format!("bad boolean {other}"))),
+        }
+    }
+
     /// A little-endian u32.
     ///
     /// # Errors

@@ -100,10 +100,7 @@ impl WireMessage for Hello {
         put_bytes_u16(out, self.version.as_bytes());
         let (p, q) = self.choice.wire_codes();
         out.extend_from_slice(&[p, q]);
-        out.push(match self.role {
-            Role::Receiver => 0,
-            Role::Sender => 1,
-        });
+        out.push(self.role.wire_code());
         out.push(u8::from(self.broadcast_result));
         let (kind, t) = reveal_codes(self.reveal);
         out.push(kind);
@@ -121,16 +118,10 @@ impl WireMessage for Hello {
         let (p, q) = (r.u8()?, r.u8()?);
         let choice = ProtocolChoice::from_wire_codes(p, q)
             .ok_or_else(|| bad(format!("unknown protocol code {p}/{q}")))?;
-        let role = match r.u8()? {
-            0 => Role::Receiver,
-            1 => Role::Sender,
-            other => return Err(bad(format!("unknown role code {other}"))),
-        };
-        let broadcast_result = match r.u8()? {
-            0 => false,
-            1 => true,
-            other => return Err(bad(format!("bad boolean {other}"))),
-        };
+        let code = r.u8()?;
+        let role =
+            Role::from_wire_code(code).ok_or_else(|| bad(format!("unknown role code {code}")))?;
+        let broadcast_result = r.bool()?;
         let reveal = match (r.u8()?, r.u64()?) {
             (0, 0) => Reveal::Intersection,
             (1, 0) => Reveal::Cardinality,
@@ -228,7 +219,7 @@ impl HandshakeChecked {
 }
 
 /// The settings two hellos compare, each with the config field a user changes to fix it.
-fn settings(h: &Hello) -> [(&'static str, String); 5] {
+fn settings(h: &Hello) -> [(&'static str, String); 6] {
     [
         (
             "protocol_config.protocol",
@@ -249,6 +240,10 @@ fn settings(h: &Hello) -> [(&'static str, String); 5] {
         (
             "protocol_config.broadcast_result",
             h.broadcast_result.to_string(),
+        ),
+        (
+            "the three-party setup (link_config.parties, protocol_config.receiver and the number of keys)",
+            hex(&h.context),
         ),
     ]
 }
@@ -273,18 +268,7 @@ pub fn check(ours: &Hello, theirs: &Hello) -> Result<(), ProtocolError> {
             theirs.version.clone(),
         ));
     }
-    for ((field, a), (_, b)) in settings(ours).into_iter().zip(settings(theirs)) {
-        if a != b {
-            return Err(mismatch(field, a, b));
-        }
-    }
-    if ours.context != theirs.context {
-        return Err(mismatch(
-            "the three-party setup (link_config.parties, protocol_config.receiver and the number of keys)",
-            hex(&ours.context),
-            hex(&theirs.context),
-        ));
-    }
+    crate::compare_settings(settings(ours), settings(theirs), ours.role, theirs.role)?;
     if ours.role == theirs.role {
         return Err(mismatch(
             "protocol_config.role (exactly one party must be ROLE_RECEIVER and one ROLE_SENDER)",

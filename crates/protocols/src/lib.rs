@@ -126,6 +126,31 @@ pub enum Role {
 }
 
 impl Role {
+    /// The peer's role.
+    pub fn other(self) -> Role {
+        match self {
+            Role::Receiver => Role::Sender,
+            Role::Sender => Role::Receiver,
+        }
+    }
+
+    /// The role's byte in typed messages.
+    pub fn wire_code(self) -> u8 {
+        match self {
+            Role::Receiver => 0,
+            Role::Sender => 1,
+        }
+    }
+
+    /// The role [`Role::wire_code`] names.
+    pub fn from_wire_code(code: u8) -> Option<Role> {
+        match code {
+            0 => Some(Role::Receiver),
+            1 => Some(Role::Sender),
+            _ => None,
+        }
+    }
+
     /// SecretFlow's spelling.
     pub fn config_name(self) -> &'static str {
         match self {
@@ -264,6 +289,31 @@ pub fn run_psi(
             kkrt::run(link, hs, opts, items, progress)
         }
     }
+}
+
+/// Compares two parties' settings, each named by the field a user changes to fix it (the same
+/// names, in the same order, on both sides), so both parties report the first that differs.
+///
+/// # Errors
+/// [`ProtocolError::Mismatch`] naming that setting and both values.
+pub fn compare_settings<const N: usize>(
+    ours: [(&'static str, String); N],
+    theirs: [(&'static str, String); N],
+    our_role: Role,
+    their_role: Role,
+) -> Result<(), ProtocolError> {
+    for ((field, a), (_, b)) in ours.into_iter().zip(theirs) {
+        if a != b {
+            return Err(ProtocolError::Mismatch {
+                field,
+                ours: a,
+                theirs: b,
+                our_role: our_role.to_string(),
+                their_role: their_role.to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `(n_receiver, n_sender)` when both are at most `max`. Too many items of our own is a setting

@@ -899,7 +899,7 @@ pub use ub::{is_ub_launch_config, parse_ub_launch_config};
 /// # Errors
 /// As [`parse_three_party_config`], [`parse_ub_launch_config`] or [`parse_launch_config`],
 /// whichever parser the config's kind selects.
-pub fn parse_any_launch_config(
+pub(crate) fn parse_any_launch_config(
     text: &str,
     source: &str,
     base_dir: &Path,

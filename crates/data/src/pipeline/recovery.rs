@@ -26,7 +26,8 @@ use blindjoin_protocols::ProtocolError;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-const FILE: &str = "checkpoint.json";
+/// The checkpoint's file name in the recovery folder.
+pub(crate) const FILE: &str = "checkpoint.json";
 /// Version of the checkpoint and of the spill shards it names (2: shard row heads are varints).
 const FORMAT: u32 = 2;
 

@@ -8,7 +8,7 @@ use crate::pipeline::join::JoinType;
 use crate::spec::RunSpec;
 use blindjoin_link::wire::{WireMessage, ids};
 use blindjoin_link::{DecodeError, Link, Reader, put_u32, put_u64};
-use blindjoin_protocols::{ProtocolError, Role};
+use blindjoin_protocols::{ProtocolError, Role, compare_settings};
 
 /// The data path's settings that both parties must share, agreed in their own message after
 /// the protocol's hello. A mismatch names the config field on both sides.
@@ -80,40 +80,8 @@ impl RunTerms {
         link.send(&self.encode()).map_err(ProtocolError::from)?;
         let theirs = RunTerms::decode(&link.recv().map_err(ProtocolError::from)?)
             .map_err(ProtocolError::from)?;
-        let their_role = match role {
-            Role::Receiver => Role::Sender,
-            Role::Sender => Role::Receiver,
-        };
-        for ((field, a), (_, b)) in self.named().into_iter().zip(theirs.named()) {
-            if a != b {
-                return Err(DataError::Protocol(ProtocolError::Mismatch {
-                    field,
-                    ours: a,
-                    theirs: b,
-                    our_role: role.to_string(),
-                    their_role: their_role.to_string(),
-                }));
-            }
-        }
+        compare_settings(self.named(), theirs.named(), role, role.other())?;
         Ok(())
-    }
-}
-
-fn role_code(r: Role) -> u8 {
-    match r {
-        Role::Receiver => 0,
-        Role::Sender => 1,
-    }
-}
-
-fn bool_from(r: &mut Reader<'_>) -> Result<bool, DecodeError> {
-    match r.u8()? {
-        0 => Ok(false),
-        1 => Ok(true),
-        other => Err(DecodeError {
-            what: RunTerms::NAME,
-            reason: format!("bad boolean {other}"),
-        }),
     }
 }
 
@@ -124,7 +92,7 @@ impl WireMessage for RunTerms {
     fn put_body(&self, out: &mut Vec<u8>) {
         put_u32(out, self.key_columns);
         out.push(self.join.wire_code());
-        out.push(role_code(self.left_side));
+        out.push(self.left_side.wire_code());
         out.push(u8::from(self.check_hash_digest));
         out.push(u8::from(self.recovery));
         put_u64(out, self.bucket_size);
@@ -140,17 +108,15 @@ impl WireMessage for RunTerms {
         let code = r.u8()?;
         let join = JoinType::from_wire_code(code)
             .ok_or_else(|| bad(format!("unknown join type code {code}")))?;
-        let left_side = match r.u8()? {
-            0 => Role::Receiver,
-            1 => Role::Sender,
-            other => return Err(bad(format!("unknown role code {other}"))),
-        };
+        let code = r.u8()?;
+        let left_side =
+            Role::from_wire_code(code).ok_or_else(|| bad(format!("unknown role code {code}")))?;
         Ok(RunTerms {
             key_columns,
             join,
             left_side,
-            check_hash_digest: bool_from(r)?,
-            recovery: bool_from(r)?,
+            check_hash_digest: r.bool()?,
+            recovery: r.bool()?,
             bucket_size: r.u64()?,
             min_intersection: r.u64()?,
         })

@@ -178,10 +178,7 @@ fn against_hostile(
     mangle: Mangle,
 ) -> Option<Result<PsiOutput, ProtocolError>> {
     let (la, lb) = mem_pair_with_timeout(Duration::from_secs(3));
-    let hostile_role = match honest_role {
-        Role::Receiver => Role::Sender,
-        Role::Sender => Role::Receiver,
-    };
+    let hostile_role = honest_role.other();
     let (mine, theirs) = (
         items("honest", HONEST_N, 30),
         items("hostile", HOSTILE_N, 30),
@@ -210,10 +207,7 @@ fn against_hostile(
 /// How many messages `role` sends in an honest run (hello included).
 fn messages_sent(s: Setup, role: Role) -> usize {
     let (mut la, mut lb) = mem_pair_with_timeout(Duration::from_secs(10));
-    let other = match role {
-        Role::Receiver => Role::Sender,
-        Role::Sender => Role::Receiver,
-    };
+    let other = role.other();
     let t = std::thread::spawn(move || {
         party(&mut lb, s, other, &items("b", HOSTILE_N, 30)).expect("honest run");
     });
@@ -242,10 +236,7 @@ fn setups() -> Vec<Setup> {
 fn check_every_message(mangle: Mangle, must_fail: bool) {
     for s in setups() {
         for honest_role in [Role::Receiver, Role::Sender] {
-            let hostile_role = match honest_role {
-                Role::Receiver => Role::Sender,
-                Role::Sender => Role::Receiver,
-            };
+            let hostile_role = honest_role.other();
             let n = messages_sent(s, hostile_role);
             for target in 0..n {
                 let got = against_hostile(s, honest_role, target, mangle);
