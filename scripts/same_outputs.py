@@ -55,15 +55,17 @@ def two_party_flags(binary, work, name, common, receiver_extra=(), sender_extra=
     run_parties([r, s], work)
 
 
-def config_pair(binary, work, name, psi_extra, proto):
+def config_pair(binary, work, name, psi_extra, proto, parquet=False):
     pr, ps = free_port(), free_port()
     cmds = []
-    for me, role, inp in (("alice", "ROLE_RECEIVER", "alice.csv"), ("bob", "ROLE_SENDER", "bob.csv")):
+    kind, ext, folder = ("IO_TYPE_FILE_PARQUET", "parquet", "pq/") if parquet else \
+        ("IO_TYPE_FILE_CSV", "csv", "")
+    for me, role in (("alice", "ROLE_RECEIVER"), ("bob", "ROLE_SENDER")):
         cfg = {
             "psi_config": {
                 "protocol_config": dict(proto, role=role, broadcast_result=True),
-                "input_config": {"type": "IO_TYPE_FILE_CSV", "path": inp},
-                "output_config": {"type": "IO_TYPE_FILE_CSV", "path": f"{name}.{me}.csv"},
+                "input_config": {"type": kind, "path": f"{folder}{me}.{ext}"},
+                "output_config": {"type": kind, "path": f"{name}.{me}.{ext}"},
                 "keys": ["id"],
                 **psi_extra,
             },
@@ -114,39 +116,54 @@ def matrix(binary, out):
                                                        "ecdh.cardinality.count"],
                     receiver_extra=[])
     subprocess.run([binary, "gen", "-n", "3000", "--overlap", "1000", "--seed", "12",
-                    "--format", "parquet", "--out-dir", str(work / "pq")], check=True,
-                   stdout=subprocess.DEVNULL)
+                    "--parties", "3", "--format", "parquet", "--out-dir", str(work / "pq")],
+                   check=True, stdout=subprocess.DEVNULL)
+    pq_inputs = ("pq/alice.parquet", "pq/bob.parquet")
     two_party_flags(binary, work, "rr22.parquet", protos["rr22fast"] + ["--broadcast-result"],
-                    inputs=("pq/alice.parquet", "pq/bob.parquet"), out_ext="parquet",
+                    inputs=pq_inputs, out_ext="parquet", both_out=True)
+    # Parquet in, CSV out (the cell text); Parquet spilled in many buckets; in input order.
+    two_party_flags(binary, work, "kkrt.parquet-to-csv", protos["kkrt"] +
+                    ["--bucket-size", "700", "--broadcast-result"], inputs=pq_inputs,
                     both_out=True)
+    two_party_flags(binary, work, "rr22.parquet-spilled", protos["rr22fast"] +
+                    ["--bucket-size", "800", "--spill", "always", "--spill-dir", str(work),
+                     "--broadcast-result"], inputs=pq_inputs, out_ext="parquet", both_out=True)
+    two_party_flags(binary, work, "ecdh.parquet-noalign", protos["ecdh25519"] +
+                    ["--no-align", "--broadcast-result"], inputs=pq_inputs, out_ext="parquet",
+                    both_out=True)
+    config_pair(binary, work, "join.parquet.FULL_JOIN",
+                {"advanced_join_type": "ADVANCED_JOIN_TYPE_FULL_JOIN"},
+                {"protocol": "PROTOCOL_RR22", "rr22_config": {"bucket_size": 700}}, parquet=True)
     for join in ("LEFT_JOIN", "RIGHT_JOIN", "FULL_JOIN", "DIFFERENCE"):
         config_pair(binary, work, f"join.{join}",
                     {"advanced_join_type": f"ADVANCED_JOIN_TYPE_{join}",
                      "check_hash_digest": True},
                     {"protocol": "PROTOCOL_RR22", "rr22_config": {"bucket_size": 900}})
 
-    # Three parties.
-    ports = [free_port() for _ in range(3)]
-    ids = ["alice", "bob", "carol"]
-    cmds = []
-    for me in ids:
-        cfg = {
-            "psi_config": {
-                "protocol_config": {"protocol": "PROTOCOL_ECDH_3PC", "receiver": "carol",
-                                    "ecdh_config": {"curve": "CURVE_25519"},
-                                    "broadcast_result": False},
-                "input_config": {"type": "IO_TYPE_FILE_CSV", "path": f"{me}.csv"},
-                "output_config": {"type": "IO_TYPE_FILE_CSV", "path": f"3pc.{me}.csv"},
-                "keys": ["id"],
-            },
-            "link_config": {"parties": [{"id": i, "host": f"127.0.0.1:{p}"}
-                                        for i, p in zip(ids, ports)]},
-            "self_link_party": me,
-        }
-        path = work / f"3pc.{me}.json"
-        path.write_text(json.dumps(cfg))
-        cmds.append([binary, "run", "--quiet", "--config", str(path)])
-    run_parties(cmds, work)
+    # Three parties (CSV; Parquet in, CSV out).
+    for tag, kind, folder, ext in (("3pc", "IO_TYPE_FILE_CSV", "", "csv"),
+                                   ("3pc.parquet-in", "IO_TYPE_FILE_PARQUET", "pq/", "parquet")):
+        ports = [free_port() for _ in range(3)]
+        ids = ["alice", "bob", "carol"]
+        cmds = []
+        for me in ids:
+            cfg = {
+                "psi_config": {
+                    "protocol_config": {"protocol": "PROTOCOL_ECDH_3PC", "receiver": "carol",
+                                        "ecdh_config": {"curve": "CURVE_25519"},
+                                        "broadcast_result": False},
+                    "input_config": {"type": kind, "path": f"{folder}{me}.{ext}"},
+                    "output_config": {"type": "IO_TYPE_FILE_CSV", "path": f"{tag}.{me}.csv"},
+                    "keys": ["id"],
+                },
+                "link_config": {"parties": [{"id": i, "host": f"127.0.0.1:{p}"}
+                                            for i, p in zip(ids, ports)]},
+                "self_link_party": me,
+            }
+            path = work / f"{tag}.{me}.json"
+            path.write_text(json.dumps(cfg))
+            cmds.append([binary, "run", "--quiet", "--config", str(path)])
+        run_parties(cmds, work)
 
     # Unbalanced: gen cache, transfer, online.
     pr = (free_port(), free_port())
@@ -171,6 +188,16 @@ def matrix(binary, out):
     for mode in ("MODE_OFFLINE_TRANSFER_CACHE", "MODE_ONLINE"):
         run_parties([ub("server", mode, "ROLE_SERVER", server),
                      ub("client", mode, "ROLE_CLIENT", client)], work)
+    # Unbalanced with Parquet in and out, in one full run each side.
+    pq = {"type": "IO_TYPE_FILE_PARQUET"}
+    server_pq = dict(server, input_config=dict(pq, path="pq/bob.parquet"),
+                     cache_path="ubpq_server_cache", server_secret_key_path="ubpq.key",
+                     output_config=dict(pq, path="ub.parquet.server.parquet"))
+    client_pq = dict(client, input_config=dict(pq, path="pq/alice.parquet"),
+                     cache_path="ubpq_client_cache",
+                     output_config=dict(pq, path="ub.parquet.client.parquet"))
+    run_parties([ub("server", "MODE_FULL", "ROLE_SERVER", server_pq),
+                 ub("client", "MODE_FULL", "ROLE_CLIENT", client_pq)], work)
 
     # Keep the outputs (not the inputs, configs, reports, caches or keys).
     kept = 0

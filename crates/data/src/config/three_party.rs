@@ -14,7 +14,7 @@
 use super::{LinkConfig, invalid, strip_trailing_commas, tls_config};
 use crate::error::ConfigError;
 use crate::pipeline::join::JoinType;
-use crate::spec::{RunSpec, TableFormat};
+use crate::spec::RunSpec;
 use blindjoin_link::{PartyAddr, TlsConfig};
 use blindjoin_protocols::{Reveal, Role};
 use serde_json::Value;
@@ -255,12 +255,6 @@ fn refuse_unsupported(spec: &RunSpec, named: &str) -> Result<(), ConfigError> {
         return no(
             "blindjoin.secret_key_path",
             "every party's key is random per run in the three-party protocol",
-        );
-    }
-    if spec.output_format == TableFormat::Parquet {
-        return no(
-            "psi_config.output_config.type",
-            "the three-party run writes CSV output only (IO_TYPE_FILE_CSV)",
         );
     }
     Ok(())

@@ -13,10 +13,9 @@ use crate::pipeline::join::{JoinType, MAX_OUTPUT_ROWS, exchange_counts};
 use crate::pipeline::runs::{Runs, SortBy};
 use crate::pipeline::spill::{GroupBucket, GroupRef, WARM_BATCH};
 use crate::pipeline::wire::{DigestCheck, DigestShare};
-use crate::spec::{RunSpec, TableFormat};
-use crate::table::output::{AtomicFile, Sink};
-use crate::table::parquet_io::ParquetWriter;
+use crate::spec::RunSpec;
 use crate::table::rows::digest_of_order;
+use crate::table::writer::{Columns, RowWriter};
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_link::Link;
 use blindjoin_link::wire::WireMessage;
@@ -382,79 +381,22 @@ impl Finished<'_> {
     /// [`crate::pipeline::join`]).
     ///
     /// # Errors
-    /// Run or output I/O errors; a Parquet cell that does not fit its column's type.
-    pub fn write(&mut self, header: &[String], out: &Path) -> Result<u64, DataError> {
-        match self.spec.output_format {
-            TableFormat::Csv => {
-                let mut f = AtomicFile::create(out)?;
-                let null_rep = self.spec.join.null_rep.clone();
-                let written = self.write_rows(header, &null_rep, &mut f)?;
-                f.commit()?;
-                Ok(written)
-            }
-            TableFormat::Parquet => {
-                // A Parquet input's column types carry over; a CSV input's columns are text.
-                let schema = match self.spec.input_format {
-                    TableFormat::Parquet => {
-                        Some(crate::table::parquet_io::read_schema(&self.spec.input)?)
-                    }
-                    TableFormat::Csv => None,
-                };
-                // Padding rows become Parquet nulls; `NULL` is text no typed cell is written as.
-                let mut w = ParquetWriter::create(out, schema, PARQUET_PADDING)?;
-                let written = self.write_rows(
-                    header,
-                    PARQUET_PADDING,
-                    &mut ParquetSink {
-                        writer: &mut w,
-                        path: out,
-                    },
-                )?;
-                w.commit()?;
-                Ok(written)
-            }
-        }
-    }
-
-    fn write_rows(
-        &mut self,
-        header: &[String],
-        null_rep: &str,
-        f: &mut dyn Sink,
-    ) -> Result<u64, DataError> {
-        let mut line = Vec::new();
-        crate::table::csv::write_record(&mut line, header.iter().map(|h| h.as_bytes()));
-        f.put(&line)?;
-        let mut null_row = Vec::new();
-        crate::table::csv::write_record(&mut null_row, header.iter().map(|_| null_rep.as_bytes()));
-        let mut written = self.matched.merge_into(f)?;
-        written += write_nulls(f, &null_row, self.nulls_before)?;
-        written += self.unmatched.merge_into(f)?;
-        written += write_nulls(f, &null_row, self.nulls_after)?;
+    /// Run or output I/O errors; a CSV cell that does not fit a Parquet column.
+    pub fn write(&mut self, columns: &Columns, out: &Path) -> Result<u64, DataError> {
+        let mut w = RowWriter::create(
+            out,
+            self.spec.output_format,
+            columns,
+            &self.spec.join.null_rep,
+        )?;
+        let mut written = self.matched.merge_into(&mut w)?;
+        w.nulls(self.nulls_before)?;
+        written += self.nulls_before;
+        written += self.unmatched.merge_into(&mut w)?;
+        w.nulls(self.nulls_after)?;
+        written += self.nulls_after;
+        w.commit()?;
         Ok(written)
-    }
-}
-
-/// The padding text handed to the Parquet writer, which reads it back as null.
-const PARQUET_PADDING: &str = "NULL";
-
-/// The output's CSV bytes into a [`ParquetWriter`].
-struct ParquetSink<'a> {
-    writer: &'a mut ParquetWriter,
-    path: &'a Path,
-}
-
-impl Sink for ParquetSink<'_> {
-    fn put(&mut self, bytes: &[u8]) -> Result<(), DataError> {
-        use std::io::Write;
-        self.writer.write_all(bytes).map_err(|e| {
-            self.writer
-                .take_error()
-                .unwrap_or_else(|| DataError::ParquetOutput {
-                    path: self.path.to_path_buf(),
-                    message: e.to_string(),
-                })
-        })
     }
 }
 
@@ -517,18 +459,6 @@ fn reserve_for(runs: &mut Runs, groups: &[GroupRef]) {
 /// The rows of group `g`, given where each group ends.
 fn group_range(ends: &[usize], g: usize) -> std::ops::Range<usize> {
     (if g == 0 { 0 } else { ends[g - 1] })..ends[g]
-}
-
-fn write_nulls(f: &mut dyn Sink, null_row: &[u8], n: u64) -> Result<u64, DataError> {
-    let per = (1usize << 20) / null_row.len().max(1) + 1;
-    let block = null_row.repeat(per);
-    let mut left = n;
-    while left > 0 {
-        let k = left.min(per as u64) as usize;
-        f.put(&block[..k * null_row.len()])?;
-        left -= k as u64;
-    }
-    Ok(n)
 }
 
 fn peer_error(message: &str) -> DataError {

@@ -310,20 +310,14 @@ impl Runs {
             order => order == Ordering::Less,
         };
         let mut heap = MinHeap::new(cursors, less);
-        let mut buf = Vec::with_capacity(1 << 20);
         let mut written = 0u64;
         while let Some(top) = heap.top() {
-            written += top.expand(&mut buf)?;
-            if buf.len() >= 1 << 20 {
-                out.put(&buf)?;
-                buf.clear();
-            }
+            written += top.expand(out)?;
             let more = heap
                 .top_mut()
                 .map_or(Ok(false), |c| c.advance(&self.store, sort_by))?;
             heap.after_top_changed(more);
         }
-        out.put(&buf)?;
         Ok(written)
     }
 }
@@ -417,15 +411,14 @@ impl Cursor {
     }
 
     /// Appends the record's expanded rows to `out`; returns how many.
-    fn expand(&self, out: &mut Vec<u8>) -> Result<u64, DataError> {
+    fn expand(&self, out: &mut dyn Sink) -> Result<u64, DataError> {
         expand_record(&self.rec, self.sort_len, out)
     }
 }
 
-/// Expands every record of one run (whole records, in order) into `out`, flushing every MiB;
-/// returns the rows written.
+/// Expands every record of one run (whole records, in order) into `out`; returns the rows
+/// written.
 fn expand_all(mut run: &[u8], out: &mut dyn Sink) -> Result<u64, DataError> {
-    let mut buf = Vec::with_capacity(1 << 20);
     let mut written = 0u64;
     while !run.is_empty() {
         let head = run
@@ -436,21 +429,16 @@ fn expand_all(mut run: &[u8], out: &mut dyn Sink) -> Result<u64, DataError> {
         let (rec, rest) = run
             .split_at_checked(HEAD.saturating_add(sort_len).saturating_add(payload))
             .ok_or_else(|| corrupt("a record runs past its run's end"))?;
-        written += expand_record(rec, sort_len, &mut buf)?;
-        if buf.len() >= 1 << 20 {
-            out.put(&buf)?;
-            buf.clear();
-        }
+        written += expand_record(rec, sort_len, out)?;
         run = rest;
     }
-    out.put(&buf)?;
     Ok(written)
 }
 
 /// Appends the rows of one whole record (header, sort key of `sort_len` bytes, then
 /// length-prefixed rows) to `out`, each repeated as its `times` and side say; returns how many.
 /// Nothing is allocated per record: the rows are walked once per repetition.
-fn expand_record(rec: &[u8], sort_len: usize, out: &mut Vec<u8>) -> Result<u64, DataError> {
+fn expand_record(rec: &[u8], sort_len: usize, out: &mut dyn Sink) -> Result<u64, DataError> {
     let times = le32(&rec[4..8]) as usize;
     let n = le32(&rec[8..12]) as usize;
     let left = rec[12] != 0;
@@ -459,35 +447,38 @@ fn expand_record(rec: &[u8], sort_len: usize, out: &mut Vec<u8>) -> Result<u64, 
         .ok_or_else(|| corrupt("a record's sort key runs past its end"))?;
     // Checks the lengths once, before anything is written.
     let mut count = 0usize;
-    for_each_row(payload, |_| count += 1)?;
+    for_each_row(payload, |_| {
+        count += 1;
+        Ok(())
+    })?;
     if count != n {
         return Err(corrupt("a record's row count is wrong"));
     }
-    let mut put = |row: &[u8]| {
-        out.extend_from_slice(row);
-        out.push(b'\n');
-    };
     if left {
         for_each_row(payload, |row| {
             for _ in 0..times {
-                put(row);
+                out.row(row)?;
             }
+            Ok(())
         })?;
     } else {
         for _ in 0..times {
-            for_each_row(payload, &mut put)?;
+            for_each_row(payload, |row| out.row(row))?;
         }
     }
     Ok((n * times) as u64)
 }
 
 /// Calls `f` on each length-prefixed row of a record's payload.
-fn for_each_row(mut p: &[u8], mut f: impl FnMut(&[u8])) -> Result<(), DataError> {
+fn for_each_row(
+    mut p: &[u8],
+    mut f: impl FnMut(&[u8]) -> Result<(), DataError>,
+) -> Result<(), DataError> {
     while let Some((len, rest)) = p.split_first_chunk::<4>() {
         let (row, rest) = rest
             .split_at_checked(u32::from_le_bytes(*len) as usize)
             .ok_or_else(|| corrupt("a row runs past its record"))?;
-        f(row);
+        f(row)?;
         p = rest;
     }
     if p.is_empty() {
@@ -609,14 +600,10 @@ mod tests {
         v
     }
 
-    fn merged(mut runs: Runs, name: &str) -> String {
-        let dir = std::env::temp_dir().join(format!("bj-runs-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join("out.csv");
-        let mut f = crate::table::output::AtomicFile::create(&p).unwrap();
-        runs.merge_into(&mut f).unwrap();
-        f.commit().unwrap();
-        std::fs::read_to_string(&p).unwrap()
+    fn merged(mut runs: Runs, _name: &str) -> String {
+        let mut lines = Vec::new();
+        runs.merge_into(&mut lines).unwrap();
+        String::from_utf8(lines).unwrap()
     }
 
     fn fill(runs: &mut Runs) {
@@ -739,7 +726,7 @@ mod tests {
             runs.bounds = vec![(0, cut as u64)];
             struct Discard;
             impl Sink for Discard {
-                fn put(&mut self, _: &[u8]) -> Result<(), DataError> {
+                fn row(&mut self, _: &[u8]) -> Result<(), DataError> {
                     Ok(())
                 }
             }

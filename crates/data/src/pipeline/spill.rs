@@ -18,10 +18,13 @@
 //! 16 + 3 + 20 + 16 = 55 bytes (fixed-width fields would take 68).
 
 use crate::error::DataError;
+use crate::spec::TableFormat;
 use crate::table::csv::{CsvError, CsvReader, FieldSpan, RecordSpan};
 use crate::table::keys::{KeyColumns, SETTLE_BY_COMPARISON, cmp_keys, key_prefix, sort_by_key};
+use crate::table::parquet_io::{ParquetRows, RowBatch};
 use crate::table::private_fs;
 use crate::table::rows::order_key;
+use crate::table::writer::Columns;
 use blindjoin_crypto::{ITEM_DIGEST_LANES, ItemDigest, item_digest, item_digests};
 use blindjoin_link::{MAX_VARINT_LEN, MAX_VARINT64_LEN, read_varint_u64, varint_bytes};
 use blindjoin_protocols::{Progress, ProtocolError};
@@ -46,8 +49,8 @@ const ROW_MIN: usize = 16 + 3 + 4 + 1 + 1;
 
 /// A table split into hash shards, on disk or in memory.
 pub struct SpilledTable {
-    /// Column names.
-    pub header: Vec<String>,
+    /// The columns, and how rows are carried.
+    pub columns: Columns,
     /// Data rows.
     pub rows: u64,
     store: Store,
@@ -370,18 +373,34 @@ fn shard_count(size: u64) -> usize {
         .min(MAX_SHARDS)
 }
 
-/// Streams `path` into shards under a new directory in `dir`.
+/// Streams the table at `path` (CSV or Parquet, as `format` says) into shards, in memory or
+/// under a new directory.
 ///
 /// # Errors
-/// Unreadable or malformed input (named by line and column), a missing key column, an empty
-/// or non-UTF-8 key, or a full disk.
+/// Unreadable or malformed input (named by line and column, or row and column for Parquet), a
+/// missing key column, an empty or non-UTF-8 key, or a full disk.
 pub fn spill(
     path: &Path,
+    format: TableFormat,
     keys: &[String],
     to: SpillTo,
     progress: &dyn Progress,
 ) -> Result<SpilledTable, DataError> {
-    spill_in_blocks(path, keys, to, progress, BLOCK_BYTES)
+    match format {
+        TableFormat::Csv => spill_in_blocks(path, keys, to, progress, BLOCK_BYTES),
+        TableFormat::Parquet => spill_parquet(path, keys, to, progress),
+    }
+}
+
+/// The bytes a table takes decoded: a CSV file's size, or what a Parquet file's footer says
+/// its row groups take uncompressed (what sizes shards and decides whether to spill).
+pub fn table_bytes(path: &Path, format: TableFormat) -> u64 {
+    match format {
+        TableFormat::Csv => std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+        TableFormat::Parquet => ParquetRows::open(path, &[])
+            .map(|t| t.decoded_bytes())
+            .unwrap_or(0),
+    }
 }
 
 fn spill_in_blocks(
@@ -395,9 +414,52 @@ fn spill_in_blocks(
     let mut file = File::open(path).map_err(io("reading the input"))?;
     let size = file.metadata().map_err(io("reading the input"))?.len();
     let shards = shard_count(size);
+    let mut writers = shard_writers(&to, size, shards)?;
+    progress.stage(stage_name(&to), size);
+    let (header, rows) = scan_blocks(
+        path,
+        &mut file,
+        keys,
+        shards,
+        progress,
+        block_bytes,
+        &mut writers,
+    )?;
+    finish_shards(writers, to, Columns::csv(header), rows, shards)
+}
+
+/// [`spill`] of a Parquet table, record batch by record batch.
+fn spill_parquet(
+    path: &Path,
+    keys: &[String],
+    to: SpillTo,
+    progress: &dyn Progress,
+) -> Result<SpilledTable, DataError> {
+    let mut table = ParquetRows::open(path, keys)?;
+    let size = table.decoded_bytes();
+    let shards = shard_count(size);
+    let mut writers = shard_writers(&to, size, shards)?;
+    progress.stage(stage_name(&to), table.total_rows());
+    let rows = scan_parquet(&mut table, shards, progress, &mut writers)?;
+    let columns = Columns {
+        header: table.header(),
+        schema: Some(table.schema().clone()),
+    };
+    finish_shards(writers, to, columns, rows, shards)
+}
+
+fn stage_name(to: &SpillTo) -> &'static str {
+    match to {
+        SpillTo::Memory => "reading input",
+        SpillTo::Disk(_) => "spilling input to disk",
+    }
+}
+
+/// The shard writers for a table of about `size` bytes.
+fn shard_writers(to: &SpillTo, size: u64, shards: usize) -> Result<Vec<Sink>, DataError> {
     let buffer = ((64usize << 20) / shards).clamp(64 << 10, 1 << 20);
-    let mut writers = (0..shards)
-        .map(|s| match &to {
+    (0..shards)
+        .map(|s| match to {
             // A row takes its raw bytes and its key (about as long as a field): reserve twice
             // the input's share up front (only touched pages cost memory), so the shard rarely
             // grows by copying.
@@ -418,23 +480,17 @@ fn spill_in_blocks(
                     })
             }
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    progress.stage(
-        match to {
-            SpillTo::Memory => "reading input",
-            SpillTo::Disk(_) => "spilling input to disk",
-        },
-        size,
-    );
-    let (header, rows) = scan_blocks(
-        path,
-        &mut file,
-        keys,
-        shards,
-        progress,
-        block_bytes,
-        &mut writers,
-    )?;
+        .collect()
+}
+
+/// Flushes the shard writers and makes the table.
+fn finish_shards(
+    writers: Vec<Sink>,
+    to: SpillTo,
+    columns: Columns,
+    rows: u64,
+    shards: usize,
+) -> Result<SpilledTable, DataError> {
     // Shards a checkpoint will name (recovery) must be on disk before it does; a private
     // directory dies with the run, so its shards only need to reach the page cache (syncing
     // them wrote the whole table to the disk and waited for it: ≈ 1 GiB at 2^24 rows).
@@ -460,7 +516,7 @@ fn spill_in_blocks(
         SpillTo::Disk(dir) => Store::Disk(dir),
     };
     Ok(SpilledTable {
-        header,
+        columns,
         rows,
         store,
         shards,
@@ -609,21 +665,28 @@ fn scan_blocks(
     Ok((header, rows))
 }
 
-/// The header and every row's key digest, in file order, of the CSV at `path`, streamed in
-/// blocks: the rows themselves are never all in memory (a server making an unbalanced-PSI cache
-/// from a large table needs only the digests).
+/// The header and every row's key digest, in file order, of the table at `path`, streamed: the
+/// rows themselves are never all in memory (a server making an unbalanced-PSI cache from a
+/// large table needs only the digests).
 ///
 /// # Errors
 /// As [`spill`], without the disk.
 pub fn key_digests(
     path: &Path,
+    format: TableFormat,
     keys: &[String],
     progress: &dyn Progress,
 ) -> Result<(Vec<String>, Vec<ItemDigest>), DataError> {
+    let mut digests = Vec::new();
+    if format == TableFormat::Parquet {
+        let mut table = ParquetRows::open(path, keys)?;
+        progress.stage("reading input", table.total_rows());
+        scan_parquet(&mut table, 1, progress, &mut digests)?;
+        return Ok((table.header(), digests));
+    }
     let mut file = File::open(path).map_err(io_error(path, "reading the input"))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     progress.stage("reading input", size);
-    let mut digests = Vec::new();
     let (header, _) = scan_blocks(
         path,
         &mut file,
@@ -634,6 +697,34 @@ pub fn key_digests(
         &mut digests,
     )?;
     Ok((header, digests))
+}
+
+/// Streams a Parquet table batch by batch, hashing each batch's keys on all cores, and hands
+/// every row to `sink` in file order (as [`scan_blocks`] does for CSV); returns the row count.
+fn scan_parquet(
+    table: &mut ParquetRows,
+    shards: usize,
+    progress: &dyn Progress,
+    sink: &mut dyn RowSink,
+) -> Result<u64, DataError> {
+    sink.reserve(usize::try_from(table.total_rows()).unwrap_or(0));
+    let mut batch = RowBatch::default();
+    let mut rows = 0u64;
+    while table.next_batch(&mut batch)? {
+        let orders = order_keys(batch.len(), |i| batch.key(i));
+        for (i, order) in orders.into_iter().enumerate() {
+            sink.row(ScannedRow {
+                order,
+                shard: crate::table::rows::bucket_of_order(order, shards),
+                row: rows + i as u64,
+                key: batch.key(i),
+                raw: batch.row(i),
+            })?;
+        }
+        rows += batch.len() as u64;
+        progress.advance(batch.len() as u64);
+    }
+    Ok(rows)
 }
 
 /// Maps an I/O error on `path` while doing `action` to a [`DataError`].
@@ -702,28 +793,34 @@ impl ParsedBlock {
         &self.keys[start..self.key_ends[i]]
     }
 
-    /// Each record's order key, computed on all cores, [`ITEM_DIGEST_LANES`] keys at a time.
+    /// Each record's order key.
     fn hash(&self) -> Vec<u128> {
-        let mut orders = vec![0u128; self.records.len()];
-        orders
-            .par_chunks_mut(ITEM_DIGEST_LANES)
-            .with_min_len(256)
-            .enumerate()
-            .for_each(|(c, out)| {
-                let first = c * ITEM_DIGEST_LANES;
-                if out.len() == ITEM_DIGEST_LANES {
-                    let keys = std::array::from_fn(|l| self.key(first + l));
-                    for (o, d) in out.iter_mut().zip(item_digests(keys)) {
-                        *o = order_key(&d);
-                    }
-                } else {
-                    for (l, o) in out.iter_mut().enumerate() {
-                        *o = order_key(&item_digest(self.key(first + l)));
-                    }
-                }
-            });
-        orders
+        order_keys(self.records.len(), |i| self.key(i))
     }
+}
+
+/// The order keys of `n` keys (`key(i)`), computed on all cores, [`ITEM_DIGEST_LANES`] keys at a
+/// time.
+fn order_keys<'k>(n: usize, key: impl Fn(usize) -> &'k [u8] + Sync) -> Vec<u128> {
+    let mut orders = vec![0u128; n];
+    orders
+        .par_chunks_mut(ITEM_DIGEST_LANES)
+        .with_min_len(256)
+        .enumerate()
+        .for_each(|(c, out)| {
+            let first = c * ITEM_DIGEST_LANES;
+            if out.len() == ITEM_DIGEST_LANES {
+                let keys = std::array::from_fn(|l| key(first + l));
+                for (o, d) in out.iter_mut().zip(item_digests(keys)) {
+                    *o = order_key(&d);
+                }
+            } else {
+                for (l, o) in out.iter_mut().enumerate() {
+                    *o = order_key(&item_digest(key(first + l)));
+                }
+            }
+        });
+    orders
 }
 
 impl SpilledTable {
@@ -738,7 +835,7 @@ impl SpilledTable {
     /// A shard file is missing.
     pub fn reopen(
         dir: SpillDir,
-        header: Vec<String>,
+        columns: Columns,
         rows: u64,
         shards: usize,
     ) -> Result<Self, DataError> {
@@ -766,7 +863,7 @@ impl SpilledTable {
             }
         }
         Ok(SpilledTable {
-            header,
+            columns,
             rows,
             store: Store::Disk(dir),
             shards,
@@ -1044,14 +1141,14 @@ mod tests {
             .collect();
         std::fs::write(&p, text).unwrap();
         let keys = ["id".to_string()];
-        let mut t = spill(&p, &keys, SpillTo::Memory, &NoProgress).unwrap();
+        let mut t = spill(&p, TableFormat::Csv, &keys, SpillTo::Memory, &NoProgress).unwrap();
         let b = 4;
         let want = spilled_rows(&mut t, b);
         assert_eq!(want.len(), 500);
         // Every unit is out now: loading one again is an error, not an empty unit.
         assert!(t.load_unit(0, b).is_err());
         // Loaded and given back, every unit loads again with the same rows.
-        let mut t = spill(&p, &keys, SpillTo::Memory, &NoProgress).unwrap();
+        let mut t = spill(&p, TableFormat::Csv, &keys, SpillTo::Memory, &NoProgress).unwrap();
         for unit in 0..b.min(t.shards()) {
             let g = t.load_unit(unit, b).unwrap();
             t.give_back(unit, b, g);
@@ -1083,7 +1180,7 @@ mod tests {
                 SpillTo::Disk(SpillDir::temporary(&d).unwrap()),
                 SpillTo::Memory,
             ] {
-                let mut t = spill(&p, &keys, to, &NoProgress).unwrap();
+                let mut t = spill(&p, TableFormat::Csv, &keys, to, &NoProgress).unwrap();
                 assert_eq!(
                     spilled_rows(&mut t, b).len(),
                     3000,
@@ -1102,14 +1199,14 @@ mod tests {
             text.push_str(&format!("x{i},\"k{}\"\n", i % 4000));
         }
         std::fs::write(&p, &text).unwrap();
-        let (header, got) = key_digests(&p, &["id".into()], &NoProgress).unwrap();
+        let (header, got) = key_digests(&p, TableFormat::Csv, &["id".into()], &NoProgress).unwrap();
         let t = Table::read(&p, &["id".into()]).unwrap();
-        assert_eq!(header, t.header);
+        assert_eq!(header, t.columns.header);
         let want: Vec<ItemDigest> = (0..t.len()).map(|i| item_digest(t.key(i))).collect();
         assert_eq!(got, want);
         std::fs::write(&p, "v,id\nx,\n").unwrap();
         assert!(
-            key_digests(&p, &["id".into()], &NoProgress).is_err(),
+            key_digests(&p, TableFormat::Csv, &["id".into()], &NoProgress).is_err(),
             "an empty key"
         );
     }
@@ -1141,7 +1238,7 @@ mod tests {
             ] {
                 let mut t = spill_in_blocks(&p, &["id".into()], to, &NoProgress, block).unwrap();
                 assert_eq!(t.rows, want.len() as u64);
-                assert_eq!(t.header, ["id", "note"]);
+                assert_eq!(t.columns.header, ["id", "note"]);
                 assert_eq!(spilled_rows(&mut t, b), want, "block {block}");
             }
         }
@@ -1173,6 +1270,7 @@ mod tests {
         for (i, damage) in damage.iter().enumerate() {
             let mut t = spill(
                 &p,
+                TableFormat::Csv,
                 &["id".into()],
                 SpillTo::Disk(spill_dir(&d)),
                 &NoProgress,
@@ -1209,7 +1307,14 @@ mod tests {
             SpillDir::temporary(&d).unwrap(),
         );
         assert_ne!(a.path, b.path);
-        let t = spill(&p, &["id".into()], SpillTo::Disk(a), &NoProgress).unwrap();
+        let t = spill(
+            &p,
+            TableFormat::Csv,
+            &["id".into()],
+            SpillTo::Disk(a),
+            &NoProgress,
+        )
+        .unwrap();
         let at = t.dir().unwrap().to_path_buf();
         assert_eq!(mode(&at), 0o700);
         for s in 0..t.shards() {

@@ -21,7 +21,7 @@ use crate::pipeline::report::{Report, Stages, peak_rss_bytes};
 use crate::pipeline::runs::{Runs, SortBy};
 use crate::pipeline::spill::GroupBucket;
 use crate::pipeline::two_party::prepare;
-use crate::table::output::AtomicFile;
+use crate::table::writer::RowWriter;
 use blindjoin_link::{Cancel, Link, LinkError, LinkStats, TcpLink, TcpOptions, establish_three};
 use blindjoin_protocols::ecdh_3pc::{Seat, handshake_3pc, run_3pc, seats};
 use blindjoin_protocols::{NoProgress, Progress, ProtocolError, PsiOptions};
@@ -282,12 +282,14 @@ pub(crate) fn run_on_links<L: Link>(
     let t_write = Instant::now();
     let mut written = (-1i64, -1i64, None);
     if let (Some(out), Some(mut runs)) = (output, runs) {
-        let mut f = AtomicFile::create(&out)?;
-        let mut line = Vec::new();
-        crate::table::csv::write_record(&mut line, table.header.iter().map(|h| h.as_bytes()));
-        crate::table::output::Sink::put(&mut f, &line)?;
-        let n = runs.merge_into(&mut f)?;
-        f.commit()?;
+        let mut w = RowWriter::create(
+            &out,
+            spec.output_format,
+            &table.columns,
+            &spec.join.null_rep,
+        )?;
+        let n = runs.merge_into(&mut w)?;
+        w.commit()?;
         written = (
             n as i64,
             matched_keys as i64,

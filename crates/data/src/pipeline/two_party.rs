@@ -7,14 +7,15 @@ use crate::pipeline::bucket::BucketedPsi;
 use crate::pipeline::process::{Processor, RunsAt, key_groups};
 use crate::pipeline::recovery::{Checkpoint, Recovery};
 use crate::pipeline::report::{PeakTracker, Report, Stages};
-use crate::pipeline::spill::{SpillDir, SpillTo, SpilledTable, spill};
+use crate::pipeline::spill::{SpillDir, SpillTo, SpilledTable, spill, table_bytes};
 use crate::pipeline::wire::RunTerms;
 use crate::spec::{RunSpec, SpillMode, TableFormat};
 use crate::table::output::write_atomic;
-use crate::table::private_fs::{self, PrivateDir};
+use crate::table::private_fs;
+use crate::table::writer::Columns;
 use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
 use blindjoin_protocols::{Hello, Progress, ProtocolChoice, PsiOptions, Reveal, handshake};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 use zeroize::Zeroizing;
 
@@ -208,81 +209,26 @@ fn cardinality_pass(
     Ok(psi.counts().cardinality.unwrap_or(0))
 }
 
-/// Whether the run spills `input` (the CSV the pipeline reads) to disk.
-fn spills(spec: &RunSpec, input: &Path) -> bool {
+/// Whether the run spills its input to disk.
+fn spills(spec: &RunSpec) -> bool {
     match spec.spill {
         SpillMode::Always => true,
         SpillMode::Never => false,
-        SpillMode::Auto => std::fs::metadata(input).is_ok_and(|m| m.len() > AUTO_SPILL_BYTES),
+        SpillMode::Auto => table_bytes(&spec.input, spec.input_format) > AUTO_SPILL_BYTES,
     }
 }
 
-/// The CSV the pipeline reads: the input itself, or a Parquet input converted into a private
-/// file in `dir` (see [`crate::table::parquet_io`]), removed when this is dropped.
-pub(crate) enum CsvInput {
-    Direct(PathBuf),
-    /// The copy, in a private folder of its own (removed after the copy, on drop).
-    Converted {
-        csv: PathBuf,
-        _folder: PrivateDir,
-    },
-}
-
-impl CsvInput {
-    fn open(spec: &RunSpec, dir: &Path, progress: &dyn Progress) -> Result<CsvInput, DataError> {
-        Self::of(&spec.input, spec.input_format, &spec.keys, dir, progress)
-    }
-
-    /// The CSV to read for `input`: the file itself, or a CSV copy of a Parquet file (removed
-    /// when this drops). The copy is the whole table in plain text, so it goes into a new
-    /// folder in `dir` with a random name and mode 0700, as a 0600 file made create-new
-    /// ([`crate::table::private_fs`]).
-    pub(crate) fn of(
-        input: &Path,
-        format: TableFormat,
-        keys: &[String],
-        dir: &Path,
-        progress: &dyn Progress,
-    ) -> Result<CsvInput, DataError> {
-        if format == TableFormat::Csv {
-            return Ok(CsvInput::Direct(input.to_path_buf()));
-        }
-        let folder = PrivateDir::create_in(dir, "parquet").map_err(|source| DataError::Io {
-            path: dir.to_path_buf(),
-            action: "creating a private folder for the Parquet input's CSV copy",
-            source,
-        })?;
-        let path = folder.path().join("input.csv");
-        let io = |action, source| DataError::Io {
-            path: path.clone(),
-            action,
-            source,
-        };
-        let file = private_fs::create_new(&path)
-            .map_err(|e| io("creating the Parquet input's CSV copy", e))?;
-        let converted = CsvInput::Converted {
-            csv: path.clone(),
-            _folder: folder,
-        };
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-        crate::table::parquet_io::parquet_to_csv(input, keys, &mut w, progress)?;
-        std::io::Write::flush(&mut w).map_err(|e| io("writing the Parquet input's CSV copy", e))?;
-        Ok(converted)
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        match self {
-            CsvInput::Direct(p) | CsvInput::Converted { csv: p, .. } => p,
-        }
-    }
-}
-
-impl Drop for CsvInput {
-    fn drop(&mut self) {
-        if let CsvInput::Converted { csv: p, .. } = self {
-            let _ = std::fs::remove_file(p);
-        }
-    }
+/// The columns of a table spilled by an earlier run, from its checkpoint's header; a Parquet
+/// input's schema is read from its footer again (the recovery checks that the input is the
+/// one the checkpoint was made from).
+fn resumed_columns(spec: &RunSpec, header: Vec<String>) -> Result<Columns, DataError> {
+    Ok(Columns {
+        header,
+        schema: match spec.input_format {
+            TableFormat::Parquet => Some(crate::table::parquet_io::read_schema(&spec.input)?),
+            TableFormat::Csv => None,
+        },
+    })
 }
 
 impl Prepared {
@@ -328,13 +274,14 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
         let dir = SpillDir::persistent(rec.shard_dir())?;
         let (table, cp) = match cp {
             Some(cp) => {
-                let t = SpilledTable::reopen(dir, cp.header.clone(), cp.rows, cp.shards)?;
+                let columns = resumed_columns(spec, cp.header.clone())?;
+                let t = SpilledTable::reopen(dir, columns, cp.rows, cp.shards)?;
                 (t, cp)
             }
             None => {
-                let input = CsvInput::open(spec, folder, progress)?;
-                let t = spill(input.path(), &spec.keys, SpillTo::Disk(dir), progress)?;
-                let cp = rec.fresh(t.header.clone(), t.rows, t.shards());
+                let to = SpillTo::Disk(dir);
+                let t = spill(&spec.input, spec.input_format, &spec.keys, to, progress)?;
+                let cp = rec.fresh(t.columns.header.clone(), t.rows, t.shards());
                 rec.save(&cp)?;
                 (t, cp)
             }
@@ -343,13 +290,12 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
         table
     } else {
         let dir = spec.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let input = CsvInput::open(spec, &dir, progress)?;
-        let to = if spills(spec, input.path()) {
+        let to = if spills(spec) {
             SpillTo::Disk(SpillDir::temporary(&dir)?)
         } else {
             SpillTo::Memory
         };
-        spill(input.path(), &spec.keys, to, progress)?
+        spill(&spec.input, spec.input_format, &spec.keys, to, progress)?
     };
     Ok(Prepared {
         source,
@@ -455,7 +401,7 @@ pub fn run_on_link(
         match (spec.learns_result(), &spec.output) {
             (true, Some(out)) => {
                 progress.stage("writing output", 0);
-                let written = finished.write(&table.header, out)?;
+                let written = finished.write(&table.columns, out)?;
                 (
                     written as i64,
                     finished.totals.matched_keys as i64,

@@ -7,19 +7,23 @@
 //! their key columns differently. Quoted and unquoted spellings of a value are the same key.
 
 use crate::error::DataError;
+use crate::spec::TableFormat;
 use crate::table::csv::{CsvReader, FieldSpan, RecordSpan, field_value};
+use crate::table::parquet_io::{ParquetRows, RowBatch};
+use crate::table::writer::Columns;
 use rayon::prelude::*;
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 
-/// A table in memory: the file bytes, its header, where each record is, and each row's key.
+/// A table in memory: its rows' bytes (a CSV file whole, or a Parquet table's typed rows), its
+/// columns, where each record is, and each row's key.
 pub struct Table {
     /// The file.
     pub path: PathBuf,
-    /// The whole file.
+    /// The whole CSV file, or every typed row of a Parquet table.
     pub bytes: Vec<u8>,
-    /// Column names.
-    pub header: Vec<String>,
+    /// Column names, and a Parquet table's schema.
+    pub columns: Columns,
     /// Where each data record is in `bytes`.
     pub records: Vec<RecordSpan>,
     /// Canonical keys of all rows, concatenated; row i is `keys[key_ends[i-1]..key_ends[i]]`.
@@ -54,7 +58,47 @@ impl Table {
         Ok(Table {
             path: path.to_path_buf(),
             bytes,
-            header,
+            columns: Columns::csv(header),
+            records,
+            keys: key_buf,
+            key_ends,
+        })
+    }
+
+    /// Reads and validates the table at `path`, CSV or Parquet as `format` says.
+    ///
+    /// # Errors
+    /// As [`Table::read`], and for Parquet as [`ParquetRows`].
+    pub fn read_any(path: &Path, format: TableFormat, keys: &[String]) -> Result<Table, DataError> {
+        if format == TableFormat::Csv {
+            return Table::read(path, keys);
+        }
+        let mut table = ParquetRows::open(path, keys)?;
+        let mut bytes = Vec::new();
+        let mut records = Vec::new();
+        let mut key_buf = Vec::new();
+        let mut key_ends = Vec::new();
+        let mut batch = RowBatch::default();
+        while table.next_batch(&mut batch)? {
+            for i in 0..batch.len() {
+                let start = bytes.len();
+                bytes.extend_from_slice(batch.row(i));
+                records.push(RecordSpan {
+                    start,
+                    end: bytes.len(),
+                    line: records.len() as u64 + 1,
+                });
+                key_buf.extend_from_slice(batch.key(i));
+                key_ends.push(key_buf.len());
+            }
+        }
+        Ok(Table {
+            path: path.to_path_buf(),
+            bytes,
+            columns: Columns {
+                header: table.header(),
+                schema: Some(table.schema().clone()),
+            },
             records,
             keys: key_buf,
             key_ends,
@@ -77,7 +121,8 @@ impl Table {
         &self.keys[start..self.key_ends[i]]
     }
 
-    /// The raw bytes of row `i` as they appear in the file (no line terminator).
+    /// The bytes of row `i`: as it appears in a CSV file (no line terminator), or a Parquet
+    /// table's typed row.
     pub fn raw_row(&self, i: usize) -> &[u8] {
         let r = &self.records[i];
         &self.bytes[r.start..r.end]

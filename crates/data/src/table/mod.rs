@@ -11,3 +11,4 @@ pub mod parquet_io;
 pub mod parquet_io;
 pub(crate) mod private_fs;
 pub(crate) mod rows;
+pub mod writer;

@@ -105,19 +105,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DataError> {
     f.commit()
 }
 
-/// Where the output's CSV bytes go: the output file itself, or a converter in front of it
-/// ([`crate::table::parquet_io::ParquetWriter`]).
+/// Where a run's kept rows go, one at a time (a row is carried as its table's
+/// [`crate::table::writer::Columns`] say): the output ([`crate::table::writer::RowWriter`]).
 pub trait Sink {
-    /// Appends bytes.
+    /// Appends one row.
     ///
     /// # Errors
     /// Writing failed; the error names the output.
-    fn put(&mut self, bytes: &[u8]) -> Result<(), DataError>;
+    fn row(&mut self, row: &[u8]) -> Result<(), DataError>;
 }
 
-impl Sink for AtomicFile {
-    fn put(&mut self, bytes: &[u8]) -> Result<(), DataError> {
-        self.write_all(bytes)
+/// Rows as lines, for tests.
+#[cfg(test)]
+impl Sink for Vec<u8> {
+    fn row(&mut self, row: &[u8]) -> Result<(), DataError> {
+        self.extend_from_slice(row);
+        self.push(b'\n');
+        Ok(())
     }
 }
 

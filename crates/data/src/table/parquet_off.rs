@@ -4,7 +4,6 @@
 
 use crate::error::DataError;
 use arrow_schema::SchemaRef;
-use blindjoin_protocols::Progress;
 use std::convert::Infallible;
 use std::io::Write;
 use std::path::Path;
@@ -22,17 +21,123 @@ pub fn read_schema(path: &Path) -> Result<SchemaRef, DataError> {
     Err(not_built(path))
 }
 
-/// Refuses: no Parquet file can be read in this build.
-///
-/// # Errors
-/// Always [`DataError::Parquet`].
-pub fn parquet_to_csv(
-    path: &Path,
-    _keys: &[String],
-    _out: &mut dyn Write,
-    _progress: &dyn Progress,
-) -> Result<u64, DataError> {
-    Err(not_built(path))
+/// A Parquet table being read: none can be in this build ([`ParquetRows::open`] refuses).
+pub struct ParquetRows {
+    never: Infallible,
+}
+
+/// A batch of a Parquet table's keys and rows (always empty in this build).
+#[derive(Default)]
+pub struct RowBatch {
+    empty: (),
+}
+
+impl RowBatch {
+    /// Rows in the batch: none.
+    pub fn len(&self) -> usize {
+        let () = self.empty;
+        0
+    }
+
+    /// Whether the batch is empty: always.
+    pub fn is_empty(&self) -> bool {
+        true
+    }
+
+    /// Unreachable: the batch has no rows.
+    pub fn key(&self, _i: usize) -> &[u8] {
+        &[]
+    }
+
+    /// Unreachable: the batch has no rows.
+    pub fn row(&self, _i: usize) -> &[u8] {
+        &[]
+    }
+}
+
+impl ParquetRows {
+    /// Refuses: no Parquet file can be read in this build.
+    ///
+    /// # Errors
+    /// Always [`DataError::Parquet`].
+    pub fn open(path: &Path, _keys: &[String]) -> Result<ParquetRows, DataError> {
+        Err(not_built(path))
+    }
+
+    /// Unreachable: no table exists.
+    pub fn schema(&self) -> &SchemaRef {
+        match self.never {}
+    }
+
+    /// Unreachable: no table exists.
+    pub fn header(&self) -> Vec<String> {
+        match self.never {}
+    }
+
+    /// Unreachable: no table exists.
+    pub fn total_rows(&self) -> u64 {
+        match self.never {}
+    }
+
+    /// Unreachable: no table exists.
+    pub fn decoded_bytes(&self) -> u64 {
+        match self.never {}
+    }
+
+    /// Unreachable: no table exists.
+    ///
+    /// # Errors
+    /// None.
+    pub fn next_batch(&mut self, _out: &mut RowBatch) -> Result<bool, DataError> {
+        match self.never {}
+    }
+}
+
+/// Typed rows to an output: none exist in this build (no Parquet table can be read).
+pub struct TypedRowWriter {
+    never: Infallible,
+}
+
+impl TypedRowWriter {
+    /// Refuses: typed rows come only from a Parquet input.
+    ///
+    /// # Errors
+    /// Always [`DataError::ParquetOutput`].
+    pub fn create(
+        path: &Path,
+        _schema: &SchemaRef,
+        _parquet: bool,
+        _null_rep: &str,
+    ) -> Result<TypedRowWriter, DataError> {
+        Err(DataError::ParquetOutput {
+            path: path.to_path_buf(),
+            message: NOT_BUILT.into(),
+        })
+    }
+
+    /// Unreachable: no writer exists.
+    ///
+    /// # Errors
+    /// None.
+    pub fn row(&mut self, _row: &[u8]) -> Result<(), DataError> {
+        match self.never {}
+    }
+
+    /// Unreachable: no writer exists.
+    ///
+    /// # Errors
+    /// None.
+    pub fn nulls(&mut self, _n: u64) -> Result<(), DataError> {
+        match self.never {}
+    }
+
+    /// Unreachable: no writer exists.
+    ///
+    /// # Errors
+    /// None.
+    pub fn commit(self) -> Result<u64, DataError> {
+        match self.never {}
+    }
 }
 
 fn not_built(path: &Path) -> DataError {
@@ -105,8 +210,7 @@ mod tests {
             e.starts_with("in.parquet: ") && e.contains("no Parquet support"),
             "{e}"
         );
-        let no_progress = blindjoin_protocols::NoProgress;
-        let e = message(parquet_to_csv(p, &[], &mut Vec::new(), &no_progress));
+        let e = message(ParquetRows::open(p, &[]));
         assert!(e.contains("`parquet` feature"), "{e}");
         let e = message(ParquetWriter::create(
             Path::new("out.parquet"),

@@ -128,30 +128,6 @@ pub(crate) fn create_private_dir_in(parent: &Path, what: &str) -> io::Result<Pat
     Ok(path)
 }
 
-/// A folder made by [`create_private_dir_in`] for one run's files, removed with them on drop.
-pub(crate) struct PrivateDir(PathBuf);
-
-impl PrivateDir {
-    /// See [`create_private_dir_in`].
-    ///
-    /// # Errors
-    /// As [`create_private_dir_in`].
-    pub(crate) fn create_in(parent: &Path, what: &str) -> io::Result<PrivateDir> {
-        create_private_dir_in(parent, what).map(PrivateDir)
-    }
-
-    /// Where it is.
-    pub(crate) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for PrivateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The user's folder at `path` (a symlink to a folder is fine), made with any missing parents,
 /// mode 0700 each, when it does not exist. Returns whether it existed.
 ///

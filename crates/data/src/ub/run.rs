@@ -5,11 +5,10 @@
 use super::cache::{self, ClientCache, ServerCache};
 use super::{UbError, UbMode, UbPhase, UbReport, UbRole, UbSpec, budget, key};
 use crate::error::DataError;
-use crate::pipeline::two_party::{CsvInput, connect_in_background};
-use crate::spec::TableFormat;
+use crate::pipeline::two_party::connect_in_background;
 use crate::table::keys::{Table, cmp_keys};
-use crate::table::output::{AtomicFile, write_atomic};
-use crate::table::parquet_io::ParquetWriter;
+use crate::table::output::{Sink, write_atomic};
+use crate::table::writer::RowWriter;
 use blindjoin_crypto::oprf::OprfScalar;
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
@@ -193,15 +192,14 @@ struct Keyed {
 }
 
 /// The input's row count and its unique key digests (sorted), streamed: the rows are never all
-/// in memory. A Parquet input is converted first, as in [`read_keyed`].
+/// in memory.
 fn read_unique_digests(
     spec: &UbSpec,
     path: &Path,
     progress: &dyn Progress,
 ) -> Result<(u64, Vec<ItemDigest>), UbError> {
-    let csv = input_csv(spec, path, progress)?;
-    let (_, digests) = crate::pipeline::spill::key_digests(csv.path(), &spec.keys, progress)?;
-    drop(csv);
+    let (_, digests) =
+        crate::pipeline::spill::key_digests(path, spec.input_format, &spec.keys, progress)?;
     let rows = digests.len() as u64;
     let mut unique = sorted_unique(digests);
     unique.shrink_to_fit();
@@ -215,29 +213,10 @@ fn sorted_unique(mut digests: Vec<ItemDigest>) -> Vec<ItemDigest> {
     digests
 }
 
-/// The CSV to read for the input at `path`: itself, or for Parquet a private CSV copy beside the
-/// cache file, removed when the result drops.
-fn input_csv(spec: &UbSpec, path: &Path, progress: &dyn Progress) -> Result<CsvInput, UbError> {
-    let dir = match spec.cache_path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    Ok(CsvInput::of(
-        path,
-        spec.input_format,
-        &spec.keys,
-        &dir,
-        progress,
-    )?)
-}
-
-/// Reads and keys the input table. A Parquet input is first converted to a private CSV copy
-/// beside the cache file (removed at once), as the balanced run does in its spill directory.
+/// Reads and keys the input table.
 fn read_keyed(spec: &UbSpec, path: &Path, progress: &dyn Progress) -> Result<Keyed, UbError> {
-    let csv = input_csv(spec, path, progress)?;
     progress.stage("reading the input", 0);
-    let table = Table::read(csv.path(), &spec.keys)?;
-    drop(csv);
+    let table = Table::read_any(path, spec.input_format, &spec.keys)?;
     let row_digests: Vec<ItemDigest> = (0..table.len())
         .into_par_iter()
         .map(|i| item_digest(table.key(i)))
@@ -482,60 +461,12 @@ fn write_matches(
     if spec.align {
         rows.par_sort_by(|&a, &b| cmp_keys(kd.table.key(a), kd.table.key(b)).then(a.cmp(&b)));
     }
-    let mut out = match spec.output_format {
-        TableFormat::Csv => Output::Csv(AtomicFile::create(path)?),
-        TableFormat::Parquet => {
-            // A Parquet input's column types carry over; a CSV input's columns are text.
-            let schema = match (spec.input_format, &spec.input) {
-                (TableFormat::Parquet, Some(input)) => {
-                    Some(crate::table::parquet_io::read_schema(input)?)
-                }
-                _ => None,
-            };
-            Output::Parquet(Box::new(ParquetWriter::create(path, schema, "NULL")?))
-        }
-    };
-    let mut buf = Vec::with_capacity(1 << 20);
-    crate::table::csv::write_record(&mut buf, kd.table.header.iter().map(|h| h.as_bytes()));
+    let mut out = RowWriter::create(path, spec.output_format, &kd.table.columns, "NULL")?;
     for &i in &rows {
-        buf.extend_from_slice(kd.table.raw_row(i));
-        buf.push(b'\n');
-        if buf.len() >= 1 << 20 {
-            out.put(&buf, path)?;
-            buf.clear();
-        }
+        out.row(kd.table.raw_row(i))?;
     }
-    out.put(&buf, path)?;
     out.commit()?;
     report.intersection_count = rows.len() as i64;
     report.output_path = Some(path.display().to_string());
     Ok(())
-}
-
-/// The output file being written: CSV bytes as they are, or parsed into Parquet.
-enum Output {
-    Csv(AtomicFile),
-    Parquet(Box<ParquetWriter>),
-}
-
-impl Output {
-    fn put(&mut self, bytes: &[u8], path: &Path) -> Result<(), UbError> {
-        use std::io::Write;
-        match self {
-            Output::Csv(f) => Ok(f.write_all(bytes)?),
-            Output::Parquet(w) => w.write_all(bytes).map_err(|e| {
-                UbError::Data(w.take_error().unwrap_or_else(|| DataError::ParquetOutput {
-                    path: path.to_path_buf(),
-                    message: e.to_string(),
-                }))
-            }),
-        }
-    }
-
-    fn commit(self) -> Result<(), UbError> {
-        match self {
-            Output::Csv(f) => Ok(f.commit()?),
-            Output::Parquet(w) => w.commit().map(|_| ()).map_err(UbError::Data),
-        }
-    }
 }

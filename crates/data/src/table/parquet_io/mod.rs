@@ -1,12 +1,13 @@
-//! Parquet input and output around the CSV-shaped data path.
+//! Parquet input and output, natively: a Parquet table is read record batch by record batch
+//! into the data path's canonical keys and typed row bytes ([`ParquetRows`],
+//! [`typed_rows`]), and the joined rows are written back as Arrow batches ([`TypedRowWriter`])
+//! with the input's schema, kept in the prepared table. No CSV text is made on the way.
 //!
-//! The data path works on CSV bytes: it hashes key cells as text, and carries every other cell
-//! through to the output byte for byte. Rather than teach each stage a second format, a Parquet
-//! input is converted into an *intermediate CSV* ([`parquet_to_csv`]) that the CSV stages read,
-//! and the output CSV they produce is converted back to Parquet with the input's Arrow schema
-//! ([`ParquetWriter`]). For this to be lossless the intermediate text must say, for every cell,
-//! which value it holds and whether it is null, with no ambiguity:
-//!
+//! Text appears in two places only. A **key** is hashed as the text a CSV file would hold for
+//! the same value once unquoted (an Int64 42 is `42`, a string `a,b` is `a,b`), so a party with
+//! a CSV table and one with a Parquet table find the same keys. A **CSV output** of a Parquet
+//! input writes each cell as below; a CSV input written as Parquet ([`ParquetWriter`]) has
+//! Utf8 columns named from its header.
 //! | Arrow type | cell text |
 //! |---|---|
 //! | null (any type) | empty and **unquoted** |
@@ -23,31 +24,31 @@
 //! | Timestamp with time zone | the same instant in UTC with a `Z` suffix |
 //! | Dictionary of any of these | the value's text |
 //!
-//! Years outside 0000–9999 carry a sign (`+10000-01-01`). Because strings are always quoted and
-//! no other value is empty or looks like `NULL`, the pipeline's padding rows (`csv_null_rep` in
-//! every cell, unquoted) are told apart from values when converting back. Key cells are the
-//! text a CSV file would hold for the same value once unquoted (an Int64 42 is `42`, a string
-//! `a,b` is `"a,b"`), because keys are hashed as text.
+//! Years outside 0000–9999 carry a sign (`+10000-01-01`). Padding rows of outer joins are null
+//! in every column as Parquet, and `csv_null_rep` in every cell as CSV.
 //!
 //! Timestamps with a time zone are written in UTC rather than in their zone so that no time
 //! zone database is needed (only fixed offsets parse without one) and the same instant always
 //! has the same key text; the zone name is kept in the output schema.
 //!
 //! What cannot be carried: nested types (List, Struct, Map, Union), Interval, Duration, and
-//! decimals with a negative scale; these are [`DataError::UnsupportedParquetType`]. The payload
-//! and sign of a NaN are not kept (every NaN comes back as the canonical NaN).
+//! decimals with a negative scale; these are [`DataError::UnsupportedParquetType`]. Parquet to
+//! Parquet keeps every value bit for bit (a NaN's payload too); in CSV text every NaN is `NaN`.
 
 mod column_builder;
 mod column_text;
 mod read;
 mod record_splitter;
+mod typed_rows;
+mod typed_write;
 mod write;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests;
 
-pub use read::{parquet_to_csv, read_schema};
+pub use read::{ParquetRows, RowBatch, read_schema};
+pub use typed_write::TypedRowWriter;
 pub use write::ParquetWriter;
 
 use crate::error::DataError;

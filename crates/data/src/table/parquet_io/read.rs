@@ -1,18 +1,14 @@
-//! Parquet → intermediate CSV: opening and checking the file, the key checks, and the CSV
-//! text written in chunks.
+//! Reading a Parquet table: opening and checking the file, the key checks, and each record
+//! batch as canonical keys and typed rows.
 
 use super::column_text::ColumnText;
+use super::typed_rows::RowEncoder;
 use super::{BATCH_ROWS, check_types};
 use crate::error::DataError;
-use arrow_schema::{Schema, SchemaRef};
-use blindjoin_protocols::Progress;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use arrow_schema::{DataType, Schema, SchemaRef};
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use std::fs::File;
-use std::io::Write;
-use std::path::Path;
-
-/// Bytes of intermediate CSV gathered before each write to the caller's writer.
-const WRITE_CHUNK: usize = 1 << 20;
+use std::path::{Path, PathBuf};
 
 /// The Arrow schema of a Parquet file, from its footer.
 ///
@@ -21,27 +17,6 @@ const WRITE_CHUNK: usize = 1 << 20;
 /// ([`DataError::Parquet`]).
 pub fn read_schema(path: &Path) -> Result<SchemaRef, DataError> {
     guard_decoder(path, || Ok(open_reader(path)?.schema().clone()))
-}
-
-/// Converts the Parquet file at `path` into the intermediate CSV (see the [module docs](super)),
-/// writing a header and then one record per row to `out`. Streams record batches, so memory
-/// stays bounded whatever the file's size. Returns the number of rows.
-///
-/// Checks on the way that every column has a supported type, that every column in `keys`
-/// exists, and that no key cell is null or empty. Reports progress as the stage
-/// `reading Parquet`, in rows.
-///
-/// # Errors
-/// [`DataError::Io`] (opening `path` or writing `out`), [`DataError::Parquet`] (not Parquet,
-/// truncated, corrupt, duplicate column names), [`DataError::UnsupportedParquetType`],
-/// [`DataError::MissingKeyColumn`], [`DataError::NullKey`], [`DataError::EmptyParquetKey`].
-pub fn parquet_to_csv(
-    path: &Path,
-    keys: &[String],
-    out: &mut dyn Write,
-    progress: &dyn Progress,
-) -> Result<u64, DataError> {
-    guard_decoder(path, || convert_to_csv(path, keys, out, progress))
 }
 
 /// Runs `work`, which decodes the Parquet file at `path`, turning a panic inside the decoder
@@ -67,43 +42,213 @@ pub(super) fn guard_decoder<T>(
     })
 }
 
-fn convert_to_csv(
-    path: &Path,
-    keys: &[String],
-    out: &mut dyn Write,
-    progress: &dyn Progress,
-) -> Result<u64, DataError> {
-    let builder = open_reader(path)?;
-    let schema = builder.schema().clone();
-    check_columns(path, &schema)?;
-    let key_columns = key_columns(path, &schema, keys)?;
-    let total = u64::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
-    let reader = builder
-        .with_batch_size(BATCH_ROWS)
-        .build()
-        .map_err(|e| unreadable(path, &e))?;
-    progress.stage("reading Parquet", total);
+/// A Parquet table read record batch by record batch into the data path's keys and rows: each
+/// row's canonical key (from the text a CSV file would hold for its key cells, see the
+/// [module docs](super)) and its typed row bytes ([`super::typed_rows`]). Memory stays at one
+/// batch whatever the file's size.
+pub struct ParquetRows {
+    path: PathBuf,
+    schema: SchemaRef,
+    reader: ParquetRecordBatchReader,
+    key_columns: Vec<usize>,
+    encoder: RowEncoder,
+    total_rows: u64,
+    decoded_bytes: u64,
+    /// Rows read so far.
+    rows: u64,
+}
 
-    let mut text = CsvText::new(path, out);
-    text.header(&schema)?;
-    let mut rows = 0u64;
-    for batch in reader {
-        let batch = batch.map_err(|e| unreadable(path, &e))?;
-        let columns = batch
-            .columns()
-            .iter()
-            .zip(schema.fields())
-            .map(|(array, field)| ColumnText::new(path, field, array))
-            .collect::<Result<Vec<_>, _>>()?;
-        for index in 0..batch.num_rows() {
-            rows += 1;
-            check_keys(path, rows, index, &columns, &key_columns, &schema)?;
-            text.record(rows, index, &columns, &schema)?;
-        }
-        progress.advance(batch.num_rows() as u64);
+/// One record batch's keys and rows, each concatenated with where each one ends.
+#[derive(Default)]
+pub struct RowBatch {
+    /// Canonical keys.
+    pub keys: Vec<u8>,
+    /// End of each row's key in `keys`.
+    pub key_ends: Vec<usize>,
+    /// Typed row bytes.
+    pub rows: Vec<u8>,
+    /// End of each row in `rows`.
+    pub row_ends: Vec<usize>,
+}
+
+impl RowBatch {
+    /// Rows in the batch.
+    pub fn len(&self) -> usize {
+        self.row_ends.len()
     }
-    text.finish()?;
-    Ok(rows)
+
+    /// Whether the batch has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.row_ends.is_empty()
+    }
+
+    /// Row `i`'s canonical key.
+    pub fn key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.key_ends[i - 1] };
+        &self.keys[start..self.key_ends[i]]
+    }
+
+    /// Row `i`'s bytes.
+    pub fn row(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.row_ends[i - 1] };
+        &self.rows[start..self.row_ends[i]]
+    }
+
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.key_ends.clear();
+        self.rows.clear();
+        self.row_ends.clear();
+    }
+}
+
+impl ParquetRows {
+    /// Opens the Parquet file at `path` and checks that every column has a supported type and a
+    /// unique name, and that every column in `keys` exists.
+    ///
+    /// # Errors
+    /// [`DataError::Io`] (opening `path`), [`DataError::Parquet`] (not Parquet, truncated,
+    /// corrupt, duplicate column names), [`DataError::UnsupportedParquetType`],
+    /// [`DataError::MissingKeyColumn`].
+    pub fn open(path: &Path, keys: &[String]) -> Result<ParquetRows, DataError> {
+        guard_decoder(path, || {
+            let builder = open_reader(path)?;
+            let schema = builder.schema().clone();
+            check_columns(path, &schema)?;
+            let key_columns = key_columns(path, &schema, keys)?;
+            let encoder =
+                RowEncoder::new(&schema).map_err(|column| DataError::UnsupportedParquetType {
+                    path: path.to_path_buf(),
+                    data_type: schema
+                        .field_with_name(&column)
+                        .map(|f| f.data_type().to_string())
+                        .unwrap_or_default(),
+                    column,
+                })?;
+            let meta = builder.metadata();
+            let total_rows = u64::try_from(meta.file_metadata().num_rows()).unwrap_or(0);
+            let decoded_bytes = meta
+                .row_groups()
+                .iter()
+                .map(|g| u64::try_from(g.total_byte_size()).unwrap_or(0))
+                .sum();
+            let reader = builder
+                .with_batch_size(BATCH_ROWS)
+                .build()
+                .map_err(|e| unreadable(path, &e))?;
+            Ok(ParquetRows {
+                path: path.to_path_buf(),
+                schema,
+                reader,
+                key_columns,
+                encoder,
+                total_rows,
+                decoded_bytes,
+                rows: 0,
+            })
+        })
+    }
+
+    /// The file's Arrow schema.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Column names.
+    pub fn header(&self) -> Vec<String> {
+        self.schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect()
+    }
+
+    /// Rows the footer says the file holds.
+    pub fn total_rows(&self) -> u64 {
+        self.total_rows
+    }
+
+    /// The table's size decoded, as the footer states it: what sizes the spill.
+    pub fn decoded_bytes(&self) -> u64 {
+        self.decoded_bytes
+    }
+
+    /// Reads the next record batch into `out` (cleared first); `false` at the end of the file.
+    ///
+    /// # Errors
+    /// [`DataError::Parquet`] (a corrupt page, a cell that cannot be written as key text),
+    /// [`DataError::NullKey`], [`DataError::EmptyParquetKey`].
+    pub fn next_batch(&mut self, out: &mut RowBatch) -> Result<bool, DataError> {
+        out.clear();
+        let path = self.path.clone();
+        guard_decoder(&path, || {
+            let Some(batch) = self.reader.next() else {
+                return Ok(false);
+            };
+            let batch = batch.map_err(|e| unreadable(&self.path, &e))?;
+            // Dictionaries are carried as their values.
+            let columns = batch
+                .columns()
+                .iter()
+                .zip(self.schema.fields())
+                .map(|(array, field)| match array.data_type() {
+                    DataType::Dictionary(_, value) => arrow_cast::cast(array, value).map_err(|e| {
+                        unreadable(&self.path, &format!("column {:?}: {e}", field.name()))
+                    }),
+                    _ => Ok(array.clone()),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let keys = self
+                .key_columns
+                .iter()
+                .map(|&k| ColumnText::new(&self.path, &self.schema.fields()[k], &columns[k]))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut cell = Vec::new();
+            for index in 0..batch.num_rows() {
+                let row = self.rows + index as u64 + 1;
+                for (column, &k) in keys.iter().zip(&self.key_columns) {
+                    let field = self.schema.fields()[k].name();
+                    check_key(&self.path, row, index, column, field)?;
+                    cell.clear();
+                    (column.cells)(index, &mut cell).map_err(|why| {
+                        parquet_error(&self.path, format!("row {row}, column {field:?}: {why}"))
+                    })?;
+                    let text = unquoted(&cell);
+                    out.keys
+                        .extend_from_slice(&(text.len() as u32).to_be_bytes());
+                    out.keys.extend_from_slice(&text);
+                }
+                out.key_ends.push(out.keys.len());
+            }
+            self.encoder
+                .encode(&columns, batch.num_rows(), &mut out.rows, &mut out.row_ends)
+                .map_err(|e| unreadable(&self.path, &e))?;
+            self.rows += batch.num_rows() as u64;
+            Ok(true)
+        })
+    }
+}
+
+/// A key cell's value: the cell text, unquoted when it is quoted (strings and binaries), as a
+/// CSV reader would give it.
+fn unquoted(cell: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    match cell.strip_prefix(b"\"").and_then(|c| c.strip_suffix(b"\"")) {
+        Some(inner) if inner.contains(&b'"') => {
+            let mut v = Vec::with_capacity(inner.len());
+            let mut quote = false;
+            for &b in inner {
+                if b == b'"' && quote {
+                    quote = false;
+                    continue;
+                }
+                quote = b == b'"';
+                v.push(b);
+            }
+            std::borrow::Cow::Owned(v)
+        }
+        Some(inner) => std::borrow::Cow::Borrowed(inner),
+        None => std::borrow::Cow::Borrowed(cell),
+    }
 }
 
 fn open_reader(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>, DataError> {
@@ -174,118 +319,28 @@ fn key_columns(path: &Path, schema: &Schema, keys: &[String]) -> Result<Vec<usiz
         .collect()
 }
 
-/// Row `index` of the batch (row `row` of the file, 1-based) has a non-null, non-empty value
-/// in every key column.
-fn check_keys(
+/// Row `index` of the batch (row `row` of the file, 1-based) has a non-null, non-empty value in
+/// the key column `field`.
+fn check_key(
     path: &Path,
     row: u64,
     index: usize,
-    columns: &[ColumnText],
-    key_columns: &[usize],
-    schema: &Schema,
+    column: &ColumnText,
+    field: &str,
 ) -> Result<(), DataError> {
-    for &k in key_columns {
-        let (Some(column), Some(field)) = (columns.get(k), schema.fields().get(k)) else {
-            continue;
-        };
-        let field = field.name().clone();
-        if column.is_null(index) {
-            return Err(DataError::NullKey {
-                path: path.to_path_buf(),
-                row,
-                field,
-            });
-        }
-        if column.is_empty_value(index) {
-            return Err(DataError::EmptyParquetKey {
-                path: path.to_path_buf(),
-                row,
-                field,
-            });
-        }
+    if column.is_null(index) {
+        return Err(DataError::NullKey {
+            path: path.to_path_buf(),
+            row,
+            field: field.to_owned(),
+        });
+    }
+    if column.is_empty_value(index) {
+        return Err(DataError::EmptyParquetKey {
+            path: path.to_path_buf(),
+            row,
+            field: field.to_owned(),
+        });
     }
     Ok(())
-}
-
-/// The intermediate CSV being written: lines gathered into chunks for the caller's writer.
-struct CsvText<'a> {
-    path: &'a Path,
-    out: &'a mut dyn Write,
-    buffer: Vec<u8>,
-}
-
-impl<'a> CsvText<'a> {
-    fn new(path: &'a Path, out: &'a mut dyn Write) -> Self {
-        CsvText {
-            path,
-            out,
-            buffer: Vec::with_capacity(WRITE_CHUNK + WRITE_CHUNK / 4),
-        }
-    }
-
-    fn header(&mut self, schema: &Schema) -> Result<(), DataError> {
-        crate::table::csv::write_record(&mut self.buffer, schema.fields().iter().map(|f| f.name()));
-        Ok(())
-    }
-
-    /// Appends row `index` of the batch (row `row` of the file).
-    fn record(
-        &mut self,
-        row: u64,
-        index: usize,
-        columns: &[ColumnText],
-        schema: &Schema,
-    ) -> Result<(), DataError> {
-        let start = self.buffer.len();
-        for (c, (column, field)) in columns.iter().zip(schema.fields()).enumerate() {
-            if c > 0 {
-                self.buffer.push(b',');
-            }
-            if column.is_null(index) {
-                continue;
-            }
-            (column.cells)(index, &mut self.buffer).map_err(|why| {
-                parquet_error(
-                    self.path,
-                    format!("row {row}, column {:?}: {why}", field.name()),
-                )
-            })?;
-        }
-        if self.buffer.len() == start {
-            // A lone null cell would be a blank line, which CSV readers skip.
-            return Err(parquet_error(
-                self.path,
-                format!(
-                    "row {row} is a single null cell, which the CSV-based data path cannot carry; \
-                     a one-column table's column must be its key"
-                ),
-            ));
-        }
-        self.buffer.push(b'\n');
-        if self.buffer.len() >= WRITE_CHUNK {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) -> Result<(), DataError> {
-        self.out
-            .write_all(&self.buffer)
-            .map_err(|source| DataError::Io {
-                path: self.path.to_path_buf(),
-                action: "writing its intermediate CSV copy",
-                source,
-            })?;
-        self.buffer.clear();
-        Ok(())
-    }
-
-    fn finish(mut self) -> Result<(), DataError> {
-        self.flush()?;
-        self.out.flush().map_err(|source| DataError::Io {
-            path: self.path.to_path_buf(),
-            action: "writing its intermediate CSV copy",
-            source,
-        })
-    }
 }

@@ -1,5 +1,6 @@
-//! Round trips Parquet → intermediate CSV → Parquet for every supported type, and the errors
-//! on the way.
+//! Round trips of every supported type: Parquet → typed rows → Parquet (the data path's own
+//! way), and Parquet → CSV text → Parquet (a Parquet input written as CSV, read back with its
+//! schema), and the errors on the way.
 
 mod every_type;
 
@@ -7,7 +8,7 @@ use super::column_builder::{from_hex, parse_date64, parse_time, parse_timestamp}
 use super::column_text::{write_time, write_timestamp};
 use super::read::guard_decoder;
 use super::write::ROW_GROUP_ROWS;
-use super::{BATCH_ROWS, ParquetWriter, parquet_to_csv, read_schema};
+use super::{BATCH_ROWS, ParquetRows, ParquetWriter, RowBatch, TypedRowWriter, read_schema};
 use crate::error::DataError;
 use arrow_array::builder::{Int32Builder, ListBuilder};
 use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
@@ -47,6 +48,48 @@ fn read_parquet(path: &Path) -> Vec<RecordBatch> {
         .unwrap()
         .collect::<Result<Vec<_>, _>>()
         .unwrap()
+}
+
+/// Reads the Parquet file at `path` as the data path does and writes every row to `output` as
+/// Parquet (`parquet`) or CSV; returns the rows, and every row's canonical key.
+fn through_typed_rows(
+    path: &Path,
+    keys: &[String],
+    output: &Path,
+    parquet: bool,
+    progress: &dyn Progress,
+) -> Result<(u64, Vec<Vec<u8>>), DataError> {
+    let mut table = ParquetRows::open(path, keys)?;
+    progress.stage("reading Parquet", table.total_rows());
+    let mut w = TypedRowWriter::create(output, table.schema(), parquet, "NULL")?;
+    let mut batch = RowBatch::default();
+    let mut all_keys = Vec::new();
+    while table.next_batch(&mut batch)? {
+        for i in 0..batch.len() {
+            w.row(batch.row(i))?;
+            all_keys.push(batch.key(i).to_vec());
+        }
+        progress.advance(batch.len() as u64);
+    }
+    Ok((w.commit()?, all_keys))
+}
+
+/// A Parquet input's rows as the CSV output the data path writes for them.
+fn parquet_to_csv(
+    path: &Path,
+    keys: &[String],
+    out: &mut Vec<u8>,
+    progress: &dyn Progress,
+) -> Result<u64, DataError> {
+    let dir = temp_dir(&format!(
+        "to-csv-{}",
+        path.file_name().unwrap().to_string_lossy()
+    ));
+    let csv = dir.join("out.csv");
+    let (rows, _) = through_typed_rows(path, keys, &csv, false, progress)?;
+    out.extend_from_slice(&std::fs::read(&csv).unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+    Ok(rows)
 }
 
 fn to_csv(path: &Path, keys: &[&str]) -> Result<Vec<u8>, DataError> {
@@ -170,6 +213,85 @@ fn every_type_round_trips_through_csv_in_small_pieces() {
     let back = read_parquet(&output);
     assert_same_rows(&back, &batch);
     assert!(back[0].schema().fields().iter().all(|f| f.is_nullable()));
+
+    // The data path's own way: typed rows, no text; the same values and types come back.
+    let typed = dir.join("typed.parquet");
+    let keys = vec!["id".to_owned()];
+    let (rows, _) = through_typed_rows(&input, &keys, &typed, true, &NoProgress).unwrap();
+    assert_eq!(rows, 8);
+    let back = read_parquet(&typed);
+    assert_same_rows(&back, &batch);
+    assert!(back[0].schema().fields().iter().all(|f| f.is_nullable()));
+}
+
+#[test]
+fn typed_rows_keep_nan_payloads_and_pad_with_nulls() {
+    let dir = temp_dir("typed-nan");
+    let input = dir.join("in.parquet");
+    let odd_nan = f64::from_bits(0x7ff8_0000_0000_beef);
+    let batch = RecordBatch::try_from_iter([
+        ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+        ("x", Arc::new(Float64Array::from(vec![odd_nan, -0.0]))),
+    ])
+    .unwrap();
+    write_parquet(&input, &batch, 1 << 20);
+    let table = ParquetRows::open(&input, &["id".to_owned()]).unwrap();
+    let out = dir.join("out.parquet");
+    let mut w = TypedRowWriter::create(&out, table.schema(), true, "NULL").unwrap();
+    let mut rows = table;
+    let mut b = RowBatch::default();
+    assert!(rows.next_batch(&mut b).unwrap());
+    assert_eq!(b.key(0), b"\0\0\0\x011");
+    w.row(b.row(0)).unwrap();
+    w.nulls(2).unwrap();
+    w.row(b.row(1)).unwrap();
+    assert!(!rows.next_batch(&mut b).unwrap());
+    assert_eq!(w.commit().unwrap(), 4);
+    let back = read_parquet(&out);
+    let x = back[0]
+        .column(1)
+        .as_any()
+        .downcast_ref::<Float64Array>()
+        .unwrap();
+    assert_eq!(x.value(0).to_bits(), odd_nan.to_bits());
+    assert!(x.is_null(1) && x.is_null(2) && back[0].column(0).is_null(2));
+    assert_eq!(x.value(3).to_bits(), (-0.0f64).to_bits());
+}
+
+#[test]
+fn damaged_typed_rows_are_errors() {
+    let dir = temp_dir("typed-damaged");
+    let input = dir.join("in.parquet");
+    let batch = RecordBatch::try_from_iter([
+        ("id", Arc::new(Int64Array::from(vec![7])) as ArrayRef),
+        ("s", Arc::new(StringArray::from(vec!["héllo"]))),
+    ])
+    .unwrap();
+    write_parquet(&input, &batch, 1 << 20);
+    let mut table = ParquetRows::open(&input, &["id".to_owned()]).unwrap();
+    let mut b = RowBatch::default();
+    assert!(table.next_batch(&mut b).unwrap());
+    let row = b.row(0).to_vec();
+    let schema = table.schema().clone();
+    let mut cases: Vec<Vec<u8>> = (0..row.len()).map(|n| row[..n].to_vec()).collect();
+    cases.push([row.as_slice(), b"x"].concat());
+    let mut bad_utf8 = row.clone();
+    let last = bad_utf8.len() - 1;
+    bad_utf8[last] = 0xff;
+    cases.push(bad_utf8);
+    let mut long = row.clone();
+    long[9] = 0x7f; // the string's length byte, after the map and the i64
+    cases.push(long);
+    for (i, case) in cases.iter().enumerate() {
+        let out = dir.join(format!("out{i}.parquet"));
+        let mut w = TypedRowWriter::create(&out, &schema, true, "NULL").unwrap();
+        let result = w.row(case).and_then(|()| w.commit().map(|_| ()));
+        assert!(
+            matches!(result, Err(DataError::ParquetOutput { .. })),
+            "case {i}: {result:?}"
+        );
+        assert!(!out.exists());
+    }
 }
 
 #[test]

@@ -5,7 +5,7 @@ use super::record_splitter::{Record, RecordSplitter};
 use super::{BATCH_ROWS, check_types};
 use crate::error::DataError;
 use crate::table::output::AtomicFile;
-use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
@@ -192,7 +192,7 @@ impl RowSink {
 /// The input schema with every field nullable (padding rows are all null), after checking
 /// that the output header names its columns in order. Drops the `pandas` metadata, whose
 /// index description (a range of row numbers) no longer fits the rows.
-fn output_schema(input: &Schema, header: &[String]) -> Result<SchemaRef, String> {
+pub(super) fn output_schema(input: &Schema, header: &[String]) -> Result<SchemaRef, String> {
     let names: Vec<&String> = input.fields().iter().map(|f| f.name()).collect();
     if names.len() != header.len() || names.iter().zip(header).any(|(a, b)| *a != b) {
         return Err(format!(
@@ -241,7 +241,7 @@ struct TableWriter {
     columns: Vec<Box<dyn ColumnBuilder>>,
     null: NullRule,
     buffered: usize,
-    writer: ArrowWriter<AtomicSink>,
+    file: ParquetFile,
 }
 
 impl TableWriter {
@@ -259,19 +259,12 @@ impl TableWriter {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let properties = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .set_max_row_group_size(ROW_GROUP_ROWS)
-            .build();
-        let sink = AtomicSink { file, failed: None };
-        let writer = ArrowWriter::try_new(sink, schema.clone(), Some(properties))
-            .map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
         Ok(TableWriter {
+            file: ParquetFile::new(schema.clone(), file)?,
             schema,
             columns,
             null,
             buffered: 0,
-            writer,
         })
     }
 
@@ -323,18 +316,48 @@ impl TableWriter {
             .map(|c| c.finish())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| encoder_error(path, &e))?;
-        let batch = RecordBatch::try_new(self.schema.clone(), arrays)
-            .map_err(|e| encoder_error(path, &e))?;
         self.buffered = 0;
-        self.writer
-            .write(&batch)
-            .map_err(|e| self.write_error(path, &e))
+        self.file.write(arrays, path)
     }
 
     fn finish(mut self: Box<Self>, path: &Path) -> Result<(), DataError> {
         if self.buffered > 0 {
             self.write_batch(path)?;
         }
+        self.file.finish(path)
+    }
+}
+
+/// A Parquet file being written from record batches (snappy, row groups of
+/// [`ROW_GROUP_ROWS`]), which appears at its path only when finished.
+pub(super) struct ParquetFile {
+    schema: SchemaRef,
+    writer: ArrowWriter<AtomicSink>,
+}
+
+impl ParquetFile {
+    pub(super) fn new(schema: SchemaRef, file: AtomicFile) -> Result<ParquetFile, ArrowError> {
+        let properties = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_size(ROW_GROUP_ROWS)
+            .build();
+        let sink = AtomicSink { file, failed: None };
+        let writer = ArrowWriter::try_new(sink, schema.clone(), Some(properties))
+            .map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
+        Ok(ParquetFile { schema, writer })
+    }
+
+    /// Writes one batch of the file's schema.
+    pub(super) fn write(&mut self, arrays: Vec<ArrayRef>, path: &Path) -> Result<(), DataError> {
+        let batch = RecordBatch::try_new(self.schema.clone(), arrays)
+            .map_err(|e| encoder_error(path, &e))?;
+        self.writer
+            .write(&batch)
+            .map_err(|e| self.write_error(path, &e))
+    }
+
+    /// Writes the footer and moves the file into place.
+    pub(super) fn finish(mut self, path: &Path) -> Result<(), DataError> {
         self.writer
             .flush()
             .map_err(|e| self.write_error(path, &e))?;
@@ -356,7 +379,7 @@ impl TableWriter {
     }
 }
 
-fn encoder_error(path: &Path, error: &dyn std::fmt::Display) -> DataError {
+pub(super) fn encoder_error(path: &Path, error: &dyn std::fmt::Display) -> DataError {
     DataError::ParquetOutput {
         path: path.to_path_buf(),
         message: error.to_string(),
