@@ -69,7 +69,7 @@ pub(crate) fn run(a: GenArgs) -> Result<()> {
     for (text, name) in generate(&spec).iter().zip(PARTY_NAMES) {
         let path = a.out_dir.join(format!("{name}.{}", a.format));
         if a.format == "parquet" {
-            let mut w = ParquetWriter::create(&path, None, "NULL")?;
+            let mut w = ParquetWriter::create(&path, "NULL")?;
             w.write_all(text)
                 .with_context(|| format!("writing {}", path.display()))?;
             w.commit()?;

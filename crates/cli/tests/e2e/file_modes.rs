@@ -1,6 +1,6 @@
 //! The files a run makes hold the user's rows: two real `blindjoin run` processes on 127.0.0.1,
 //! watched while they run, must make every folder 0700 and every file 0600 (spill shards,
-//! sorted runs, the CSV copy of a Parquet input, the recovery folder, the outputs), and refuse
+//! sorted runs, the recovery folder, the outputs), and refuse
 //! an ECDH key file that others can read.
 
 use crate::support::{BIN, free_port, tmp, write_scores};
@@ -106,7 +106,8 @@ fn named<'a>(seen: &'a Seen, f: impl Fn(&str) -> bool + 'a) -> impl Iterator<Ite
 }
 
 /// The required end-to-end check: `--spill always` into a `--spill-dir` the user left open to
-/// others (0755, warned about), on Parquet inputs (so the CSV copy is made too).
+/// others (0755, warned about), on Parquet inputs (whose rows are spilled as typed values; no
+/// CSV copy of them is made).
 #[test]
 fn spill_files_are_private_while_the_run_lasts() {
     let dir = tmp("modes", "spill");
@@ -137,11 +138,11 @@ fn spill_files_are_private_while_the_run_lasts() {
             "the open spill_dir is warned about: {err}"
         );
     }
-    // What there was to see: each party's run folder, its shards, its sorted runs, and the
-    // Parquet input's CSV copy in a folder of its own.
+    // What there was to see: each party's run folder, its shards and its sorted runs, and no
+    // CSV copy of the Parquet input.
     let spill_dirs = named(&seen, |n| n.starts_with(".blindjoin-spill-")).count();
     let parquet_dirs = named(&seen, |n| n.starts_with(".blindjoin-parquet-")).count();
-    assert_eq!((spill_dirs, parquet_dirs), (2, 2), "{seen:#?}");
+    assert_eq!((spill_dirs, parquet_dirs), (2, 0), "{seen:#?}");
     assert!(
         named(&seen, |n| n.starts_with("shard-")).count() >= 2,
         "{seen:#?}"
@@ -150,7 +151,11 @@ fn spill_files_are_private_while_the_run_lasts() {
         named(&seen, |n| n.ends_with("-runs")).count() >= 2,
         "{seen:#?}"
     );
-    assert!(named(&seen, |n| n == "input.csv").count() >= 1, "{seen:#?}");
+    assert_eq!(
+        named(&seen, |n| n.ends_with(".csv")).count(),
+        0,
+        "{seen:#?}"
+    );
     assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 0, "all removed");
     // The outputs and reports hold the user's rows too.
     for role in ["receiver", "sender"] {

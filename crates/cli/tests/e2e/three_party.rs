@@ -14,6 +14,23 @@ use std::time::Duration;
 const IDS: [&str; 3] = ["alice", "bob", "carol"];
 
 fn config(dir: &Path, me: &str, receiver: &str, ports: &[u16; 3], curve: &str) -> String {
+    config_as(dir, me, receiver, ports, curve, "csv")
+}
+
+/// [`config`] with tables of the given extension (`csv` or `parquet`), in and out.
+fn config_as(
+    dir: &Path,
+    me: &str,
+    receiver: &str,
+    ports: &[u16; 3],
+    curve: &str,
+    ext: &str,
+) -> String {
+    let kind = if ext == "parquet" {
+        "IO_TYPE_FILE_PARQUET"
+    } else {
+        "IO_TYPE_FILE_CSV"
+    };
     let parties: Vec<String> = IDS
         .iter()
         .zip(ports)
@@ -28,8 +45,8 @@ fn config(dir: &Path, me: &str, receiver: &str, ports: &[u16; 3], curve: &str) -
       "ecdh_config": {{ "curve": "{curve}" }},
       "broadcast_result": false
     }},
-    "input_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "{me}.csv" }},
-    "output_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "{me}_out.csv" }},
+    "input_config": {{ "type": "{kind}", "path": "{me}.{ext}" }},
+    "output_config": {{ "type": "{kind}", "path": "{me}_out.{ext}" }},
     "keys": ["id"],
     "disable_alignment": true
   }},
@@ -128,6 +145,43 @@ fn three_processes_give_the_exact_three_way_intersection() {
         }
         let _ = std::fs::remove_file(dir.join(format!("{receiver}_out.csv")));
     }
+}
+
+/// Parquet in and out: the receiver's output keeps its input's column types, with exactly its
+/// rows whose key all three tables hold.
+#[test]
+fn three_parties_with_parquet_tables() {
+    let dir = tmp("3pc", "parquet");
+    for (who, ids) in [
+        ("alice", 0..3000),
+        ("bob", 1000..4000),
+        ("carol", 2500..6000),
+    ] {
+        crate::support::write_scores(&dir.join(format!("{who}.parquet")), ids);
+    }
+    let ports = [free_port(), free_port(), free_port()];
+    let children: Vec<Child> = IDS
+        .iter()
+        .map(|me| {
+            start(&config_as(
+                &dir,
+                me,
+                "bob",
+                &ports,
+                "CURVE_25519",
+                "parquet",
+            ))
+        })
+        .collect();
+    for (me, c) in IDS.iter().zip(children) {
+        let (ok, err) = wait(c, Duration::from_secs(120));
+        assert!(ok, "{me}: {err}");
+    }
+    let got = crate::support::read_scores(&dir.join("bob_out.parquet"));
+    let want: Vec<(i64, f64)> = (2500..3000).map(|i| (i, i as f64 * 1.5)).collect();
+    assert_eq!(got, want, "input order, types kept");
+    assert!(!dir.join("alice_out.parquet").exists() && !dir.join("carol_out.parquet").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -455,7 +455,7 @@ fn full_mode_reads_and_writes_parquet() {
         let got = crate::support::read_scores(&dir.join(format!("{me}_out.parquet")));
         assert_eq!(got, want, "{me}: the matching rows, by key, types kept");
     }
-    // No CSV copy of a Parquet input is left beside the cache.
+    // Nothing but the cache is made beside it (no CSV copy of a Parquet input).
     let left: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

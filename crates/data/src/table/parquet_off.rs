@@ -158,11 +158,7 @@ impl ParquetWriter {
     ///
     /// # Errors
     /// Always [`DataError::ParquetOutput`].
-    pub fn create(
-        path: &Path,
-        _schema: Option<SchemaRef>,
-        _null_rep: &str,
-    ) -> Result<ParquetWriter, DataError> {
+    pub fn create(path: &Path, _null_rep: &str) -> Result<ParquetWriter, DataError> {
         Err(DataError::ParquetOutput {
             path: path.to_path_buf(),
             message: NOT_BUILT.into(),
@@ -212,11 +208,7 @@ mod tests {
         );
         let e = message(ParquetRows::open(p, &[]));
         assert!(e.contains("`parquet` feature"), "{e}");
-        let e = message(ParquetWriter::create(
-            Path::new("out.parquet"),
-            None,
-            "NULL",
-        ));
+        let e = message(ParquetWriter::create(Path::new("out.parquet"), "NULL"));
         assert!(
             e.starts_with("out.parquet: ") && e.contains("IO_TYPE_FILE_CSV"),
             "{e}"

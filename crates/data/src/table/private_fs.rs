@@ -1,8 +1,7 @@
 //! Files and folders that hold the user's rows or keys, private from the moment they exist.
 //!
-//! Spill shards, sorted runs, the CSV copy of a Parquet input, the recovery folder's files, the
-//! unbalanced-PSI caches and every output are copies of, or functions of, the user's table; key
-//! files are secrets. So (see `docs/protocols.md`, *Files blindjoin creates*):
+//! Spill shards, sorted runs, the recovery folder's files, the unbalanced-PSI caches and every
+//! output are copies of, or functions of, the user's table; key files are secrets. So (see `docs/protocols.md`, *Files blindjoin creates*):
 //!
 //! - a folder made for one run ([`create_private_dir_in`]) has 128 random bits from the OS in
 //!   its name and mode 0700, and making it fails if anything is already at that name: nobody

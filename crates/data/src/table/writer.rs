@@ -149,7 +149,7 @@ impl RowWriter {
                 null_rep,
             )),
             (None, true) => Out::CsvAsParquet(Box::new(CsvText::new(
-                ParquetWriter::create(path, None, PARQUET_PADDING)?,
+                ParquetWriter::create(path, PARQUET_PADDING)?,
                 &columns.header,
                 PARQUET_PADDING,
             ))),

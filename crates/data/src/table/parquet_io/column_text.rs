@@ -1,5 +1,6 @@
-//! The intermediate CSV text of each cell of a record batch, per Arrow type (see the table in
-//! the [module docs](super)).
+//! The CSV text of each cell of a record batch, per Arrow type (see the table in the
+//! [module docs](super)): what a Parquet input's keys are hashed as, and what a CSV output of it
+//! holds.
 
 use super::UNIX_EPOCH_DAYS_FROM_CE;
 use super::read::unreadable;
@@ -216,9 +217,8 @@ fn write_display(value: impl std::fmt::Display, out: &mut Vec<u8>) -> Result<(),
 }
 
 /// `Debug` is the shortest round-trip text for floats (with an exponent when long), and
-/// `YYYY-MM-DD` / `YYYY-MM-DDTHH:MM:SS.f` / `HH:MM:SS.f` for chrono's naive types (chrono
-/// documents these as equal to [`DATE_FORMAT`](super::DATE_FORMAT),
-/// [`DATETIME_FORMAT`](super::DATETIME_FORMAT), [`TIME_FORMAT`](super::TIME_FORMAT)).
+/// `YYYY-MM-DD` / `YYYY-MM-DDTHH:MM:SS.f` / `HH:MM:SS.f` for chrono's naive types (as chrono
+/// documents their `Debug`).
 fn write_debug(value: impl Debug, out: &mut Vec<u8>) -> Result<(), String> {
     write!(out, "{value:?}").map_err(|e| e.to_string())
 }

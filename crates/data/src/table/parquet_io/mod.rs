@@ -27,15 +27,14 @@
 //! Years outside 0000–9999 carry a sign (`+10000-01-01`). Padding rows of outer joins are null
 //! in every column as Parquet, and `csv_null_rep` in every cell as CSV.
 //!
-//! Timestamps with a time zone are written in UTC rather than in their zone so that no time
-//! zone database is needed (only fixed offsets parse without one) and the same instant always
-//! has the same key text; the zone name is kept in the output schema.
+//! Timestamps with a time zone are written in UTC rather than in their zone so that the same
+//! instant always has the same key text and no time zone database is needed; a Parquet output
+//! keeps the zone in its schema.
 //!
 //! What cannot be carried: nested types (List, Struct, Map, Union), Interval, Duration, and
 //! decimals with a negative scale; these are [`DataError::UnsupportedParquetType`]. Parquet to
 //! Parquet keeps every value bit for bit (a NaN's payload too); in CSV text every NaN is `NaN`.
 
-mod column_builder;
 mod column_text;
 mod read;
 mod record_splitter;
@@ -61,13 +60,6 @@ const BATCH_ROWS: usize = 64 * 1024;
 
 /// Days from 0001-01-01 (day 1 of the common era) to 1970-01-01.
 const UNIX_EPOCH_DAYS_FROM_CE: i32 = 719_163;
-
-/// Text of a date and time, as chrono's `Debug` writes it (which is what arrow displays).
-const DATETIME_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.f";
-/// Text of a date.
-const DATE_FORMAT: &str = "%Y-%m-%d";
-/// Text of a time of day.
-const TIME_FORMAT: &str = "%H:%M:%S%.f";
 
 /// Fails with [`DataError::UnsupportedParquetType`], naming the first column whose type cannot
 /// go through the intermediate CSV and back.

@@ -344,3 +344,17 @@ fn check_key(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::unquoted;
+
+    #[test]
+    fn key_cells_are_unquoted_as_a_csv_reader_would() {
+        assert_eq!(&*unquoted(b"42"), b"42");
+        assert_eq!(&*unquoted(b"\"a,b\""), b"a,b");
+        assert_eq!(&*unquoted(b"\"say \"\"hi\"\"\""), b"say \"hi\"");
+        assert_eq!(&*unquoted(b"\"\"\"\"\"\""), b"\"\"");
+        assert_eq!(&*unquoted(b"\"0a0b\""), b"0a0b");
+    }
+}

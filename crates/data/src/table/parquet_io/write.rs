@@ -1,10 +1,11 @@
-//! Output CSV → Parquet: [`ParquetWriter`], the rows it receives, and the file it writes.
+//! A CSV input's output rows as Parquet ([`ParquetWriter`]), and the Parquet file every output
+//! is written through ([`ParquetFile`]).
 
-use super::column_builder::{ColumnBuilder, column_builder};
+use super::BATCH_ROWS;
 use super::record_splitter::{Record, RecordSplitter};
-use super::{BATCH_ROWS, check_types};
 use crate::error::DataError;
 use crate::table::output::AtomicFile;
+use arrow_array::builder::StringBuilder;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
@@ -21,19 +22,16 @@ pub(super) const ROW_GROUP_ROWS: usize = 256 * 1024;
 /// The longest cell text quoted in an error message, in characters.
 const MAX_QUOTED_VALUE: usize = 100;
 
-/// Converts the pipeline's output CSV back to Parquet.
+/// Writes a CSV input's output rows as Parquet: one nullable Utf8 column per CSV column, named
+/// from the header.
 ///
 /// Receives, through [`Write`], a header record and then data records, split across `write`
-/// calls in any way (a quoted field may be cut anywhere). Parses them incrementally, converts
-/// each cell to its column's type, and writes row groups through [`ArrowWriter`] (snappy) into
-/// an [`AtomicFile`]: the file appears only on [`commit`](Self::commit), and a writer dropped
-/// or failed before that leaves nothing behind.
+/// calls in any way (a quoted field may be cut anywhere). Parses them incrementally and writes
+/// row groups through [`ArrowWriter`] (snappy) into an [`AtomicFile`]: the file appears only on
+/// [`commit`](Self::commit), and a writer dropped or failed before that leaves nothing behind.
 ///
 /// A cell is null when it is unquoted and empty, or when it is exactly what the pipeline writes
-/// for a padding cell (`null_rep`, quoted only if it needs quotes); any other quoted cell is a
-/// value. With the default `NULL` no value of the intermediate CSV can be mistaken for padding;
-/// a `null_rep` that is a valid value of a typed column (`0`, `true`, `NaN`) would turn those
-/// values into nulls.
+/// for a padding cell (`null_rep`, quoted only if it needs quotes); any other cell is a value.
 ///
 /// A `write` that fails returns an [`std::io::Error`] carrying the message; the typed
 /// [`DataError`] comes from [`commit`](Self::commit).
@@ -44,28 +42,16 @@ pub struct ParquetWriter {
 }
 
 impl ParquetWriter {
-    /// Starts writing what will become `path`. `schema` is the input's Arrow schema (the output
-    /// keeps its column types, made nullable), or `None` when the input was CSV: then every
-    /// column is nullable Utf8, named from the header. `null_rep` is the text of padding cells
-    /// (`csv_null_rep`, default `NULL`).
+    /// Starts writing what will become `path`. `null_rep` is the text of padding cells.
     ///
     /// # Errors
-    /// [`DataError::Io`] if the output cannot be created, [`DataError::UnsupportedParquetType`]
-    /// if `schema` has a column that cannot be written from text.
-    pub fn create(
-        path: &Path,
-        schema: Option<SchemaRef>,
-        null_rep: &str,
-    ) -> Result<ParquetWriter, DataError> {
-        if let Some(schema) = &schema {
-            check_types(path, schema)?;
-        }
+    /// [`DataError::Io`] if the output cannot be created.
+    pub fn create(path: &Path, null_rep: &str) -> Result<ParquetWriter, DataError> {
         let file = AtomicFile::create(path)?;
         Ok(ParquetWriter {
             splitter: RecordSplitter::default(),
             rows: RowSink {
                 path: path.to_path_buf(),
-                input_schema: schema,
                 null_rep: null_rep.to_owned(),
                 state: SinkState::AwaitingHeader(file),
                 rows: 0,
@@ -117,7 +103,6 @@ impl Write for ParquetWriter {
 /// Receives records: the header first, which fixes the columns, then rows.
 pub(super) struct RowSink {
     path: PathBuf,
-    input_schema: Option<SchemaRef>,
     null_rep: String,
     state: SinkState,
     /// Data rows received.
@@ -149,21 +134,18 @@ impl RowSink {
         }
     }
 
-    /// Checks the header against the schema and opens the Parquet writer.
+    /// Opens the Parquet writer with a text column for each header field.
     fn start(&self, header: &Record<'_>, file: AtomicFile) -> Result<TableWriter, DataError> {
         let names: Vec<String> = header
             .iter()
             .map(|(name, _)| String::from_utf8_lossy(name).into_owned())
             .collect();
-        let schema = match &self.input_schema {
-            Some(input) => output_schema(input, &names).map_err(|m| self.output_error(m))?,
-            None => Arc::new(Schema::new(
-                names
-                    .iter()
-                    .map(|n| Field::new(n, DataType::Utf8, true))
-                    .collect::<Vec<_>>(),
-            )),
-        };
+        let schema = Arc::new(Schema::new(
+            names
+                .iter()
+                .map(|n| Field::new(n, DataType::Utf8, true))
+                .collect::<Vec<_>>(),
+        ));
         TableWriter::new(schema, NullRule::new(&self.null_rep, names.len()), file)
             .map_err(|e| self.output_error(e.to_string()))
     }
@@ -189,8 +171,8 @@ impl RowSink {
     }
 }
 
-/// The input schema with every field nullable (padding rows are all null), after checking
-/// that the output header names its columns in order. Drops the `pandas` metadata, whose
+/// A Parquet input's schema for its output: every field nullable (padding rows are all null),
+/// after checking that `header` names its columns in order. Drops the `pandas` metadata, whose
 /// index description (a range of row numbers) no longer fits the rows.
 pub(super) fn output_schema(input: &Schema, header: &[String]) -> Result<SchemaRef, String> {
     let names: Vec<&String> = input.fields().iter().map(|f| f.name()).collect();
@@ -238,7 +220,7 @@ impl NullRule {
 /// Buffers rows as Arrow columns and writes them as record batches.
 struct TableWriter {
     schema: SchemaRef,
-    columns: Vec<Box<dyn ColumnBuilder>>,
+    columns: Vec<StringBuilder>,
     null: NullRule,
     buffered: usize,
     file: ParquetFile,
@@ -249,16 +231,8 @@ impl TableWriter {
         let columns = schema
             .fields()
             .iter()
-            .map(|f| {
-                column_builder(f.data_type()).ok_or_else(|| {
-                    ArrowError::NotYetImplemented(format!(
-                        "column {:?} has type {}",
-                        f.name(),
-                        f.data_type()
-                    ))
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|_| StringBuilder::new())
+            .collect();
         Ok(TableWriter {
             file: ParquetFile::new(schema.clone(), file)?,
             schema,
@@ -289,18 +263,17 @@ impl TableWriter {
                 column.append_null();
                 continue;
             }
-            column
-                .append_text(value)
-                .map_err(|()| DataError::ParquetValue {
-                    path: path.to_path_buf(),
-                    row,
-                    column: field.name().clone(),
-                    value: String::from_utf8_lossy(value)
-                        .chars()
-                        .take(MAX_QUOTED_VALUE)
-                        .collect(),
-                    expected: field.data_type().to_string(),
-                })?;
+            let text = std::str::from_utf8(value).map_err(|_| DataError::ParquetValue {
+                path: path.to_path_buf(),
+                row,
+                column: field.name().clone(),
+                value: String::from_utf8_lossy(value)
+                    .chars()
+                    .take(MAX_QUOTED_VALUE)
+                    .collect(),
+                expected: field.data_type().to_string(),
+            })?;
+            column.append_value(text);
         }
         self.buffered += 1;
         if self.buffered == BATCH_ROWS {
@@ -313,9 +286,8 @@ impl TableWriter {
         let arrays = self
             .columns
             .iter_mut()
-            .map(|c| c.finish())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| encoder_error(path, &e))?;
+            .map(|c| Arc::new(c.finish()) as ArrayRef)
+            .collect();
         self.buffered = 0;
         self.file.write(arrays, path)
     }
