@@ -7,9 +7,10 @@ two builds (before and after a refactor) can be compared byte for byte.
     python3 scripts/same_outputs.py diff /tmp/before /tmp/after
 
 The matrix: two-party ECDH (Curve25519, FourQ, P-256), RR22 (fast, low-comm, malicious) and KKRT,
-one bucket and many, in memory and spilled, aligned and in input order, every join type, Parquet
-in and out, the cardinality-only count file; three-party ECDH; unbalanced PSI (gen cache,
-transfer, online). Inputs are made by the binary's own seeded `gen`, so they are the same for
+one bucket and many, in memory and spilled, aligned and in input order, every join type, the
+cardinality-only count file; Parquet in and out (also spilled, in input order, a full join, and
+Parquet in with CSV out, CSV in with Parquet out); three-party ECDH (CSV, and Parquet in); unbalanced PSI (gen cache,
+transfer, online; and a full run with Parquet in and out). Inputs are made by the binary's own seeded `gen`, so they are the same for
 both builds. Reports are not compared (they hold times).
 """
 
@@ -131,6 +132,8 @@ def matrix(binary, out):
     two_party_flags(binary, work, "ecdh.parquet-noalign", protos["ecdh25519"] +
                     ["--no-align", "--broadcast-result"], inputs=pq_inputs, out_ext="parquet",
                     both_out=True)
+    two_party_flags(binary, work, "rr22.csv-to-parquet", protos["rr22fast"] +
+                    ["--broadcast-result"], out_ext="parquet", both_out=True)
     config_pair(binary, work, "join.parquet.FULL_JOIN",
                 {"advanced_join_type": "ADVANCED_JOIN_TYPE_FULL_JOIN"},
                 {"protocol": "PROTOCOL_RR22", "rr22_config": {"bucket_size": 700}}, parquet=True)
