@@ -342,10 +342,16 @@ mod tests {
             c.receiver = "carol".into();
             c
         };
-        let Plan::ThreeParty(t) = psi_csv_plan(three("carol")).unwrap() else {
+        let mut c = three("carol");
+        c.recv_timeout = Some(Duration::from_millis(3_600_000));
+        c.connect_timeout = Some(Duration::from_secs(7));
+        let Plan::ThreeParty(t) = psi_csv_plan(c).unwrap() else {
             panic!("not three-party")
         };
         assert!(t.is_receiver() && t.receiver == 2);
+        // SPU's link_desc arrives here: both waits reach the plan.
+        assert_eq!(t.spec.recv_timeout, Duration::from_secs(3600));
+        assert_eq!(t.spec.connect_timeout, Duration::from_secs(7));
         let Plan::ThreeParty(t) = psi_csv_plan(three("alice")).unwrap() else {
             panic!("not three-party")
         };
@@ -363,6 +369,14 @@ mod tests {
         };
         assert_eq!(u.role, crate::ub::UbRole::Server);
         assert_eq!(u.cache_path, Path::new("/tmp/bob.cache"));
+        let mut c = ub("bob", "ECDH_OPRF_UB_PSI_2PC_ONLINE");
+        c.recv_timeout = Some(Duration::from_millis(1500));
+        c.connect_timeout = Some(Duration::from_secs(9));
+        let Plan::Unbalanced(u) = psi_csv_plan(c).unwrap() else {
+            panic!("not unbalanced")
+        };
+        assert_eq!(u.recv_timeout, Duration::from_millis(1500));
+        assert_eq!(u.connect_timeout, Duration::from_secs(9));
         let Plan::Unbalanced(u) = psi_csv_plan(ub("alice", "ECDH_OPRF_UB_PSI_2PC_ONLINE")).unwrap()
         else {
             panic!("not unbalanced")
