@@ -3,9 +3,10 @@
 Thin Python layer over the Rust ``blindjoin`` engine. Each party calls one of these functions in
 its own process (usually on its own machine); the two calls meet over TCP.
 
-- :func:`run` -- a SecretFlow PSI v2 launch config (dict, JSON text or file), as
+- :func:`run` -- a SecretFlow PSI launch config (dict, JSON text or file), as
   ``blindjoin run --config``: two-party (``psi_config``), three-party (``psi_config`` with
-  ``PROTOCOL_ECDH_3PC``) or unbalanced PSI (``ub_psi_config``).
+  ``PROTOCOL_ECDH_3PC``), unbalanced PSI (``ub_psi_config``), or SecretFlow's v1 form
+  (``legacy_psi_config``, whose ``psi_type`` picks one of these).
 - :func:`psi_csv` -- SecretFlow's ``spu.psi_csv(...)`` arguments: one party, or every party
   from this one process when the per-party dicts name them all.
 - :class:`SPU` -- ``blindjoin.SPU(cluster_def, link_desc).psi_csv(...)``, SecretFlow's call

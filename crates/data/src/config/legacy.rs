@@ -509,12 +509,12 @@ impl Common {
         if !bucketed && let Some(n) = self.bucket_size {
             warnings.push(format!(
                 "{KEY}.bucket_size = {n}: the keys per hash bucket of KKRT and RR22; ignored for \
-                 {} (blindjoin's {} bounds its memory itself)",
+                 {} ({})",
                 t.name(),
                 if ub {
-                    "unbalanced run"
+                    "the unbalanced run has no buckets"
                 } else {
-                    "ECDH pipeline"
+                    "ECDH runs with the default 1048576 keys per bucket"
                 }
             ));
         }
