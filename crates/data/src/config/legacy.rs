@@ -232,6 +232,15 @@ const BC22_WITHDRAWN: &str = "BC22_PSI_2PC (PCG-PSI, number 3) was withdrawn fro
     offered here; use RR22_FAST_PSI_2PC (or RR22_LOWCOMM_PSI_2PC for less traffic, \
     RR22_MALICIOUS_PSI_2PC against a malicious sender), the VOLE-based protocol that replaced it";
 
+/// What SecretFlow's `precheck` (`precheck_input` in `psi_csv`) means here, for a warning.
+pub(crate) fn precheck_warning(field: &str) -> String {
+    format!(
+        "{field}: SecretFlow's check of the key columns for duplicates before the run; blindjoin \
+         always accepts duplicate keys and writes every row of a matching key, so there is \
+         nothing to refuse (the input is still validated: header, key columns, field counts)"
+    )
+}
+
 /// Whether `text` is a v1 launch config (has a top-level `legacy_psi_config`). A config that
 /// does not parse is left to the other parsers, whose errors name the problem.
 pub fn is_legacy_launch_config(text: &str) -> bool {
@@ -396,12 +405,7 @@ impl Common {
         let input = b.input_params.as_ref();
         let output = b.output_params.as_ref();
         if input.and_then(|i| i.precheck) == Some(true) {
-            warnings.push(format!(
-                "{KEY}.input_params.precheck: SecretFlow's check of the key columns for \
-                 duplicates before the run; blindjoin always accepts duplicate keys and writes \
-                 every row of a matching key, so there is nothing to refuse (the input is still \
-                 validated: header, key columns, field counts)"
-            ));
+            warnings.push(precheck_warning(&format!("{KEY}.input_params.precheck")));
         }
         let bucket_size = match &b.bucket_size {
             None => None,
@@ -628,17 +632,22 @@ pub(crate) fn rename(e: ConfigError, table: &[(&str, &str)]) -> ConfigError {
 
 /// The plan with the v1 parse's warnings first, and the v2 parser's renamed.
 fn with_warnings(mut plan: Plan, mut ours: Vec<String>, table: &[(&str, &str)]) -> Plan {
-    let theirs = match &mut plan {
-        Plan::TwoParty(s) => &mut s.warnings,
-        Plan::ThreeParty(t) => &mut t.spec.warnings,
-        Plan::Unbalanced(u) => &mut u.warnings,
-    };
+    let theirs = warnings_of(&mut plan);
     for w in theirs.drain(..) {
         let w = table.iter().fold(w, |s, (from, to)| s.replace(from, to));
         ours.push(w);
     }
     *theirs = ours;
     plan
+}
+
+/// A plan's warnings, to add to or rename.
+pub(crate) fn warnings_of(plan: &mut Plan) -> &mut Vec<String> {
+    match plan {
+        Plan::TwoParty(s) => &mut s.warnings,
+        Plan::ThreeParty(t) => &mut t.spec.warnings,
+        Plan::Unbalanced(u) => &mut u.warnings,
+    }
 }
 
 /// The launch's top level around a rewritten runtime config.
@@ -677,6 +686,16 @@ fn two_party(
 ) -> Result<Value, ConfigError> {
     let self_id = c.self_link_party.clone();
     let receiver = c.is_receiver()?;
+    if c.ids.len() != 2 {
+        return Err(invalid(
+            "link_config.parties",
+            &format!(
+                "has {} parties; {} runs between exactly 2 (three parties: ECDH_PSI_3PC)",
+                c.ids.len(),
+                t.name()
+            ),
+        ));
+    }
     c.warn_unused(t, warnings);
     let mut pc = json!({
         "role": if receiver { "ROLE_RECEIVER" } else { "ROLE_SENDER" },

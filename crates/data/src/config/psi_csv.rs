@@ -165,8 +165,15 @@ pub fn psi_csv_plan(call: PsiCsvCall) -> Result<Plan, ConfigError> {
         "blindjoin": ext,
     });
     // Paths arrive absolute from Python; a relative one resolves against the working folder.
-    legacy::parse_legacy_launch_config(&launch.to_string(), "psi_csv", Path::new(""))
-        .map_err(|e| legacy::rename(e, ARGUMENTS))
+    let mut plan =
+        legacy::parse_legacy_launch_config(&launch.to_string(), "psi_csv", Path::new(""))
+            .map_err(|e| legacy::rename(e, ARGUMENTS))?;
+    for w in legacy::warnings_of(&mut plan).iter_mut() {
+        *w = ARGUMENTS
+            .iter()
+            .fold(std::mem::take(w), |s, (from, to)| s.replace(from, to));
+    }
+    Ok(plan)
 }
 
 /// This party's run of a `psi_csv` call.
@@ -247,6 +254,10 @@ pub fn psi_csv_spec(call: PsiCsvCall) -> Result<RunSpec, ConfigError> {
         _ => {}
     }
     spec.align = call.sort;
+    if call.precheck {
+        spec.warnings
+            .push(legacy::precheck_warning("precheck_input"));
+    }
     if let Some(b) = call.bucket_size {
         if b == 0 {
             return Err(invalid("bucket_size", "must be at least 1"));
@@ -383,7 +394,20 @@ mod tests {
         };
         assert_eq!(u.role, crate::ub::UbRole::Client);
         assert_eq!(u.output.as_deref(), Some(Path::new("out.csv")));
-        // Errors name the call's arguments.
+        // Warnings and errors name the call's arguments.
+        let mut c = ub("alice", "ECDH_OPRF_UB_PSI_2PC_ONLINE");
+        c.precheck = true;
+        let mut plan = psi_csv_plan(c).unwrap();
+        let w = legacy::warnings_of(&mut plan);
+        assert!(
+            w.iter().any(|w| w.starts_with("precheck_input:"))
+                && w.iter().any(|w| w.starts_with("bucket_size = 1000:")),
+            "{w:?}"
+        );
+        let mut c = call("alice", "KKRT_PSI_2PC");
+        c.precheck = true;
+        let w = psi_csv_spec(c).unwrap().warnings;
+        assert!(w.iter().any(|w| w.starts_with("precheck_input:")), "{w:?}");
         let mut c = ub("alice", "ECDH_OPRF_UB_PSI_2PC_ONLINE");
         c.preprocess_path = None;
         let e = psi_csv_plan(c).unwrap_err().to_string();

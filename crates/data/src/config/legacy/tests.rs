@@ -438,6 +438,15 @@ fn bad_configs_name_the_field() {
         assert!(e.contains(field), "{field}: {e}");
         assert!(!e.contains("psi_config.protocol_config"), "{e}");
     }
+    // Two-party types need two parties.
+    let e = err(&ecdh("").replace(
+        r#"{ "id": "bob", "host": "127.0.0.1:5400" }"#,
+        r#"{ "id": "bob", "host": "127.0.0.1:5400" }, { "id": "carol", "host": "127.0.0.1:5500" }"#,
+    ));
+    assert!(
+        e.contains("link_config.parties") && e.contains("ECDH_PSI_3PC"),
+        "{e}"
+    );
     // Without a link there is no rank to place.
     let e = err(r#"{"legacy_psi_config": {"psi_type": "KKRT_PSI_2PC"}}"#);
     assert!(e.contains("link_config"), "{e}");
