@@ -1,8 +1,9 @@
 //! SecretFlow v1 launches (`legacy_psi_config`, as the v1 quick start writes them) run by real
 //! `blindjoin run --config` processes on 127.0.0.1: ECDH_PSI_2PC and RR22_FAST_PSI_2PC (receiver
 //! only, and broadcast), ECDH_PSI_3PC on three processes with the receiver by `receiver_rank`,
-//! and unbalanced PSI's ECDH_OPRF_UB_PSI_2PC_OFFLINE then _ONLINE; each output against the
-//! plain intersection. BC22_PSI_2PC exits 2 naming RR22.
+//! and unbalanced PSI's ECDH_OPRF_UB_PSI_2PC_* steps (offline, online, shuffle online; gen cache,
+//! transfer cache, online); each output against the plain intersection. BC22_PSI_2PC exits 2
+//! naming RR22.
 
 use crate::support::{BIN, free_port, tmp, wait};
 use std::collections::BTreeSet;
@@ -200,6 +201,66 @@ fn unbalanced_offline_then_online_from_v1_configs() {
         !dir.join("b/bob_out.csv").exists(),
         "the server learns nothing"
     );
+
+    // Shuffle online on the same caches: the receiver (rank 1) is the server, bob, and he gets
+    // his matching rows (250 twice); alice, the client, writes nothing.
+    std::fs::remove_file(dir.join("a/alice_out.csv")).unwrap();
+    let shuffle = ub("ECDH_OPRF_UB_PSI_2PC_SHUFFLE_ONLINE")
+        .replace(r#""receiver_rank": 0"#, r#""receiver_rank": 1"#);
+    let ports = [("alice", free_port()), ("bob", free_port())];
+    let a = start(&config(&dir.join("a"), "alice", &shuffle, &ports));
+    let b = start(&config(&dir.join("b"), "bob", &shuffle, &ports));
+    let (ok_a, err_a) = wait(a, LIMIT);
+    let (ok_b, err_b) = wait(b, LIMIT);
+    assert!(ok_a && ok_b, "shuffle online\nalice: {err_a}\nbob: {err_b}");
+    let got = sorted(out_ids(&dir.join("b/bob_out.csv")));
+    assert_eq!(got, expected(&dir, "bob", &[&sets[0].1]));
+    assert_eq!(got.len(), 201);
+    assert!(
+        !dir.join("a/alice_out.csv").exists(),
+        "the client gets no rows"
+    );
+}
+
+#[test]
+fn unbalanced_gen_cache_transfer_cache_then_online_from_v1_configs() {
+    let dir = tmp("legacy", "ub-steps");
+    let sets = tables(&dir);
+    std::fs::create_dir_all(dir.join("a")).unwrap();
+    std::fs::create_dir_all(dir.join("b")).unwrap();
+    std::fs::copy(dir.join("alice.csv"), dir.join("a/alice.csv")).unwrap();
+    std::fs::copy(dir.join("bob.csv"), dir.join("b/bob.csv")).unwrap();
+    let ub = |step: &str| {
+        format!(
+            r#""psi_type": "{step}", "receiver_rank": 0, "curve_type": "CURVE_FOURQ",
+    "preprocess_path": "cache", "ecdh_secret_key_path": "bob.key""#
+        )
+    };
+    // Gen cache: bob alone, no peer.
+    let ports = [("alice", free_port()), ("bob", free_port())];
+    let gen_cache = config(
+        &dir.join("b"),
+        "bob",
+        &ub("ECDH_OPRF_UB_PSI_2PC_GEN_CACHE"),
+        &ports,
+    );
+    let (ok, err) = wait(start(&gen_cache), LIMIT);
+    assert!(ok, "gen cache: {err}");
+    assert!(dir.join("b/cache").exists() && !dir.join("a/cache").exists());
+    for step in [
+        "ECDH_OPRF_UB_PSI_2PC_TRANSFER_CACHE",
+        "ECDH_OPRF_UB_PSI_2PC_ONLINE",
+    ] {
+        let ports = [("alice", free_port()), ("bob", free_port())];
+        let a = start(&config(&dir.join("a"), "alice", &ub(step), &ports));
+        let b = start(&config(&dir.join("b"), "bob", &ub(step), &ports));
+        let (ok_a, err_a) = wait(a, LIMIT);
+        let (ok_b, err_b) = wait(b, LIMIT);
+        assert!(ok_a && ok_b, "{step}\nalice: {err_a}\nbob: {err_b}");
+    }
+    let got = sorted(out_ids(&dir.join("a/alice_out.csv")));
+    assert_eq!(got, expected(&dir, "alice", &[&sets[1].1]));
+    assert_eq!(got.len(), 200);
 }
 
 #[test]
