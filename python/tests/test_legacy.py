@@ -192,3 +192,47 @@ def test_v1_refusals_name_the_protocol(tmp_path: Path) -> None:
         blindjoin.psi_csv(
             "id", tmp_path / "a.csv", tmp_path / "o.csv", "alice", protocol="ECDH_OPRF_UB_PSI_2PC_ONLINE", **common
         )
+
+
+def test_run_and_check_config_read_legacy_psi_config(tmp_path: Path) -> None:
+    sets = tables(tmp_path, {"alice": range(0, 50), "bob": range(25, 80)})
+    ports = free_ports(2)
+
+    def cfg(me: str, **fields: Any) -> Dict[str, Any]:
+        return {
+            "legacy_psi_config": {
+                "input_params": {"path": str(tmp_path / f"{me}.csv"), "select_fields": ["id"], "precheck": True},
+                "output_params": {"path": str(tmp_path / f"{me}_v1.csv"), "need_sort": True},
+                **fields,
+            },
+            "link_config": {
+                "parties": [{"id": "alice", "host": f"127.0.0.1:{ports[0]}"}, {"id": "bob", "host": f"127.0.0.1:{ports[1]}"}],
+                "recv_timeout_ms": 60_000,
+            },
+            "self_link_party": me,
+            "blindjoin": {"connect_timeout_ms": CONNECT_TIMEOUT_MS},
+        }
+
+    assert blindjoin.config_kind(cfg("alice", psi_type="KKRT_PSI_2PC")) == "two-party"
+    assert blindjoin.config_kind(cfg("alice", psi_type=10, preprocess_path="c")) == "unbalanced"
+    warnings = blindjoin.check_config(cfg("alice", psi_type="RR22_FAST_PSI_2PC"))
+    assert any("input_params.precheck" in w for w in warnings), warnings
+    with pytest.raises(blindjoin.ConfigError, match="legacy_psi_config.bogus"):
+        blindjoin.check_config(cfg("alice", psi_type="KKRT_PSI_2PC", bogus=1))
+
+    # blindjoin.run: both parties from this process, each on its own thread.
+    import threading
+
+    reports: Dict[str, Any] = {}
+    threads = [
+        threading.Thread(target=lambda me=me: reports.__setitem__(me, blindjoin.run(cfg(me, psi_type="RR22_LOWCOMM_PSI_2PC"))))
+        for me in ("alice", "bob")
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    want = sorted(sets["alice"] & sets["bob"])
+    assert reports["alice"]["intersection_count"] == len(want) == 25
+    assert out_ids(tmp_path / "alice_v1.csv") == want
+    assert reports["bob"]["intersection_count"] == -1
