@@ -152,8 +152,8 @@ def run(
 
 def check_config(config: Config) -> List[str]:
     """Validate a launch config of any kind (two-party, three-party, unbalanced, or v1
-    ``legacy_psi_config``) without running
-    it. Returns its warnings; raises :class:`ConfigError` naming the field that is wrong."""
+    ``legacy_psi_config``) without running it. Returns its warnings; raises
+    :class:`ConfigError` naming the field that is wrong."""
     text, source, base = _config_text(config)
     _, warnings = _native.check_config(text, source, base)
     return list(warnings)
