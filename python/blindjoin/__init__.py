@@ -3,13 +3,14 @@
 Thin Python layer over the Rust ``blindjoin`` engine. Each party calls one of these functions in
 its own process (usually on its own machine); the two calls meet over TCP.
 
-- :func:`run` -- a SecretFlow PSI v2 launch config (dict, JSON text or file), as
+- :func:`run` -- a SecretFlow PSI launch config (dict, JSON text or file), as
   ``blindjoin run --config``: two-party (``psi_config``), three-party (``psi_config`` with
-  ``PROTOCOL_ECDH_3PC``) or unbalanced PSI (``ub_psi_config``).
+  ``PROTOCOL_ECDH_3PC``), unbalanced PSI (``ub_psi_config``), or SecretFlow's v1 form
+  (``legacy_psi_config``, whose ``psi_type`` picks one of these).
 - :func:`psi_csv` -- SecretFlow's ``spu.psi_csv(...)`` arguments: one party, or every party
   from this one process when the per-party dicts name them all.
-- :class:`SPU` -- ``blindjoin.SPU(cluster_def).psi_csv(...)``, SecretFlow's call with ``spu``
-  replaced by ``blindjoin``.
+- :class:`SPU` -- ``blindjoin.SPU(cluster_def, link_desc).psi_csv(...)``, SecretFlow's call
+  with ``spu`` replaced by ``blindjoin``.
 - :func:`intersect` -- in-memory rows (list of dicts, a pandas DataFrame or a pyarrow Table).
 
 Errors: :class:`Error` and its subclasses :class:`ConfigError`, :class:`InputError`,
@@ -150,8 +151,9 @@ def run(
 
 
 def check_config(config: Config) -> List[str]:
-    """Validate a launch config of any kind (two-party, three-party, unbalanced) without running
-    it. Returns its warnings; raises :class:`ConfigError` naming the field that is wrong."""
+    """Validate a launch config of any kind (two-party, three-party, unbalanced, or v1
+    ``legacy_psi_config``) without running it. Returns its warnings; raises
+    :class:`ConfigError` naming the field that is wrong."""
     text, source, base = _config_text(config)
     _, warnings = _native.check_config(text, source, base)
     return list(warnings)
@@ -259,10 +261,15 @@ def _party_plan(
     connect_timeout_ms: Optional[int] = None,
     recv_timeout_ms: Optional[int] = None,
     report_path: Optional[PathLike] = None,
+    precheck: bool = False,
+    preprocess_path: Any = None,
+    ecdh_secret_key_path: Any = None,
 ) -> Any:
     """The run plan of party ``me`` for a ``psi_csv`` call, built in Rust (SecretFlow's protocol
-    names are mapped there). ``hosts`` holds every party's address as *this* party uses it (its
-    own may be a listen address)."""
+    names are mapped there, the receiver's rank included). ``hosts`` holds every party's address
+    as *this* party uses it (its own may be a listen address). ``preprocess_path`` and
+    ``ecdh_secret_key_path`` are one path or per-party dicts (a party without an entry has
+    none)."""
     if me not in hosts:
         raise ConfigError(f"self_party {me!r} is not one of the parties {sorted(hosts)}")
     if receiver not in hosts:
@@ -288,7 +295,58 @@ def _party_plan(
         connect_timeout_ms=connect_timeout_ms,
         recv_timeout_ms=recv_timeout_ms,
         report_path=os.fspath(report_path) if report_path is not None else None,
+        precheck=precheck,
+        preprocess_path=_own_path(preprocess_path, me),
+        ecdh_secret_key_path=_own_path(ecdh_secret_key_path, me),
     )
+
+
+def _own_path(value: Any, me: str) -> Optional[str]:
+    """This party's entry of a path argument (one path, or a per-party dict without an entry
+    for parties that have none), absolute."""
+    named = _by_party(value)
+    mine = named.get(me) if named is not None else value
+    return os.path.abspath(os.fspath(mine)) if mine is not None else None
+
+
+def _link_desc_timeouts(link_desc: Optional[Mapping[str, Any]]) -> "tuple[Optional[int], Optional[int]]":
+    """(connect_timeout_ms, recv_timeout_ms) from SecretFlow's ``link_desc`` (yacl's
+    ``ContextDesc``): ``recv_timeout_ms`` as given; the connect deadline is
+    ``connect_retry_times`` x ``connect_retry_interval_ms`` (yacl's defaults 10 and 1000 ms for the
+    one not given; at least 1 s), as a ``link_config`` with those fields. Transport tuning of
+    brpc's has no meaning here and is accepted; any other key is ignored with a warning."""
+    if link_desc is None:
+        return None, None
+    if not isinstance(link_desc, Mapping):
+        raise ConfigError(f"link_desc: expected a dict such as {{'recv_timeout_ms': 3600000}}, got {link_desc!r}")
+    tuning = {
+        "id", "http_max_payload_size", "http_timeout_ms", "throttle_window_size",
+        "chunk_parallel_send_size", "brpc_channel_protocol", "brpc_channel_connection_type",
+        "retry_opts", "exit_if_async_error", "link_type",
+    }
+    used = {"recv_timeout_ms", "connect_retry_times", "connect_retry_interval_ms"}
+    unknown = sorted(k for k in link_desc if k not in tuning | used)
+    if unknown:
+        _log.warning("SPU: link_desc: ignoring %s (no counterpart in blindjoin's link)", ", ".join(unknown))
+
+    def ms(name: str) -> Optional[int]:
+        v = link_desc.get(name)
+        if v is None:
+            return None
+        try:
+            n = int(v)
+        except (TypeError, ValueError):
+            raise ConfigError(f"link_desc.{name}: expected a non-negative integer, got {v!r}") from None
+        if n < 0:
+            raise ConfigError(f"link_desc.{name}: expected a non-negative integer, got {v!r}")
+        return n
+
+    recv = ms("recv_timeout_ms")
+    times, interval = ms("connect_retry_times"), ms("connect_retry_interval_ms")
+    connect = None
+    if times is not None or interval is not None:
+        connect = max((10 if times is None else times) * (1000 if interval is None else interval), 1000)
+    return connect, recv
 
 
 def _run_plan(
@@ -391,6 +449,10 @@ def psi_csv(
     sort: bool = True,
     precheck_input: Optional[bool] = None,
     bucket_size: Optional[int] = None,
+    preprocess_path: Any = None,
+    ecdh_secret_key_path: Any = None,
+    dppsi_bob_sub_sampling: Optional[float] = None,
+    dppsi_epsilon: Optional[float] = None,
     report_path: Optional[PathLike] = None,
     progress: Optional[ProgressCallback] = None,
     connect_timeout_ms: Optional[int] = None,
@@ -417,17 +479,24 @@ def psi_csv(
       given; the result is the list of per-party reports in the dict's order (SecretFlow's
       ``reports``). If it names one party, that party runs here.
 
-    ``sort=True`` aligns both outputs row by row. ``protocol`` takes SecretFlow's names
-    (``ECDH_PSI_2PC``, ``KKRT_PSI_2PC``, ``RR22_PSI_2PC`` / ``RR22_FAST_PSI_2PC``,
-    ``RR22_LOWCOMM_PSI_2PC``) or the v2 ones; ``curve_type`` the ECDH curve; ``bucket_size`` the
-    RR22/KKRT keys per bucket. A sender with ``broadcast_result=False`` writes no output.
-    ``precheck_input`` is accepted and ignored (the input is always validated); other legacy
-    keyword arguments are ignored with a warning on the ``"blindjoin"`` logger. ``report_path``
-    applies to a single-party call only.
+    ``sort=True`` aligns both outputs row by row. ``protocol`` takes every name SecretFlow's
+    ``psi_csv`` takes, mapped in Rust: ``ECDH_PSI_2PC``, ``KKRT_PSI_2PC``, ``RR22_PSI_2PC`` /
+    ``RR22_FAST_PSI_2PC``, ``RR22_LOWCOMM_PSI_2PC``, ``RR22_MALICIOUS_PSI_2PC`` (or the v2
+    names); ``ECDH_PSI_3PC`` with three parties, ``receiver`` receiving, the two others helping;
+    and unbalanced PSI, ``ECDH_OPRF_UB_PSI_2PC_GEN_CACHE`` / ``_TRANSFER_CACHE`` / ``_OFFLINE``
+    / ``_ONLINE`` / ``_SHUFFLE_ONLINE``, where ``receiver`` is the client (small set) except in
+    shuffle online (the server, which then gets the result), ``preprocess_path`` is each party's
+    cache (one path, or a per-party dict) and ``ecdh_secret_key_path`` the server's key file.
+    ``curve_type`` is the curve of ECDH and unbalanced PSI; ``bucket_size`` the RR22/KKRT keys per
+    bucket. A sender with ``broadcast_result=False`` writes no output. ``precheck_input`` is
+    SecretFlow's duplicate-key check: blindjoin accepts duplicates (every row of a matching key is
+    written) and says so in a warning. ``dppsi_*`` belong to ``DP_PSI_2PC``, which is not built
+    yet (refused by name). Other legacy keyword arguments are ignored with a warning on the
+    ``"blindjoin"`` logger. ``report_path`` applies to a single-party call only.
     """
     if ignored_legacy:
         _log.warning("psi_csv: ignoring unsupported arguments: %s", ", ".join(sorted(ignored_legacy)))
-    _ = precheck_input
+    _ = (dppsi_bob_sub_sampling, dppsi_epsilon)
     receiver = _party_name(receiver)
     hosts, listen = _cluster_hosts(parties) if parties is not None else (None, {})
     local = _local_parties(self_party, input_path, hosts)
@@ -438,7 +507,17 @@ def psi_csv(
     common = dict(
         protocol=protocol, curve_type=curve_type, broadcast_result=broadcast_result, sort=sort,
         bucket_size=bucket_size, connect_timeout_ms=connect_timeout_ms, recv_timeout_ms=recv_timeout_ms,
+        precheck=bool(precheck_input), preprocess_path=preprocess_path,
+        ecdh_secret_key_path=ecdh_secret_key_path,
     )
+    if protocol.strip() == "ECDH_OPRF_UB_PSI_2PC_GEN_CACHE":
+        # As SecretFlow's psi_csv: the server (named as receiver) generates its cache alone; the
+        # other parties have nothing to do.
+        idle = [p for p in local if p != receiver]
+        local = [p for p in local if p == receiver]
+        if not local:
+            skipped = [{"party": p, "original_count": 0, "intersection_count": -1} for p in idle]
+            return skipped[0] if self_party is not None else skipped
 
     def plan_of(me: str, report: Optional[PathLike] = None) -> Any:
         own = {p: (listen.get(p, h) if p == me else h) for p, h in hosts.items()}
@@ -455,13 +534,16 @@ class SPU:
 
     ``cluster_def["nodes"]`` lists ``{"party", "address", "listen_address"}`` (``listen_address``
     optional: where a party binds when it listens; SecretFlow's ``runtime_config`` and other keys
-    are ignored). ``self_party`` (or ``$BLINDJOIN_SELF_PARTY``) makes every call run only that
+    are ignored). ``link_desc`` (second argument, or keyword), as SecretFlow's: its
+    ``recv_timeout_ms`` is how long a party waits for one message, and ``connect_retry_times`` x
+    ``connect_retry_interval_ms`` how long it waits for the peer to connect. ``self_party`` (or ``$BLINDJOIN_SELF_PARTY``) makes every call run only that
     party, for one process per machine; without it, the parties the per-party dicts name run here.
     """
 
     def __init__(
         self,
         cluster_def: Mapping[str, Any],
+        link_desc: Optional[Mapping[str, Any]] = None,
         *,
         self_party: Optional[str] = None,
         connect_timeout_ms: Optional[int] = None,
@@ -471,10 +553,13 @@ class SPU:
         if ignored:
             _log.warning("SPU: ignoring unsupported arguments: %s", ", ".join(sorted(ignored)))
         _cluster_hosts(cluster_def)  # validate now, not at the first call
+        connect, recv = _link_desc_timeouts(link_desc)
         self.cluster_def = cluster_def
+        self.link_desc = link_desc
         self.self_party = self_party
-        self.connect_timeout_ms = connect_timeout_ms
-        self.recv_timeout_ms = recv_timeout_ms
+        # Explicit keyword arguments win over link_desc.
+        self.connect_timeout_ms = connect_timeout_ms if connect_timeout_ms is not None else connect
+        self.recv_timeout_ms = recv_timeout_ms if recv_timeout_ms is not None else recv
 
     @property
     def parties(self) -> List[str]:
@@ -491,19 +576,26 @@ class SPU:
         precheck_input: bool = True,
         sort: bool = True,
         broadcast_result: bool = True,
-        bucket_size: int = 1 << 20,
+        bucket_size: Optional[int] = None,
         curve_type: str = "CURVE_25519",
+        preprocess_path: Any = None,
+        ecdh_secret_key_path: Any = None,
+        dppsi_bob_sub_sampling: float = 0.9,
+        dppsi_epsilon: float = 3,
         *,
         progress: Optional[ProgressCallback] = None,
         cancel: Optional[CancelToken] = None,
         **ignored_legacy: Any,
     ) -> List[Dict[str, Any]]:
-        """SecretFlow's ``SPU.psi_csv`` (same arguments and defaults); returns the list of the
-        reports of the parties run here (every party in one-process mode). See :func:`psi_csv`."""
+        """SecretFlow's ``SPU.psi_csv`` (same arguments and defaults; ``bucket_size=None`` is
+        SecretFlow's 2^20); returns the list of the reports of the parties run here (every party
+        in one-process mode). See :func:`psi_csv`."""
         kwargs: Dict[str, Any] = dict(
             parties=self.cluster_def, protocol=protocol, curve_type=curve_type,
             broadcast_result=broadcast_result, sort=sort, precheck_input=precheck_input,
-            bucket_size=bucket_size, progress=progress, connect_timeout_ms=self.connect_timeout_ms,
+            bucket_size=bucket_size, preprocess_path=preprocess_path,
+            ecdh_secret_key_path=ecdh_secret_key_path, dppsi_bob_sub_sampling=dppsi_bob_sub_sampling,
+            dppsi_epsilon=dppsi_epsilon, progress=progress, connect_timeout_ms=self.connect_timeout_ms,
             recv_timeout_ms=self.recv_timeout_ms, cancel=cancel, **ignored_legacy,
         )
         if self.self_party is not None:

@@ -363,10 +363,10 @@ def test_unknown_config_field_is_config_error(tmp_path: Path) -> None:
 
 
 def test_unsupported_protocol_is_config_error(tmp_path: Path) -> None:
-    with pytest.raises(blindjoin.ConfigError, match="unknown protocol"):
+    with pytest.raises(blindjoin.ConfigError, match="unknown two-party protocol"):
         blindjoin.psi_csv(
             "id", tmp_path / "a.csv", tmp_path / "o.csv", "alice", self_party="alice",
-            parties={"alice": "127.0.0.1:12001", "bob": "127.0.0.1:12002"}, protocol="DP_PSI_2PC",
+            parties={"alice": "127.0.0.1:12001", "bob": "127.0.0.1:12002"}, protocol="NO_SUCH_PSI_2PC",
         )
 
 

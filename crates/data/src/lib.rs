@@ -34,9 +34,10 @@ pub use pipeline::{bucket, join};
 pub use table::{csv, parquet_io};
 
 pub use config::{
-    DEFAULT_BUCKET_SIZE, PsiCsvCall, THREE_PARTY_PROTOCOLS, ThreePartySpec, is_ub_launch_config,
-    parse_curve, parse_launch_config, parse_three_party_config, parse_ub_launch_config,
-    protocol_choice, psi_csv_protocol, psi_csv_spec,
+    DEFAULT_BUCKET_SIZE, PsiCsvCall, THREE_PARTY_PROTOCOLS, ThreePartySpec,
+    is_legacy_launch_config, is_ub_launch_config, parse_curve, parse_launch_config,
+    parse_legacy_launch_config, parse_three_party_config, parse_ub_launch_config, protocol_choice,
+    psi_csv_plan, psi_csv_protocol, psi_csv_spec,
 };
 pub use error::{ConfigError, DataError, Fault};
 pub use pipeline::report::{Report, Stages, peak_rss_bytes};

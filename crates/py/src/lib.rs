@@ -2,7 +2,7 @@
 //!
 //! Thin by design: it builds a [`blindjoin_data::Plan`] from a launch config
 //! ([`blindjoin_data::Plan::from_config`]) or from the arguments of SecretFlow's `psi_csv`
-//! ([`blindjoin_data::psi_csv_spec`]), and runs it with [`blindjoin_data::Plan::run`], as
+//! ([`blindjoin_data::psi_csv_plan`]), and runs it with [`blindjoin_data::Plan::run`], as
 //! `blindjoin run` does. Everything else (dicts, which parties run in this process, in-memory
 //! tables) lives in `python/blindjoin/__init__.py`.
 //!
@@ -139,9 +139,11 @@ fn plan_from_config(
 }
 
 /// The plan of one party of SecretFlow's `psi_csv(...)` call: `parties` lists every party with
-/// the address this party uses for it, in the call's order.
+/// the address this party uses for it, in the call's order. Every protocol name SecretFlow's
+/// `psi_csv` takes is mapped in Rust ([`blindjoin_data::psi_csv_plan`]): two-party, three-party
+/// (the receiver is `receiver`) and unbalanced (with `preprocess_path`, `ecdh_secret_key_path`).
 #[pyfunction]
-#[pyo3(signature = (self_party, parties, receiver, keys, input_path, output_path, protocol, curve, broadcast_result, sort, bucket_size=None, connect_timeout_ms=None, recv_timeout_ms=None, report_path=None, rr22_mode=None))]
+#[pyo3(signature = (self_party, parties, receiver, keys, input_path, output_path, protocol, curve, broadcast_result, sort, bucket_size=None, connect_timeout_ms=None, recv_timeout_ms=None, report_path=None, rr22_mode=None, precheck=false, preprocess_path=None, ecdh_secret_key_path=None))]
 #[allow(clippy::too_many_arguments)] // the Python signature: psi_csv's arguments
 fn psi_csv_plan(
     self_party: String,
@@ -159,6 +161,9 @@ fn psi_csv_plan(
     recv_timeout_ms: Option<u64>,
     report_path: Option<PathBuf>,
     rr22_mode: Option<&str>,
+    precheck: bool,
+    preprocess_path: Option<PathBuf>,
+    ecdh_secret_key_path: Option<PathBuf>,
 ) -> PyResult<PyPlan> {
     let rr22_mode = match rr22_mode {
         None => None,
@@ -171,7 +176,7 @@ fn psi_csv_plan(
             )));
         }
     };
-    let spec = blindjoin_data::psi_csv_spec(blindjoin_data::PsiCsvCall {
+    let plan = blindjoin_data::psi_csv_plan(blindjoin_data::PsiCsvCall {
         self_party,
         parties,
         receiver,
@@ -187,11 +192,12 @@ fn psi_csv_plan(
         connect_timeout: connect_timeout_ms.map(Duration::from_millis),
         recv_timeout: recv_timeout_ms.map(Duration::from_millis),
         report: report_path,
+        precheck,
+        preprocess_path,
+        ecdh_secret_key_path,
     })
     .map_err(|e| error::config_err(&e))?;
-    Ok(PyPlan {
-        plan: Plan::TwoParty(Box::new(spec)),
-    })
+    Ok(PyPlan { plan })
 }
 
 /// Validates a launch config (two-party, three-party or unbalanced) without running it; returns

@@ -482,16 +482,16 @@ fn bad_configs_name_the_field() {
         "{}",
         stderr(&o)
     );
-    let o = run_config_alone("legacy", |t| {
+    let o = run_config_alone("apsi", |t| {
         t.replacen(
             "\"psi_config\": {",
-            "\"legacy_psi_config\": {}, \"psi_config\": {",
+            "\"apsi_sender_config\": {}, \"psi_config\": {",
             1,
         )
     });
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("legacy_psi_config") && stderr(&o).contains("not supported yet"),
+        stderr(&o).contains("apsi_sender_config") && stderr(&o).contains("not supported yet"),
         "{}",
         stderr(&o)
     );

@@ -11,6 +11,7 @@ mod faults;
 #[cfg(unix)]
 mod file_modes;
 mod integration;
+mod legacy;
 mod recovery;
 mod three_party;
 mod ub;

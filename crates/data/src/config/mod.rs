@@ -206,11 +206,11 @@ pub fn parse_launch_config(
             cfg.dk_pir_receiver_config.is_some(),
         ),
     ] {
-        if present && field == "ub_psi_config" {
+        if present && (field == "ub_psi_config" || field == "legacy_psi_config") {
             return Err(invalid(
                 field,
-                "an unbalanced-PSI config, which this two-party parser does not read; \
-                 Plan::from_config reads every kind (as `blindjoin run --config` and \
+                "a config this two-party parser does not read (unbalanced PSI, or SecretFlow's \
+                 v1 form); Plan::from_config reads every kind (as `blindjoin run --config` and \
                  blindjoin.run do)",
             ));
         }
@@ -218,7 +218,7 @@ pub fn parse_launch_config(
             return Err(not_yet(
                 field,
                 "{...}",
-                "only psi_config (balanced two-party PSI) and ub_psi_config run in this version",
+                "only psi_config, legacy_psi_config and ub_psi_config run in this version",
             ));
         }
     }
@@ -880,8 +880,11 @@ fn strip_trailing_commas(text: &str) -> (String, Vec<usize>) {
     )
 }
 
+mod legacy;
+pub use legacy::{is_legacy_launch_config, parse_legacy_launch_config};
+
 mod psi_csv;
-pub use psi_csv::{PsiCsvCall, psi_csv_protocol, psi_csv_spec};
+pub use psi_csv::{PsiCsvCall, psi_csv_plan, psi_csv_protocol, psi_csv_spec};
 
 mod three_party;
 pub use three_party::{THREE_PARTY_PROTOCOLS, ThreePartySpec, parse_three_party_config};
@@ -892,7 +895,8 @@ mod tests;
 mod ub;
 pub use ub::{is_ub_launch_config, parse_ub_launch_config};
 
-/// Parses a launch config of any kind: a three-party config (`psi_config` naming
+/// Parses a launch config of any kind: SecretFlow's v1 form (`legacy_psi_config`, whose
+/// `psi_type` picks the plan), else a three-party config (`psi_config` naming
 /// `PROTOCOL_ECDH_3PC`), else an unbalanced one (with `ub_psi_config`), else a two-party one.
 /// `source` names it in errors; relative paths resolve against `base_dir`.
 ///
@@ -904,6 +908,9 @@ pub(crate) fn parse_any_launch_config(
     source: &str,
     base_dir: &Path,
 ) -> Result<Plan, ConfigError> {
+    if is_legacy_launch_config(text) {
+        return parse_legacy_launch_config(text, source, base_dir);
+    }
     if let Some(t) = parse_three_party_config(text, source, base_dir)? {
         return Ok(Plan::ThreeParty(Box::new(t)));
     }

@@ -1,13 +1,18 @@
-//! SecretFlow's `psi_csv(...)` call (the whitepaper's Python API) → a two-party [`RunSpec`]: the
-//! Python layer hands over the call's arguments and builds no config per protocol. SecretFlow's
-//! protocol names map to a [`ProtocolChoice`] here and only here.
+//! SecretFlow's `psi_csv(...)` call (the whitepaper's Python API) → a [`Plan`]: the Python layer
+//! hands over the call's arguments and builds no config per protocol. The balanced two-party
+//! names map to a [`ProtocolChoice`] here ([`psi_csv_spec`]); every other v1 name (three-party,
+//! unbalanced, and the refused ones) becomes the `legacy_psi_config` SecretFlow's own `psi_csv`
+//! builds, read by [`super::legacy`] ([`psi_csv_plan`]).
 
+use super::legacy::{self, PsiType};
 use super::{invalid, parse_curve};
 use crate::error::ConfigError;
+use crate::plan::Plan;
 use crate::spec::{Parties, RunSpec};
 use blindjoin_protocols::rr22::Rr22Mode;
 use blindjoin_protocols::{ProtocolChoice, Role};
-use std::path::PathBuf;
+use serde_json::json;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// One party's share of a `psi_csv` call.
@@ -45,6 +50,12 @@ pub struct PsiCsvCall {
     pub recv_timeout: Option<Duration>,
     /// Where the report goes.
     pub report: Option<PathBuf>,
+    /// `precheck_input` (see `legacy_psi_config.input_params.precheck` in docs/config.md).
+    pub precheck: bool,
+    /// Unbalanced PSI: this party's cache (`preprocess_path`).
+    pub preprocess_path: Option<PathBuf>,
+    /// Unbalanced PSI: the server's key file (`ecdh_secret_key_path`).
+    pub ecdh_secret_key_path: Option<PathBuf>,
 }
 
 /// The protocol a `psi_csv` name asks for.
@@ -60,14 +71,109 @@ pub fn psi_csv_protocol(name: &str, curve: &str) -> Result<ProtocolChoice, Confi
         "KKRT_PSI_2PC" | "PROTOCOL_KKRT" => Ok(ProtocolChoice::Kkrt),
         "RR22_PSI_2PC" | "RR22_FAST_PSI_2PC" | "PROTOCOL_RR22" => rr22(Rr22Mode::Fast),
         "RR22_LOWCOMM_PSI_2PC" => rr22(Rr22Mode::LowComm),
+        "RR22_MALICIOUS_PSI_2PC" => rr22(Rr22Mode::Malicious),
         other => Err(invalid(
             "protocol",
             &format!(
-                "unknown protocol {other:?}; use ECDH_PSI_2PC, KKRT_PSI_2PC, RR22_PSI_2PC \
-                 (RR22_FAST_PSI_2PC) or RR22_LOWCOMM_PSI_2PC"
+                "unknown two-party protocol {other:?}; use ECDH_PSI_2PC, KKRT_PSI_2PC, \
+                 RR22_PSI_2PC (RR22_FAST_PSI_2PC), RR22_LOWCOMM_PSI_2PC or \
+                 RR22_MALICIOUS_PSI_2PC (ECDH_PSI_3PC and ECDH_OPRF_UB_PSI_2PC_*: psi_csv_plan)"
             ),
         )),
     }
+}
+
+/// The `psi_csv` argument each v1 field comes from, for errors.
+const ARGUMENTS: &[(&str, &str)] = &[
+    ("legacy_psi_config.input_params.select_fields", "key"),
+    ("legacy_psi_config.input_params.path", "input_path"),
+    ("legacy_psi_config.output_params.path", "output_path"),
+    ("legacy_psi_config.output_params.need_sort", "sort"),
+    ("legacy_psi_config.input_params.precheck", "precheck_input"),
+    ("legacy_psi_config.receiver_rank", "receiver"),
+    ("legacy_psi_config.psi_type", "protocol"),
+    ("legacy_psi_config.", ""),
+];
+
+/// This party's run of a `psi_csv` call, of any protocol SecretFlow's `psi_csv` names: the
+/// balanced two-party ones as [`psi_csv_spec`]; the others through the `legacy_psi_config`
+/// SecretFlow builds from the same arguments (the receiver's rank is its place in `parties`).
+///
+/// # Errors
+/// As [`psi_csv_spec`], or as [`legacy::parse_legacy_launch_config`] with the fields named by
+/// the call's arguments.
+pub fn psi_csv_plan(call: PsiCsvCall) -> Result<Plan, ConfigError> {
+    match PsiType::from_name(call.protocol.trim()) {
+        Some(t) if !t.is_two_party() => {}
+        _ => return psi_csv_spec(call).map(|s| Plan::TwoParty(Box::new(s))),
+    }
+    let names: Vec<&str> = call.parties.iter().map(|(p, _)| p.as_str()).collect();
+    let receiver_rank = names
+        .iter()
+        .position(|p| *p == call.receiver)
+        .ok_or_else(|| {
+            invalid(
+                "receiver",
+                &format!("{:?} is not one of the parties {names:?}", call.receiver),
+            )
+        })?;
+    let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+    let mut cfg = json!({
+        "psi_type": call.protocol.trim(),
+        "receiver_rank": receiver_rank,
+        "broadcast_result": call.broadcast_result,
+        "input_params": {
+            "path": call.input.display().to_string(),
+            "select_fields": call.keys,
+            "precheck": call.precheck,
+        },
+        "output_params": { "path": path(&call.output).unwrap_or_default(), "need_sort": call.sort },
+        "curve_type": call.curve,
+    });
+    if let Some(b) = call.bucket_size {
+        if b == 0 {
+            return Err(invalid("bucket_size", "must be at least 1"));
+        }
+        cfg["bucket_size"] = b.into();
+    }
+    if let Some(p) = path(&call.preprocess_path) {
+        cfg["preprocess_path"] = p.into();
+    }
+    if let Some(p) = path(&call.ecdh_secret_key_path) {
+        cfg["ecdh_secret_key_path"] = p.into();
+    }
+    let parties: Vec<_> = call
+        .parties
+        .iter()
+        .map(|(id, host)| json!({ "id": id, "host": host }))
+        .collect();
+    let mut link = json!({ "parties": parties });
+    if let Some(t) = call.recv_timeout {
+        link["recv_timeout_ms"] = (t.as_millis().max(1) as u64).into();
+    }
+    let mut ext = json!({});
+    if let Some(t) = call.connect_timeout {
+        ext["connect_timeout_ms"] = (t.as_millis() as u64).into();
+    }
+    if let Some(r) = path(&call.report) {
+        ext["report_path"] = r.into();
+    }
+    let launch = json!({
+        legacy::KEY: cfg,
+        "link_config": link,
+        "self_link_party": call.self_party,
+        "blindjoin": ext,
+    });
+    // Paths arrive absolute from Python; a relative one resolves against the working folder.
+    let mut plan =
+        legacy::parse_legacy_launch_config(&launch.to_string(), "psi_csv", Path::new(""))
+            .map_err(|e| legacy::rename(e, ARGUMENTS))?;
+    for w in legacy::warnings_of(&mut plan).iter_mut() {
+        *w = ARGUMENTS
+            .iter()
+            .fold(std::mem::take(w), |s, (from, to)| s.replace(from, to));
+    }
+    Ok(plan)
 }
 
 /// This party's run of a `psi_csv` call.
@@ -148,6 +254,10 @@ pub fn psi_csv_spec(call: PsiCsvCall) -> Result<RunSpec, ConfigError> {
         _ => {}
     }
     spec.align = call.sort;
+    if call.precheck {
+        spec.warnings
+            .push(legacy::precheck_warning("precheck_input"));
+    }
     if let Some(b) = call.bucket_size {
         if b == 0 {
             return Err(invalid("bucket_size", "must be at least 1"));
@@ -191,6 +301,9 @@ mod tests {
             connect_timeout: None,
             recv_timeout: None,
             report: None,
+            precheck: false,
+            preprocess_path: None,
+            ecdh_secret_key_path: None,
         }
     }
 
@@ -222,7 +335,101 @@ mod tests {
         let e = psi_csv_protocol("BC22_PSI_2PC", "")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("unknown protocol"), "{e}");
+        assert!(e.contains("unknown two-party protocol"), "{e}");
+        assert_eq!(
+            psi_csv_protocol("RR22_MALICIOUS_PSI_2PC", "").unwrap(),
+            ProtocolChoice::Rr22 {
+                mode: Rr22Mode::Malicious
+            }
+        );
+    }
+
+    #[test]
+    fn every_v1_name_becomes_a_plan_through_the_v1_config() {
+        let three = |me: &str| {
+            let mut c = call(me, "ECDH_PSI_3PC");
+            c.curve = "CURVE_25519".into();
+            c.parties.push(("carol".into(), "127.0.0.1:3".into()));
+            c.receiver = "carol".into();
+            c
+        };
+        let mut c = three("carol");
+        c.recv_timeout = Some(Duration::from_millis(3_600_000));
+        c.connect_timeout = Some(Duration::from_secs(7));
+        let Plan::ThreeParty(t) = psi_csv_plan(c).unwrap() else {
+            panic!("not three-party")
+        };
+        assert!(t.is_receiver() && t.receiver == 2);
+        // SPU's link_desc arrives here: both waits reach the plan.
+        assert_eq!(t.spec.recv_timeout, Duration::from_secs(3600));
+        assert_eq!(t.spec.connect_timeout, Duration::from_secs(7));
+        let Plan::ThreeParty(t) = psi_csv_plan(three("alice")).unwrap() else {
+            panic!("not three-party")
+        };
+        assert!(!t.is_receiver());
+        // Unbalanced: the receiver (alice) is the client; bob the server, with his key.
+        let ub = |me: &str, protocol: &str| {
+            let mut c = call(me, protocol);
+            c.preprocess_path = Some(format!("/tmp/{me}.cache").into());
+            c.ecdh_secret_key_path = Some("/tmp/bob.key".into());
+            c
+        };
+        let Plan::Unbalanced(u) = psi_csv_plan(ub("bob", "ECDH_OPRF_UB_PSI_2PC_OFFLINE")).unwrap()
+        else {
+            panic!("not unbalanced")
+        };
+        assert_eq!(u.role, crate::ub::UbRole::Server);
+        assert_eq!(u.cache_path, Path::new("/tmp/bob.cache"));
+        let mut c = ub("bob", "ECDH_OPRF_UB_PSI_2PC_ONLINE");
+        c.recv_timeout = Some(Duration::from_millis(1500));
+        c.connect_timeout = Some(Duration::from_secs(9));
+        let Plan::Unbalanced(u) = psi_csv_plan(c).unwrap() else {
+            panic!("not unbalanced")
+        };
+        assert_eq!(u.recv_timeout, Duration::from_millis(1500));
+        assert_eq!(u.connect_timeout, Duration::from_secs(9));
+        let Plan::Unbalanced(u) = psi_csv_plan(ub("alice", "ECDH_OPRF_UB_PSI_2PC_ONLINE")).unwrap()
+        else {
+            panic!("not unbalanced")
+        };
+        assert_eq!(u.role, crate::ub::UbRole::Client);
+        assert_eq!(u.output.as_deref(), Some(Path::new("out.csv")));
+        // Warnings and errors name the call's arguments.
+        let mut c = ub("alice", "ECDH_OPRF_UB_PSI_2PC_ONLINE");
+        c.precheck = true;
+        let mut plan = psi_csv_plan(c).unwrap();
+        let w = legacy::warnings_of(&mut plan);
+        assert!(
+            w.iter().any(|w| w.starts_with("precheck_input:"))
+                && w.iter().any(|w| w.starts_with("bucket_size = 1000:")),
+            "{w:?}"
+        );
+        let mut c = call("alice", "KKRT_PSI_2PC");
+        c.precheck = true;
+        let w = psi_csv_spec(c).unwrap().warnings;
+        assert!(w.iter().any(|w| w.starts_with("precheck_input:")), "{w:?}");
+        let mut c = ub("alice", "ECDH_OPRF_UB_PSI_2PC_ONLINE");
+        c.preprocess_path = None;
+        let e = psi_csv_plan(c).unwrap_err().to_string();
+        assert!(e.starts_with("preprocess_path:"), "{e}");
+        let e = psi_csv_plan(call("alice", "BC22_PSI_2PC"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("protocol:") && e.contains("RR22"), "{e}");
+        let e = psi_csv_plan(call("alice", "DP_PSI_2PC"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("DP_PSI_2PC") && e.contains("not supported yet"),
+            "{e}"
+        );
+        // The two-party names stay on the direct path.
+        assert_eq!(
+            psi_csv_plan(call("alice", "RR22_MALICIOUS_PSI_2PC"))
+                .unwrap()
+                .kind(),
+            "two-party"
+        );
     }
 
     #[test]

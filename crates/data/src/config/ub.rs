@@ -57,10 +57,10 @@ struct UbPsiConfig {
     count_path: Option<String>,
 }
 
-/// Ours, for unbalanced runs.
+/// Ours, for unbalanced runs (also checked by the v1 parser, `legacy`, for its unbalanced types).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct UbExtensions {
+pub(super) struct UbExtensions {
     curve: Option<String>,
     report_path: Option<String>,
     connect_timeout_ms: Option<Value>,
