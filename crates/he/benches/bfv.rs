@@ -1,0 +1,2 @@
+//! Placeholder until the speed item.
+fn main() {}
