@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 use blindjoin_he::params::max_secure_bits;
-use blindjoin_he::{HeError, Parameters, PlainModulus};
+use blindjoin_he::{Context, HeError, Parameters, PlainModulus};
 
 fn presets() -> Vec<(String, serde_json::Value)> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
@@ -59,6 +59,7 @@ fn every_preset_is_checked_against_the_128_bit_bound() {
         if let PlainModulus::Value(want) = plain {
             assert_eq!(t, want);
         }
+        Context::new(&p).unwrap();
         println!("{name:>16}: N={n:>5} t={t:>8} bits={bits:?} log Q={total} <= {bound}: pass");
         passed += 1;
     }
