@@ -74,12 +74,15 @@ pub(crate) fn zero_sample(
             *x = prng.uniform(m);
         }
     }
-    let e: Vec<i64> = (0..ctx.n).map(|_| noise.cbd()).collect();
+    // e and a·s each reveal s given (b, a): both are wiped.
+    let mut e: Vec<i64> = (0..ctx.n).map(|_| noise.cbd()).collect();
     let mut b = RnsPoly::from_signed(&e, moduli);
+    e.zeroize();
     b.ntt(&ctx.q_ntt[..rows]);
-    let mut as_ = a.clone();
-    as_.mul_assign(&sk.ntt, moduli);
-    b.sub_assign(&as_, moduli);
+    let mut a_s = a.clone();
+    a_s.mul_assign(&sk.ntt, moduli);
+    b.sub_assign(&a_s, moduli);
+    a_s.zeroize();
     (b, a)
 }
 
@@ -104,8 +107,7 @@ impl RelinKeys {
             let (mut b, a) = zero_sample(ctx, sk, rows, &fresh_seed()?, &mut noise);
             let m = ctx.q[i];
             let pm = m.reduce(p);
-            let s2_row = s2.row(i).to_vec();
-            for (x, s) in b.row_mut(i).iter_mut().zip(s2_row) {
+            for (x, &s) in b.row_mut(i).iter_mut().zip(s2.row(i)) {
                 *x = m.add(*x, m.mul(pm, s));
             }
             keys.push((b, a));

@@ -5,7 +5,7 @@
 //! NTT, batching, symmetric encryption with seeded ciphertexts, ct+ct, ct×pt and its
 //! multiply-accumulate, ct×ct in the Halevi–Polyakov–Shoup RNS variant (eprint 2018/117),
 //! relinearization with a special prime, modulus switching, the noise budget, and checked
-//! serialization. Parameters are refused below 128-bit security (the HE standard's table).
+//! serialization ([`serial`]). Parameters are refused below 128-bit security (the HE standard's table).
 //!
 //! ```
 //! use blindjoin_he::{BatchEncoder, Context, Parameters, PlainModulus, RelinKeys, SecretKey};
@@ -33,6 +33,7 @@ pub mod params;
 pub mod poly;
 pub mod prng;
 pub mod rns;
+pub mod serial;
 
 pub use cipher::{Ciphertext, SeededCiphertext};
 pub use context::Context;
