@@ -112,7 +112,7 @@ fn run(n: usize, t: u64, bits: &[u32], reps: usize) {
     let cts: Vec<Ciphertext> = (0..32)
         .map(|_| {
             let mut c = cipher::encrypt(&ctx, &sk, &enc.encode(&slots()).unwrap()).unwrap();
-            to_ntt(&ctx, &mut c);
+            to_ntt(&ctx, &mut c).unwrap();
             c
         })
         .collect();
@@ -128,8 +128,8 @@ fn run(n: usize, t: u64, bits: &[u32], reps: usize) {
         "ciphertext to / from NTT form",
         time(reps, || {
             let mut c = a.clone();
-            to_ntt(&ctx, &mut c);
-            from_ntt(&ctx, &mut c);
+            to_ntt(&ctx, &mut c).unwrap();
+            from_ntt(&ctx, &mut c).unwrap();
             c
         }),
     );

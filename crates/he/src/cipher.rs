@@ -67,6 +67,9 @@ impl SeededCiphertext {
     /// [`HeError::Mismatch`] if the level does not exist in `ctx`.
     pub fn expand(&self, ctx: &Context) -> Result<Ciphertext> {
         ctx.level_data(self.level)?;
+        if self.c0.degree() != ctx.n || self.c0.rows() != self.level {
+            return Err(HeError::Mismatch("seeded ciphertext of other parameters"));
+        }
         let moduli = ctx.level_moduli(self.level);
         let mut a = RnsPoly::zero(ctx.n, self.level);
         let mut prng = Prng::new(&self.seed);
@@ -117,6 +120,10 @@ pub(crate) fn add_scaled_plain(
 /// # Errors
 /// [`HeError::Rng`] if the OS random source fails.
 pub fn encrypt_seeded(ctx: &Context, sk: &SecretKey, pt: &Plaintext) -> Result<SeededCiphertext> {
+    ctx.check_pt(pt)?;
+    if sk.ntt.degree() != ctx.n || sk.ntt.rows() != ctx.q.len() {
+        return Err(HeError::Mismatch("secret key of other parameters"));
+    }
     let level = ctx.top_level();
     let seed = fresh_seed()?;
     let mut noise = Prng::from_os()?;
@@ -136,9 +143,9 @@ pub fn encrypt(ctx: &Context, sk: &SecretKey, pt: &Plaintext) -> Result<Cipherte
 
 /// [c0 + c1·s + c2·s² …]_Q in coefficient form.
 fn phase(ctx: &Context, sk: &SecretKey, ct: &Ciphertext) -> Result<RnsPoly> {
-    ctx.level_data(ct.level)?;
-    if ct.polys.is_empty() {
-        return Err(HeError::Mismatch("empty ciphertext"));
+    ctx.check_ct(ct)?;
+    if sk.ntt.degree() != ctx.n || sk.ntt.rows() != ctx.q.len() {
+        return Err(HeError::Mismatch("secret key of other parameters"));
     }
     let level = ct.level;
     let moduli = ctx.level_moduli(level);

@@ -294,6 +294,40 @@ impl Context {
         &self.q_ntt[..level.min(self.levels.len())]
     }
 
+    /// Checks that `ct` belongs to this context: an existing level, N coefficients and one row
+    /// per prime of its level in every polynomial, size 2 or 3.
+    pub(crate) fn check_ct(&self, ct: &crate::cipher::Ciphertext) -> Result<()> {
+        self.level_data(ct.level)?;
+        if !(2..=3).contains(&ct.polys.len()) {
+            return Err(HeError::Mismatch("ciphertext size is not 2 or 3"));
+        }
+        if ct
+            .polys
+            .iter()
+            .any(|p| p.degree() != self.n || p.rows() != ct.level)
+        {
+            return Err(HeError::Mismatch("ciphertext of other parameters"));
+        }
+        Ok(())
+    }
+
+    /// Checks that `pt` belongs to this context.
+    pub(crate) fn check_ntt_pt(&self, pt: &crate::encoder::NttPlaintext) -> Result<()> {
+        self.level_data(pt.level)?;
+        if pt.poly.degree() != self.n || pt.poly.rows() != pt.level {
+            return Err(HeError::Mismatch("plaintext of other parameters"));
+        }
+        Ok(())
+    }
+
+    /// Checks that `pt` belongs to this context (N coefficients, each below t).
+    pub(crate) fn check_pt(&self, pt: &crate::encoder::Plaintext) -> Result<()> {
+        if pt.coeffs.len() != self.n || pt.coeffs.iter().any(|&c| c >= self.t.value()) {
+            return Err(HeError::Mismatch("plaintext of other parameters"));
+        }
+        Ok(())
+    }
+
     /// log2 Q_ℓ as the bit size of the product.
     pub fn level_bits(&self, level: usize) -> u32 {
         self.level_data(level).map_or(0, |l| big::bits(&l.q_big))

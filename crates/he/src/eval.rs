@@ -34,7 +34,9 @@ use crate::rns::{divide_round_last, round_frac_sum};
 /// Products summed in 128 bits before a reduction: 15·(2^62)² < 2^128.
 const LAZY_TERMS: usize = 15;
 
-fn same_shape(a: &Ciphertext, b: &Ciphertext) -> Result<()> {
+fn same_shape(ctx: &Context, a: &Ciphertext, b: &Ciphertext) -> Result<()> {
+    ctx.check_ct(a)?;
+    ctx.check_ct(b)?;
     if a.level != b.level {
         return Err(HeError::Mismatch("ciphertexts at different levels"));
     }
@@ -49,7 +51,7 @@ fn same_shape(a: &Ciphertext, b: &Ciphertext) -> Result<()> {
 /// # Errors
 /// [`HeError::Mismatch`] on different levels or forms.
 pub fn add(ctx: &Context, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-    same_shape(a, b)?;
+    same_shape(ctx, a, b)?;
     let moduli = ctx.level_moduli(a.level);
     let (long, short) = if a.size() >= b.size() { (a, b) } else { (b, a) };
     let mut out = long.clone();
@@ -64,18 +66,22 @@ pub fn add(ctx: &Context, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> 
 /// # Errors
 /// [`HeError::Mismatch`] on different levels or forms.
 pub fn sub(ctx: &Context, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-    let nb = negate(ctx, b);
+    let nb = negate(ctx, b)?;
     add(ctx, a, &nb)
 }
 
 /// −a.
-pub fn negate(ctx: &Context, a: &Ciphertext) -> Ciphertext {
+///
+/// # Errors
+/// [`HeError::Mismatch`] for a ciphertext of other parameters.
+pub fn negate(ctx: &Context, a: &Ciphertext) -> Result<Ciphertext> {
+    ctx.check_ct(a)?;
     let mut out = a.clone();
     let moduli = ctx.level_moduli(a.level);
     for p in out.polys.iter_mut() {
         p.neg_assign(moduli);
     }
-    out
+    Ok(out)
 }
 
 /// ct + pt (ct in coefficient form).
@@ -83,6 +89,8 @@ pub fn negate(ctx: &Context, a: &Ciphertext) -> Ciphertext {
 /// # Errors
 /// [`HeError::Mismatch`] if `ct` is in NTT form or empty.
 pub fn add_plain(ctx: &Context, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
+    ctx.check_ct(ct)?;
+    ctx.check_pt(pt)?;
     if ct.ntt_form {
         return Err(HeError::Mismatch("add_plain needs coefficient form"));
     }
@@ -96,21 +104,31 @@ pub fn add_plain(ctx: &Context, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphe
 }
 
 /// Puts `ct` in NTT form (no-op if it is).
-pub fn to_ntt(ctx: &Context, ct: &mut Ciphertext) {
+///
+/// # Errors
+/// [`HeError::Mismatch`] for a ciphertext of other parameters.
+pub fn to_ntt(ctx: &Context, ct: &mut Ciphertext) -> Result<()> {
+    ctx.check_ct(ct)?;
     if !ct.ntt_form {
         let tables = ctx.level_tables(ct.level);
         ct.polys.iter_mut().for_each(|p| p.ntt(tables));
         ct.ntt_form = true;
     }
+    Ok(())
 }
 
 /// Puts `ct` in coefficient form (no-op if it is).
-pub fn from_ntt(ctx: &Context, ct: &mut Ciphertext) {
+///
+/// # Errors
+/// [`HeError::Mismatch`] for a ciphertext of other parameters.
+pub fn from_ntt(ctx: &Context, ct: &mut Ciphertext) -> Result<()> {
+    ctx.check_ct(ct)?;
     if ct.ntt_form {
         let tables = ctx.level_tables(ct.level);
         ct.polys.iter_mut().for_each(|p| p.intt(tables));
         ct.ntt_form = false;
     }
+    Ok(())
 }
 
 /// ct × pt, both in NTT form at the same level; the result is in NTT form.
@@ -133,6 +151,8 @@ pub fn multiply_plain_accumulate(
     let (level, size) = (first.level, first.size());
     ctx.level_data(level)?;
     for (ct, pt) in terms {
+        ctx.check_ct(ct)?;
+        ctx.check_ntt_pt(pt)?;
         if ct.level != level || pt.level != level {
             return Err(HeError::Mismatch("terms at different levels"));
         }
@@ -252,7 +272,7 @@ fn scale_down(ctx: &Context, level: usize, mut d: RnsPoly) -> Result<RnsPoly> {
 /// # Errors
 /// [`HeError::Mismatch`] on a level, size or form mismatch.
 pub fn multiply(ctx: &Context, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-    same_shape(a, b)?;
+    same_shape(ctx, a, b)?;
     if a.ntt_form {
         return Err(HeError::Mismatch("ct×ct needs coefficient form"));
     }
@@ -323,13 +343,12 @@ pub fn relinearize(ctx: &Context, ct: &Ciphertext, rk: &RelinKeys) -> Result<Cip
     if ct.ntt_form {
         return Err(HeError::Mismatch("relinearization needs coefficient form"));
     }
+    ctx.check_ct(ct)?;
     let level = ct.level;
-    ctx.level_data(level)?;
     if rk.keys.len() != *sp
-        || rk
-            .keys
-            .iter()
-            .any(|(b, a)| b.rows() != sp + 1 || a.rows() != sp + 1)
+        || rk.keys.iter().any(|(b, a)| {
+            b.rows() != sp + 1 || a.rows() != sp + 1 || b.degree() != ctx.n || a.degree() != ctx.n
+        })
     {
         return Err(HeError::Mismatch(
             "relinearization keys of other parameters",
@@ -398,6 +417,7 @@ fn acc_rows(p: &mut RnsPoly, n: usize) -> Vec<&mut [u64]> {
 /// # Errors
 /// [`HeError::Unsupported`] at level 1.
 pub fn mod_switch_to_next(ctx: &Context, ct: &Ciphertext) -> Result<Ciphertext> {
+    ctx.check_ct(ct)?;
     let level = ct.level;
     let lv = ctx.level_data(level)?;
     if level < 2 {
@@ -405,7 +425,7 @@ pub fn mod_switch_to_next(ctx: &Context, ct: &Ciphertext) -> Result<Ciphertext> 
     }
     let was_ntt = ct.ntt_form;
     let mut out = ct.clone();
-    from_ntt(ctx, &mut out);
+    from_ntt(ctx, &mut out)?;
     let n = ctx.n;
     let moduli = ctx.level_moduli(level);
     for p in out.polys.iter_mut() {
@@ -422,7 +442,7 @@ pub fn mod_switch_to_next(ctx: &Context, ct: &Ciphertext) -> Result<Ciphertext> 
     }
     out.level = level - 1;
     if was_ntt {
-        to_ntt(ctx, &mut out);
+        to_ntt(ctx, &mut out)?;
     }
     Ok(out)
 }

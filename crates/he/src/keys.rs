@@ -98,6 +98,9 @@ impl RelinKeys {
             ));
         };
         let rows = ctx.q.len();
+        if sk.ntt.degree() != ctx.n || sk.ntt.rows() != rows {
+            return Err(HeError::Mismatch("secret key of other parameters"));
+        }
         let mut s2 = sk.ntt.clone();
         s2.mul_assign(&sk.ntt, &ctx.q);
         let mut noise = Prng::from_os()?;

@@ -121,7 +121,7 @@ fn additions_match_plaintext() {
     let diff: Vec<u64> = a.iter().zip(&b).map(|(&x, &y)| (x + t - y) % t).collect();
     assert_eq!(dec(&s, &sub(&s.ctx, &ca, &cb).unwrap()), diff);
     let neg: Vec<u64> = a.iter().map(|&x| (t - x) % t).collect();
-    assert_eq!(dec(&s, &negate(&s.ctx, &ca)), neg);
+    assert_eq!(dec(&s, &negate(&s.ctx, &ca).unwrap()), neg);
     let pb = BatchEncoder::new(&s.ctx).encode(&b).unwrap();
     assert_eq!(
         dec(&s, &add_plain(&s.ctx, &ca, &pb).unwrap()),
@@ -147,7 +147,7 @@ fn ct_times_pt_and_multiply_accumulate_match_plaintext() {
         let (x, p) = (rand_slots(&mut st, n, t), rand_slots(&mut st, n, t));
         want = addv(t, &want, &mulv(t, &x, &p));
         let mut c = enc(&s, &x);
-        to_ntt(&s.ctx, &mut c);
+        to_ntt(&s.ctx, &mut c).unwrap();
         cts.push(c);
         pts.push(e.to_ntt(&e.encode(&p).unwrap(), level).unwrap());
     }
@@ -155,14 +155,14 @@ fn ct_times_pt_and_multiply_accumulate_match_plaintext() {
     let mut acc = multiply_plain_accumulate(&s.ctx, &terms).unwrap();
     assert!(acc.is_ntt_form());
     assert_eq!(dec(&s, &acc), want, "decrypts in NTT form too");
-    from_ntt(&s.ctx, &mut acc);
+    from_ntt(&s.ctx, &mut acc).unwrap();
     assert_eq!(dec(&s, &acc), want);
     assert!(noise_budget(&s.ctx, &s.sk, &acc).unwrap() > 0);
 
     // Single products, including by zero and by all t−1.
     let x = rand_slots(&mut st, n, t);
     let mut cx = enc(&s, &x);
-    to_ntt(&s.ctx, &mut cx);
+    to_ntt(&s.ctx, &mut cx).unwrap();
     for p in [vec![0u64; n], vec![t - 1; n], rand_slots(&mut st, n, t)] {
         let pt = e.to_ntt(&e.encode(&p).unwrap(), level).unwrap();
         assert_eq!(
@@ -258,7 +258,7 @@ fn repeated_squaring_and_a_paterson_stockmeyer_shaped_product() {
             .iter()
             .map(|p| {
                 let mut p = p.clone();
-                to_ntt(ctx, &mut p);
+                to_ntt(ctx, &mut p).unwrap();
                 p
             })
             .collect();
@@ -268,7 +268,7 @@ fn repeated_squaring_and_a_paterson_stockmeyer_shaped_product() {
             .collect();
         let terms: Vec<_> = nt.iter().zip(&pts).collect();
         let mut r = multiply_plain_accumulate(ctx, &terms).unwrap();
-        from_ntt(ctx, &mut r);
+        from_ntt(ctx, &mut r).unwrap();
         r
     };
     let a: Vec<Vec<u64>> = (0..4).map(|_| rand_slots(&mut st, n, t)).collect();
@@ -321,7 +321,7 @@ fn modulus_switching_keeps_the_message() {
     ));
     // NTT form is kept through the switch.
     let mut cn = c.clone();
-    to_ntt(ctx, &mut cn);
+    to_ntt(ctx, &mut cn).unwrap();
     let dn = mod_switch_to_next(ctx, &cn).unwrap();
     assert!(dn.is_ntt_form());
     assert_eq!(dec(&s, &dn), x);
@@ -351,10 +351,42 @@ fn one_prime_parameters_have_no_relinearization() {
     let mut st = 7;
     let (x, p) = (rand_slots(&mut st, n, t), rand_slots(&mut st, n, t));
     let mut c = enc(&s, &x);
-    to_ntt(&s.ctx, &mut c);
+    to_ntt(&s.ctx, &mut c).unwrap();
     let pt = e.to_ntt(&e.encode(&p).unwrap(), 1).unwrap();
     assert_eq!(
         dec(&s, &multiply_plain(&s.ctx, &c, &pt).unwrap()),
         mulv(t, &x, &p)
     );
+}
+
+#[test]
+fn objects_of_other_parameters_are_refused_not_misused() {
+    let a = small();
+    let b = setup(8192, PlainModulus::Value(65537), &[56, 48, 48]);
+    let rk_b = RelinKeys::generate(&b.ctx, &b.sk).unwrap();
+    let ct_b = enc(&b, &[1, 2, 3]);
+    let ct_a = enc(&a, &[1, 2, 3]);
+    let ctx = &a.ctx;
+    let mismatch = |r: crate::Result<Ciphertext>| matches!(r, Err(HeError::Mismatch(_)));
+    assert!(mismatch(add(ctx, &ct_a, &ct_b)));
+    assert!(mismatch(negate(ctx, &ct_b)));
+    assert!(mismatch(multiply(ctx, &ct_b, &ct_b)));
+    assert!(mismatch(mod_switch_to_next(ctx, &ct_b)));
+    assert!(mismatch(relinearize(
+        ctx,
+        &multiply(ctx, &ct_a, &ct_a).unwrap(),
+        &rk_b
+    )));
+    let mut c = ct_b.clone();
+    assert!(to_ntt(ctx, &mut c).is_err());
+    assert!(decrypt(ctx, &a.sk, &ct_b).is_err());
+    assert!(decrypt(ctx, &b.sk, &ct_a).is_err());
+    assert!(RelinKeys::generate(ctx, &b.sk).is_err());
+    let pt_b = BatchEncoder::new(&b.ctx).encode(&[1]).unwrap();
+    assert!(encrypt(ctx, &a.sk, &pt_b).is_err());
+    assert!(mismatch(add_plain(ctx, &ct_a, &pt_b)));
+    let mut cn = ct_a.clone();
+    to_ntt(ctx, &mut cn).unwrap();
+    let npt_b = BatchEncoder::new(&b.ctx).to_ntt(&pt_b, 1).unwrap();
+    assert!(mismatch(multiply_plain(ctx, &cn, &npt_b)));
 }
