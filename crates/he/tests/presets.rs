@@ -79,3 +79,70 @@ fn a_preset_widened_past_the_bound_is_refused() {
         }
     );
 }
+
+/// Every distinct preset shape: a fresh ciphertext, its square (relinearized when the preset
+/// has a special prime), a ct×pt product, and the switch to the last data level all decrypt to
+/// the slot-wise plaintext answer with budget left. The printed budgets are docs/protocols.md's.
+#[test]
+fn every_preset_shape_computes_and_decrypts() {
+    use blindjoin_he::eval::{mod_switch_to, multiply_plain, relinearize, square, to_ntt};
+    use blindjoin_he::{BatchEncoder, RelinKeys, SecretKey, cipher};
+    let mut shapes: Vec<(usize, PlainModulus, Vec<u32>, String)> = Vec::new();
+    for (name, v) in presets() {
+        let (n, plain, bits) = params_of(&v);
+        if !shapes
+            .iter()
+            .any(|s| s.0 == n && s.1 == plain && s.2 == bits)
+        {
+            shapes.push((n, plain, bits, name));
+        }
+    }
+    let mut state = 3u64;
+    for (n, plain, bits, name) in shapes {
+        let params = Parameters::new(n, plain, &bits).unwrap();
+        let ctx = Context::new(&params).unwrap();
+        let t = params.plain_modulus();
+        let sk = SecretKey::generate(&ctx).unwrap();
+        let enc = BatchEncoder::new(&ctx);
+        let x: Vec<u64> = (0..n)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (state >> 11) % t
+            })
+            .collect();
+        let sq: Vec<u64> = x
+            .iter()
+            .map(|&v| ((u128::from(v) * u128::from(v)) % u128::from(t)) as u64)
+            .collect();
+        let c = cipher::encrypt(&ctx, &sk, &enc.encode(&x).unwrap()).unwrap();
+        let dec =
+            |c: &blindjoin_he::Ciphertext| enc.decode(&cipher::decrypt(&ctx, &sk, c).unwrap());
+        assert_eq!(dec(&c), x, "{name}");
+        let fresh = cipher::noise_budget(&ctx, &sk, &c).unwrap();
+        // ct×pt by the same values, in NTT form.
+        let mut cn = c.clone();
+        to_ntt(&ctx, &mut cn).unwrap();
+        let pt = enc
+            .to_ntt(&enc.encode(&x).unwrap(), ctx.top_level())
+            .unwrap();
+        let by_pt = multiply_plain(&ctx, &cn, &pt).unwrap();
+        assert_eq!(dec(&by_pt), sq, "{name}: ct×pt");
+        let pt_budget = cipher::noise_budget(&ctx, &sk, &by_pt).unwrap();
+        let mut line =
+            format!("{name:>16} N={n:>5} t={t:>8} bits={bits:?}: fresh {fresh}, ct×pt {pt_budget}");
+        if ctx.has_special_prime() {
+            let rk = RelinKeys::generate(&ctx, &sk).unwrap();
+            let s = relinearize(&ctx, &square(&ctx, &c).unwrap(), &rk).unwrap();
+            assert_eq!(dec(&s), sq, "{name}: ct×ct");
+            let sb = cipher::noise_budget(&ctx, &sk, &s).unwrap();
+            assert!(sb > 0, "{name}");
+            let low = mod_switch_to(&ctx, &s, 1).unwrap();
+            assert_eq!(dec(&low), sq, "{name}: mod switch");
+            let lb = cipher::noise_budget(&ctx, &sk, &low).unwrap();
+            line += &format!(", ct×ct+relin {sb}, then at level 1 {lb}");
+        }
+        println!("{line} bits");
+    }
+}
