@@ -461,3 +461,64 @@ pub fn mod_switch_to(ctx: &Context, ct: &Ciphertext, level: usize) -> Result<Cip
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::{Parameters, PlainModulus};
+
+    /// HPS's scale step against exact integer arithmetic: for signed d with |d| < 2^110 given
+    /// by its residues in Q ∪ P, the result mod each q_i is round(t·d/Q) (ties cannot occur for
+    /// these d, as Q is odd and t·d/Q is never a half-integer).
+    #[test]
+    fn scale_down_is_the_exact_rounding_of_t_d_over_q() {
+        let params = Parameters::new(4096, PlainModulus::Value(40961), &[40, 32, 32]).unwrap();
+        let ctx = Context::new(&params).unwrap();
+        let level = 2;
+        let moduli = qp_moduli(&ctx, level).unwrap();
+        let tables = qp_tables(&ctx, level).unwrap();
+        let q: i128 = params.coeff_modulus()[..2]
+            .iter()
+            .map(|&x| i128::from(x))
+            .product();
+        let t = 40961i128;
+        let n = ctx.degree();
+        let mut state = 9u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            state
+        };
+        let mut ds: Vec<i128> = (0..n)
+            .map(|i| {
+                let mag = ((i128::from(next()) << 64) | i128::from(next())) >> (18 + i % 100);
+                if next() & 1 == 1 { -mag } else { mag }
+            })
+            .collect();
+        ds[0] = 0;
+        ds[1] = 1;
+        ds[2] = -1;
+        ds[3] = (1i128 << 110) - 1;
+        ds[4] = -(1i128 << 110) + 1;
+        ds[5] = q / 2;
+        let mut d = RnsPoly::zero(n, moduli.len());
+        for (i, m) in moduli.iter().enumerate() {
+            for (x, &v) in d.row_mut(i).iter_mut().zip(&ds) {
+                *x = v.rem_euclid(i128::from(m.value())) as u64;
+            }
+            tables[i].forward(d.row_mut(i));
+        }
+        let out = scale_down(&ctx, level, d).unwrap();
+        for (c, &v) in ds.iter().enumerate() {
+            let want = (2 * t * v + q).div_euclid(2 * q);
+            for (i, m) in ctx.level_moduli(level).iter().enumerate() {
+                assert_eq!(
+                    i128::from(out.row(i)[c]),
+                    want.rem_euclid(i128::from(m.value())),
+                    "d = {v}"
+                );
+            }
+        }
+    }
+}
