@@ -6,7 +6,7 @@
 //! figure below.
 //!
 //! Run: `cargo bench -p blindjoin-he --bench bfv` (or `-- 4096`, `-- 8192-218` for one set).
-//! `BJ_BENCH_REPS=n` repeats each operation n times (default 20) and prints the mean.
+//! `BJ_BENCH_REPS=n` repeats each operation n times (default 20).
 //!
 //! For comparison (research briefs `labeled_psi_and_scale_out.md` §0.3, `rust_deps.md`: same
 //! machine, one core, N = 8192, four ~55-bit primes, log Q = 218): SEAL 4.x (no HEXL) ct×ct+relin
@@ -36,19 +36,26 @@ fn cpu_ms() -> f64 {
         .unwrap_or_else(|| T0.get_or_init(Instant::now).elapsed().as_secs_f64() * 1e3)
 }
 
-/// Mean wall and CPU ms of `f` over `reps` runs (after one warm-up run).
-fn time<T>(reps: usize, mut f: impl FnMut() -> T) -> (f64, f64) {
+/// Wall ms of `f`: the minimum and the median over `reps` runs (after one warm-up run), and
+/// the mean CPU ms. On a shared machine the minimum is the figure least disturbed by other
+/// processes; the CPU time is coarse (scheduler ticks) for sub-millisecond runs.
+fn time<T>(reps: usize, mut f: impl FnMut() -> T) -> (f64, f64, f64) {
     black_box(f());
-    let (w0, c0) = (Instant::now(), cpu_ms());
-    for _ in 0..reps {
-        black_box(f());
-    }
-    let wall = w0.elapsed().as_secs_f64() * 1e3 / reps as f64;
-    (wall, (cpu_ms() - c0) / reps as f64)
+    let c0 = cpu_ms();
+    let mut walls: Vec<f64> = (0..reps)
+        .map(|_| {
+            let w0 = Instant::now();
+            black_box(f());
+            w0.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    let cpu = (cpu_ms() - c0) / reps as f64;
+    walls.sort_by(f64::total_cmp);
+    (walls[0], walls[reps / 2], cpu)
 }
 
-fn report(name: &str, (wall, cpu): (f64, f64)) {
-    println!("  {name:<44} {wall:>9.3} ms wall  {cpu:>9.3} ms cpu");
+fn report(name: &str, (min, median, cpu): (f64, f64, f64)) {
+    println!("  {name:<40} min {min:>8.3} ms  median {median:>8.3} ms  cpu {cpu:>8.3} ms");
 }
 
 fn splitmix(state: &mut u64) -> u64 {

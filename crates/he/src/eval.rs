@@ -362,23 +362,38 @@ pub fn relinearize(ctx: &Context, ct: &Ciphertext, rk: &RelinKeys) -> Result<Cip
     let mut acc1 = RnsPoly::zero(n, idx.len());
     let c2 = &ct.polys[2];
     let mut tmp = vec![0u64; n];
-    for (i, (kb, ka)) in rk.keys.iter().enumerate().take(level) {
-        let digit = c2.row(i);
-        for (r, &row) in idx.iter().enumerate() {
-            let m = &moduli[r];
-            for (x, &d) in tmp.iter_mut().zip(digit) {
+    // Per target prime, the digit products are summed in 128 bits and reduced once every
+    // LAZY_TERMS digits (each product < 2^124).
+    let (mut wide0, mut wide1) = (vec![0u128; n], vec![0u128; n]);
+    for (r, &row) in idx.iter().enumerate() {
+        let m = &moduli[r];
+        wide0.iter_mut().for_each(|x| *x = 0);
+        wide1.iter_mut().for_each(|x| *x = 0);
+        for (i, (kb, ka)) in rk.keys.iter().enumerate().take(level) {
+            for (x, &d) in tmp.iter_mut().zip(c2.row(i)) {
                 *x = m.reduce(d);
             }
             ctx.q_ntt[row].forward(&mut tmp);
-            let (kb_row, ka_row) = (kb.row(row), ka.row(row));
-            let out0 = acc0.row_mut(r);
-            for ((o, &x), &k) in out0.iter_mut().zip(&tmp).zip(kb_row) {
-                *o = m.reduce_u128(u128::from(*o) + u128::from(x) * u128::from(k));
+            for (((w0, w1), &x), (&b, &a)) in wide0
+                .iter_mut()
+                .zip(wide1.iter_mut())
+                .zip(&tmp)
+                .zip(kb.row(row).iter().zip(ka.row(row)))
+            {
+                *w0 += u128::from(x) * u128::from(b);
+                *w1 += u128::from(x) * u128::from(a);
             }
-            let out1 = acc1.row_mut(r);
-            for ((o, &x), &k) in out1.iter_mut().zip(&tmp).zip(ka_row) {
-                *o = m.reduce_u128(u128::from(*o) + u128::from(x) * u128::from(k));
+            if (i + 1) % LAZY_TERMS == 0 {
+                for w in wide0.iter_mut().chain(wide1.iter_mut()) {
+                    *w = u128::from(m.reduce_u128(*w));
+                }
             }
+        }
+        for (o, &w) in acc0.row_mut(r).iter_mut().zip(&wide0) {
+            *o = m.reduce_u128(w);
+        }
+        for (o, &w) in acc1.row_mut(r).iter_mut().zip(&wide1) {
+            *o = m.reduce_u128(w);
         }
     }
     let mut out = Ciphertext {

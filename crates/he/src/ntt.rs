@@ -24,6 +24,15 @@ pub struct NttTables {
     inv_roots: Vec<(u64, u64)>,
     /// N^{-1} mod q and its Shoup constant.
     n_inv: (u64, u64),
+    /// ψ^{-bitrev(1)}·N^{-1}, the last inverse layer's twiddle with the final scaling folded in.
+    last_inv_root_scaled: (u64, u64),
+}
+
+/// x − m if x ≥ m, else x; for x < 2m ≤ 2^63 too. Branch-free (a compare and a conditional
+/// move): the NTT's values are random, so a branch would be mispredicted half the time.
+#[inline(always)]
+fn sub_if_ge(x: u64, m: u64) -> u64 {
+    x.min(x.wrapping_sub(m))
 }
 
 fn bit_reverse(x: usize, bits: u32) -> usize {
@@ -69,12 +78,14 @@ impl NttTables {
             pi = modulus.mul(pi, psi_inv);
         }
         let n_inv = modulus.inv(n as u64)?;
+        let scaled = modulus.mul(inv_roots[1].0, n_inv);
         Some(Self {
             modulus,
             n,
             roots,
             inv_roots,
             n_inv: (n_inv, modulus.shoup(n_inv)),
+            last_inv_root_scaled: (scaled, modulus.shoup(scaled)),
         })
     }
 
@@ -91,57 +102,56 @@ impl NttTables {
     /// In-place forward transform; input coefficients in [0, q) (any value < 4q works), output
     /// in [0, q), bit-reversed order. `a.len()` must be N (other lengths are left untouched).
     pub fn forward(&self, a: &mut [u64]) {
-        if a.len() != self.n {
+        let n = self.n;
+        if a.len() != n || n < 2 {
             return;
         }
-        let q = self.modulus.value();
+        let md = self.modulus;
+        let q = md.value();
         let two_q = 2 * q;
-        let mut t = self.n;
+        let mut t = n;
         let mut m = 1;
-        while m < self.n {
+        // All layers but the last: groups of 2t with one twiddle each.
+        while m < n / 2 {
             t >>= 1;
-            for i in 0..m {
-                let (w, w_shoup) = self.roots[m + i];
-                let j1 = 2 * i * t;
-                let (lo, hi) = a[j1..j1 + 2 * t].split_at_mut(t);
+            for (chunk, &(w, ws)) in a.chunks_exact_mut(2 * t).zip(&self.roots[m..2 * m]) {
+                let (lo, hi) = chunk.split_at_mut(t);
                 for (x, y) in lo.iter_mut().zip(hi.iter_mut()) {
-                    let mut u = *x;
-                    if u >= two_q {
-                        u -= two_q;
-                    }
-                    let v = self.modulus.mul_shoup_lazy(*y, w, w_shoup);
+                    let u = sub_if_ge(*x, two_q);
+                    let v = md.mul_shoup_lazy(*y, w, ws);
                     *x = u + v;
                     *y = u + two_q - v;
                 }
             }
             m <<= 1;
         }
-        for x in a.iter_mut() {
-            let mut v = *x;
-            if v >= two_q {
-                v -= two_q;
+        // Last layer (t = 1), with the final reduction from [0, 4q) to [0, q) folded in.
+        let full = |v: u64| sub_if_ge(sub_if_ge(v, two_q), q);
+        for (pair, &(w, ws)) in a.chunks_exact_mut(2).zip(&self.roots[n / 2..]) {
+            if let [x, y] = pair {
+                let u = sub_if_ge(*x, two_q);
+                let v = md.mul_shoup_lazy(*y, w, ws);
+                *x = full(u + v);
+                *y = full(u + two_q - v);
             }
-            if v >= q {
-                v -= q;
-            }
-            *x = v;
         }
     }
 
     /// In-place inverse transform; input in [0, 2q) in bit-reversed order, output in [0, q).
     pub fn inverse(&self, a: &mut [u64]) {
-        if a.len() != self.n {
+        let n = self.n;
+        if a.len() != n || n < 2 {
             return;
         }
-        let q = self.modulus.value();
+        let md = self.modulus;
+        let q = md.value();
         let two_q = 2 * q;
         let mut t = 1;
-        let mut m = self.n >> 1;
-        while m >= 1 {
-            for i in 0..m {
-                let (w, w_shoup) = self.inv_roots[m + i];
-                let j1 = 2 * i * t;
-                let (lo, hi) = a[j1..j1 + 2 * t].split_at_mut(t);
+        let mut m = n >> 1;
+        // All layers but the last.
+        while m > 1 {
+            for (chunk, &(w, ws)) in a.chunks_exact_mut(2 * t).zip(&self.inv_roots[m..2 * m]) {
+                let (lo, hi) = chunk.split_at_mut(t);
                 for (x, y) in lo.iter_mut().zip(hi.iter_mut()) {
                     let (u, v) = (*x, *y);
                     let mut s = u + v;
@@ -149,15 +159,20 @@ impl NttTables {
                         s -= two_q;
                     }
                     *x = s;
-                    *y = self.modulus.mul_shoup_lazy(u + two_q - v, w, w_shoup);
+                    *y = md.mul_shoup_lazy(u + two_q - v, w, ws);
                 }
             }
             t <<= 1;
             m >>= 1;
         }
+        // Last layer with the scaling by N^{-1} folded into its two products.
         let (ni, ni_shoup) = self.n_inv;
-        for x in a.iter_mut() {
-            *x = self.modulus.mul_shoup(*x, ni, ni_shoup);
+        let (wn, wn_shoup) = self.last_inv_root_scaled;
+        let (lo, hi) = a.split_at_mut(n / 2);
+        for (x, y) in lo.iter_mut().zip(hi.iter_mut()) {
+            let (u, v) = (*x, *y);
+            *x = md.mul_shoup(u + v, ni, ni_shoup);
+            *y = md.mul_shoup(u + two_q - v, wn, wn_shoup);
         }
     }
 }

@@ -31,8 +31,8 @@ pub struct BaseConverter {
     a_inv: Vec<f64>,
     /// (A/a_i) mod b_j, indexed [j][i].
     a_hat_mod_b: Vec<Vec<u64>>,
-    /// A mod b_j.
-    a_mod_b: Vec<u64>,
+    /// −A mod b_j.
+    neg_a_mod_b: Vec<u64>,
 }
 
 /// Π of `ms` except index `skip`, mod `m`.
@@ -69,7 +69,7 @@ impl BaseConverter {
             a_hat_inv,
             a_inv: from.iter().map(|m| 1.0 / m.value() as f64).collect(),
             a_hat_mod_b,
-            a_mod_b,
+            neg_a_mod_b: a_mod_b.iter().zip(to).map(|(&a, b)| b.neg(a)).collect(),
         })
     }
 
@@ -89,15 +89,15 @@ impl BaseConverter {
                 y[i] = self.from[i].mul_shoup(input[i][c], w, ws);
                 v += y[i] as f64 * self.a_inv[i];
             }
-            let v = v.round() as u64;
+            // v ≤ k; Σ y_i·(A/a_i) − v·A as one 128-bit sum of k + 1 products < 2^124.
+            let v = u128::from(v.round() as u64);
             for (j, b) in self.to.iter().enumerate() {
                 let hats = &self.a_hat_mod_b[j];
-                let mut acc = 0u128;
-                for i in 0..k {
-                    acc += u128::from(y[i]) * u128::from(hats[i]);
+                let mut acc = v * u128::from(self.neg_a_mod_b[j]);
+                for (&yi, &h) in y.iter().zip(hats) {
+                    acc += u128::from(yi) * u128::from(h);
                 }
-                let s = b.reduce_u128(acc);
-                out[j][c] = b.sub(s, b.mul(v, self.a_mod_b[j]));
+                out[j][c] = b.reduce_u128(acc);
             }
         }
     }
