@@ -29,6 +29,7 @@ pub mod eval;
 pub mod keys;
 pub mod modarith;
 pub mod ntt;
+pub mod ntt_ifma;
 pub mod params;
 pub mod poly;
 pub mod prng;

@@ -10,8 +10,12 @@
 //! constants, so a product costs two multiplications and no division, and values stay in
 //! [0, 4q) (forward) or [0, 2q) (inverse) between layers, with one correction per layer instead
 //! of one per operation. 4q < 2^64 is why q < 2^62.
+//!
+//! For primes below 2^50 on CPUs with AVX-512 IFMA (detected at run time), the wide layers run
+//! eight butterflies per instruction ([`crate::ntt_ifma`]); the results are the same.
 
 use crate::modarith::Modulus;
+use crate::ntt_ifma::{self, Twiddles52};
 
 /// Twiddle tables for one prime and one degree.
 #[derive(Clone, Debug)]
@@ -26,6 +30,8 @@ pub struct NttTables {
     n_inv: (u64, u64),
     /// ψ^{-bitrev(1)}·N^{-1}, the last inverse layer's twiddle with the final scaling folded in.
     last_inv_root_scaled: (u64, u64),
+    /// The IFMA twiddles, when q < 2^50 and the CPU has AVX-512 IFMA.
+    ifma: Option<Twiddles52>,
 }
 
 /// x − m if x ≥ m, else x; for x < 2m ≤ 2^63 too. Branch-free (a compare and a conditional
@@ -60,7 +66,22 @@ pub fn primitive_root_2n(m: &Modulus, n: usize) -> Option<u64> {
 
 impl NttTables {
     /// Tables for degree `n` (a power of two ≥ 2) mod `modulus`; `None` if no 2N-th root exists.
+    /// Uses the IFMA butterflies when q < 2^50 and the CPU has them.
     pub fn new(modulus: Modulus, n: usize) -> Option<Self> {
+        Self::build(modulus, n, ntt_ifma::available())
+    }
+
+    /// Tables that always use the portable butterflies.
+    pub fn new_portable(modulus: Modulus, n: usize) -> Option<Self> {
+        Self::build(modulus, n, false)
+    }
+
+    /// Whether the IFMA butterflies are in use.
+    pub fn uses_ifma(&self) -> bool {
+        self.ifma.is_some()
+    }
+
+    fn build(modulus: Modulus, n: usize, ifma: bool) -> Option<Self> {
         if n < 2 || !n.is_power_of_two() {
             return None;
         }
@@ -79,6 +100,11 @@ impl NttTables {
         }
         let n_inv = modulus.inv(n as u64)?;
         let scaled = modulus.mul(inv_roots[1].0, n_inv);
+        let ifma = if ifma {
+            Twiddles52::new(&modulus, &roots, &inv_roots, n_inv, scaled)
+        } else {
+            None
+        };
         Some(Self {
             modulus,
             n,
@@ -86,6 +112,7 @@ impl NttTables {
             inv_roots,
             n_inv: (n_inv, modulus.shoup(n_inv)),
             last_inv_root_scaled: (scaled, modulus.shoup(scaled)),
+            ifma,
         })
     }
 
@@ -109,9 +136,12 @@ impl NttTables {
         let md = self.modulus;
         let q = md.value();
         let two_q = 2 * q;
-        let mut t = n;
-        let mut m = 1;
-        // All layers but the last: groups of 2t with one twiddle each.
+        let mut m = match &self.ifma {
+            Some(tw) => ntt_ifma::forward_layers(tw, q, a),
+            None => 1,
+        };
+        let mut t = n / m;
+        // All (remaining) layers but the last: groups of 2t with one twiddle each.
         while m < n / 2 {
             t >>= 1;
             for (chunk, &(w, ws)) in a.chunks_exact_mut(2 * t).zip(&self.roots[m..2 * m]) {
@@ -148,8 +178,8 @@ impl NttTables {
         let two_q = 2 * q;
         let mut t = 1;
         let mut m = n >> 1;
-        // All layers but the last.
-        while m > 1 {
+        // All layers but the last; with IFMA, only those with half-groups under 8.
+        while m > 1 && !(self.ifma.is_some() && t >= 8) {
             for (chunk, &(w, ws)) in a.chunks_exact_mut(2 * t).zip(&self.inv_roots[m..2 * m]) {
                 let (lo, hi) = chunk.split_at_mut(t);
                 for (x, y) in lo.iter_mut().zip(hi.iter_mut()) {
@@ -165,7 +195,25 @@ impl NttTables {
             t <<= 1;
             m >>= 1;
         }
-        // Last layer with the scaling by N^{-1} folded into its two products.
+        if let Some(tw) = &self.ifma
+            && ntt_ifma::inverse_layers(tw, q, a, m, t)
+        {
+            return;
+        }
+        // Remaining layers (when the IFMA kernel was not entered), then the last layer with the
+        // scaling by N^{-1} folded into its two products.
+        while m > 1 {
+            for (chunk, &(w, ws)) in a.chunks_exact_mut(2 * t).zip(&self.inv_roots[m..2 * m]) {
+                let (lo, hi) = chunk.split_at_mut(t);
+                for (x, y) in lo.iter_mut().zip(hi.iter_mut()) {
+                    let (u, v) = (*x, *y);
+                    *x = sub_if_ge(u + v, two_q);
+                    *y = md.mul_shoup_lazy(u + two_q - v, w, ws);
+                }
+            }
+            t <<= 1;
+            m >>= 1;
+        }
         let (ni, ni_shoup) = self.n_inv;
         let (wn, wn_shoup) = self.last_inv_root_scaled;
         let (lo, hi) = a.split_at_mut(n / 2);
@@ -229,6 +277,50 @@ mod tests {
             assert_eq!(prod, want, "n={n} q={q}");
             tables.inverse(&mut fa);
             assert_eq!(fa, a, "round trip");
+        }
+    }
+
+    /// The IFMA butterflies (when this CPU has them) give the portable transform's results, for
+    /// inputs over the whole lazy range.
+    #[test]
+    fn ifma_path_agrees_with_the_portable_one() {
+        let mut s = 3u64;
+        for (n, bits) in [
+            (16usize, 30u32),
+            (64, 40),
+            (1024, 49),
+            (4096, 50),
+            (8192, 48),
+            (4096, 56),
+        ] {
+            let q = ntt_primes(bits, 2 * n as u64, 1).unwrap()[0];
+            let m = Modulus::new(q).unwrap();
+            let fast = NttTables::new(m, n).unwrap();
+            let port = NttTables::new_portable(m, n).unwrap();
+            assert!(!port.uses_ifma());
+            assert_eq!(
+                fast.uses_ifma(),
+                ntt_ifma::available() && bits <= ntt_ifma::MAX_BITS
+            );
+            // Forward accepts [0, 4q), inverse [0, 2q).
+            let a = rand_poly(&mut s, n, 4 * q);
+            let (mut x, mut y) = (a.clone(), a.clone());
+            fast.forward(&mut x);
+            port.forward(&mut y);
+            assert_eq!(x, y, "forward n={n} bits={bits}");
+            let b = rand_poly(&mut s, n, 2 * q);
+            let (mut x, mut y) = (b.clone(), b.clone());
+            fast.inverse(&mut x);
+            port.inverse(&mut y);
+            assert_eq!(x, y, "inverse n={n} bits={bits}");
+            let mut top = vec![4 * q - 1; n];
+            let mut top2 = top.clone();
+            fast.forward(&mut top);
+            port.forward(&mut top2);
+            assert_eq!(top, top2);
+        }
+        if !ntt_ifma::available() {
+            eprintln!("no AVX-512 IFMA on this CPU: only the portable path was run");
         }
     }
 
