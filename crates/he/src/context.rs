@@ -98,6 +98,11 @@ impl Context {
     /// # Errors
     /// Only if the parameters were not made by [`Parameters::new`] (which checks them).
     pub fn new(params: &Parameters) -> Result<Self> {
+        Self::with_aux_bits(params, aux_prime_bits())
+    }
+
+    /// As [`Context::new`] with auxiliary primes of `aux_bits` bits (tests cover both sizes).
+    pub(crate) fn with_aux_bits(params: &Parameters, aux_bits: u32) -> Result<Self> {
         let n = params.degree();
         let t = Modulus::new(params.plain_modulus()).ok_or(HeError::PlainModulus {
             t: params.plain_modulus(),
@@ -112,7 +117,7 @@ impl Context {
         let data = if q.len() > 1 { q.len() - 1 } else { 1 };
         let mut levels = Vec::with_capacity(data);
         for l in 1..=data {
-            levels.push(Self::level(&q[..l], t, n)?);
+            levels.push(Self::level(&q[..l], t, n, aux_bits)?);
         }
         let special = if q.len() > 1 {
             let sp = q.len() - 1;
@@ -141,7 +146,7 @@ impl Context {
         })
     }
 
-    fn level(q: &[Modulus], t: Modulus, n: usize) -> Result<Level> {
+    fn level(q: &[Modulus], t: Modulus, n: usize, aux_bits: u32) -> Result<Level> {
         let bad = || HeError::Unsupported("non-coprime moduli");
         let l = q.len();
         let tv = t.value();
@@ -201,18 +206,17 @@ impl Context {
             q_big,
             q_hat_big,
             inv_last,
-            mul: Self::mul_tables(q, t, n)?,
+            mul: Self::mul_tables(q, t, n, aux_bits)?,
         })
     }
 
     /// HPS's auxiliary basis: |t·d/Q| ≤ t·N·Q/2 for a tensor coefficient d, and the result must
     /// be recovered exactly (centered) from its residues mod P, so P > t·N·Q; we ask for two
     /// bits more. (The tensor itself, |d| ≤ N·Q²/2, needs only P > N·Q.)
-    fn mul_tables(q: &[Modulus], t: Modulus, n: usize) -> Result<MulTables> {
+    fn mul_tables(q: &[Modulus], t: Modulus, n: usize, aux_bits: u32) -> Result<MulTables> {
         let bad = || HeError::Unsupported("non-coprime moduli");
         let log_q: u32 = q.iter().map(|m| m.bits()).sum();
         let need = log_q + t.bits() + n.trailing_zeros() + 2;
-        let aux_bits = aux_prime_bits();
         let count = need.div_ceil(aux_bits - 1) as usize;
         // Skip any prime that is also a q_i (possible with 50-bit aux primes) or t.
         let p = moduli(

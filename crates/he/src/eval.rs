@@ -487,8 +487,14 @@ mod tests {
     /// these d, as Q is odd and t·d/Q is never a half-integer).
     #[test]
     fn scale_down_is_the_exact_rounding_of_t_d_over_q() {
+        for aux_bits in [50, 61] {
+            scale_down_exact(aux_bits);
+        }
+    }
+
+    fn scale_down_exact(aux_bits: u32) {
         let params = Parameters::new(4096, PlainModulus::Value(40961), &[40, 32, 32]).unwrap();
-        let ctx = Context::new(&params).unwrap();
+        let ctx = Context::with_aux_bits(&params, aux_bits).unwrap();
         let level = 2;
         let moduli = qp_moduli(&ctx, level).unwrap();
         let tables = qp_tables(&ctx, level).unwrap();
@@ -531,9 +537,41 @@ mod tests {
                 assert_eq!(
                     i128::from(out.row(i)[c]),
                     want.rem_euclid(i128::from(m.value())),
-                    "d = {v}"
+                    "d = {v}, {aux_bits}-bit P"
                 );
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod aux_tests {
+    use super::*;
+    use crate::cipher::{decrypt, encrypt};
+    use crate::params::{Parameters, PlainModulus};
+    use crate::{BatchEncoder, SecretKey};
+
+    /// ct×ct+relin decrypts right with either size of auxiliary primes (the one not chosen for
+    /// this CPU is otherwise untested here).
+    #[test]
+    fn multiplication_with_50_and_61_bit_auxiliary_primes() {
+        let params = Parameters::new(8192, PlainModulus::Value(65537), &[56, 48, 48]).unwrap();
+        for aux_bits in [50, 61] {
+            let ctx = Context::with_aux_bits(&params, aux_bits).unwrap();
+            let sk = SecretKey::generate(&ctx).unwrap();
+            let rk = RelinKeys::generate(&ctx, &sk).unwrap();
+            let e = BatchEncoder::new(&ctx);
+            let x: Vec<u64> = (0..8192u64).map(|i| (i * i + 7) % 65537).collect();
+            let y: Vec<u64> = (0..8192u64).map(|i| (65536 - i * 3) % 65537).collect();
+            let cx = encrypt(&ctx, &sk, &e.encode(&x).unwrap()).unwrap();
+            let cy = encrypt(&ctx, &sk, &e.encode(&y).unwrap()).unwrap();
+            let p = relinearize(&ctx, &multiply(&ctx, &cx, &cy).unwrap(), &rk).unwrap();
+            let want: Vec<u64> = x.iter().zip(&y).map(|(a, b)| a * b % 65537).collect();
+            assert_eq!(
+                e.decode(&decrypt(&ctx, &sk, &p).unwrap()),
+                want,
+                "{aux_bits}-bit P"
+            );
         }
     }
 }
