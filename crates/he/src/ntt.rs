@@ -136,12 +136,13 @@ impl NttTables {
         let md = self.modulus;
         let q = md.value();
         let two_q = 2 * q;
-        let mut m = match &self.ifma {
-            Some(tw) => ntt_ifma::forward_layers(tw, q, a),
-            None => 1,
-        };
-        let mut t = n / m;
-        // All (remaining) layers but the last: groups of 2t with one twiddle each.
+        if let Some(tw) = &self.ifma
+            && ntt_ifma::forward(tw, q, a)
+        {
+            return;
+        }
+        let (mut t, mut m) = (n, 1);
+        // All layers but the last: groups of 2t with one twiddle each.
         while m < n / 2 {
             t >>= 1;
             for (chunk, &(w, ws)) in a.chunks_exact_mut(2 * t).zip(&self.roots[m..2 * m]) {
@@ -176,10 +177,15 @@ impl NttTables {
         let md = self.modulus;
         let q = md.value();
         let two_q = 2 * q;
+        if let Some(tw) = &self.ifma
+            && ntt_ifma::inverse(tw, q, a)
+        {
+            return;
+        }
         let mut t = 1;
         let mut m = n >> 1;
-        // All layers but the last; with IFMA, only those with half-groups under 8.
-        while m > 1 && !(self.ifma.is_some() && t >= 8) {
+        // All layers but the last.
+        while m > 1 {
             for (chunk, &(w, ws)) in a.chunks_exact_mut(2 * t).zip(&self.inv_roots[m..2 * m]) {
                 let (lo, hi) = chunk.split_at_mut(t);
                 for (x, y) in lo.iter_mut().zip(hi.iter_mut()) {
@@ -195,25 +201,7 @@ impl NttTables {
             t <<= 1;
             m >>= 1;
         }
-        if let Some(tw) = &self.ifma
-            && ntt_ifma::inverse_layers(tw, q, a, m, t)
-        {
-            return;
-        }
-        // Remaining layers (when the IFMA kernel was not entered), then the last layer with the
-        // scaling by N^{-1} folded into its two products.
-        while m > 1 {
-            for (chunk, &(w, ws)) in a.chunks_exact_mut(2 * t).zip(&self.inv_roots[m..2 * m]) {
-                let (lo, hi) = chunk.split_at_mut(t);
-                for (x, y) in lo.iter_mut().zip(hi.iter_mut()) {
-                    let (u, v) = (*x, *y);
-                    *x = sub_if_ge(u + v, two_q);
-                    *y = md.mul_shoup_lazy(u + two_q - v, w, ws);
-                }
-            }
-            t <<= 1;
-            m >>= 1;
-        }
+        // Last layer with the scaling by N^{-1} folded into its two products.
         let (ni, ni_shoup) = self.n_inv;
         let (wn, wn_shoup) = self.last_inv_root_scaled;
         let (lo, hi) = a.split_at_mut(n / 2);

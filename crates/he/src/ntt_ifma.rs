@@ -7,17 +7,18 @@
 //! exactly from the low 52 bits of the two products. The lazy values of the transform stay
 //! below 4q, which fits 52 bits when q < 2^50: that is the condition for this path (HEXL's, too).
 //!
-//! Only the layers whose half-groups hold at least 8 coefficients are vectorised (all but the
-//! last three of the forward transform, all but the first three of the inverse); the others run
-//! the portable butterflies of [`crate::ntt`], which accept the same lazy ranges, and give the
-//! same canonical result (tested against the portable transform).
+//! Layers whose half-groups hold at least 8 coefficients take whole vectors with one twiddle per
+//! group; the three layers with half-groups of 4, 2 and 1 work on blocks of 16 coefficients,
+//! gathering the butterflies' operands into two vectors with `vpermt2q` and the twiddles with
+//! `vpermq` (the scheme of Intel HEXL's AVX-512 NTT). Results are canonical and equal the
+//! portable transform's (tested).
 //!
 //! # Run-time selection and SAFETY
 //!
 //! The kernels are compiled with `#[target_feature(enable = "avx512f,avx512ifma")]` and entered
 //! only after `is_x86_feature_detected!` confirmed both features ([`available`]). Besides
 //! entering the kernels, the only `unsafe` operations are unaligned 64-byte loads and stores of
-//! `chunks_exact(8)` slices of u64, which are in bounds by construction.
+//! slices first cut to exactly 8 u64 (a bounds-checked slicing), and loads of 8-entry index arrays.
 #![allow(unsafe_code)] // with a `// SAFETY:` comment on every unsafe block
 
 use crate::modarith::Modulus;
@@ -37,11 +38,14 @@ pub fn available() -> bool {
     }
 }
 
-/// Twiddles with 52-bit Shoup constants.
+/// Twiddles with 52-bit Shoup constants, as separate arrays so eight consecutive ones load as
+/// one vector.
 #[derive(Clone, Debug)]
 pub(crate) struct Twiddles52 {
-    pub roots: Vec<(u64, u64)>,
-    pub inv_roots: Vec<(u64, u64)>,
+    pub w: Vec<u64>,
+    pub w52: Vec<u64>,
+    pub iw: Vec<u64>,
+    pub iw52: Vec<u64>,
     pub n_inv: (u64, u64),
     pub last_inv: (u64, u64),
 }
@@ -63,41 +67,54 @@ impl Twiddles52 {
             return None;
         }
         let q = m.value();
-        let conv = |v: &[(u64, u64)]| v.iter().map(|&(w, _)| (w, shoup52(w, q))).collect();
+        let w: Vec<u64> = roots.iter().map(|&(w, _)| w).collect();
+        let iw: Vec<u64> = inv_roots.iter().map(|&(w, _)| w).collect();
         Some(Self {
-            roots: conv(roots),
-            inv_roots: conv(inv_roots),
+            w52: w.iter().map(|&x| shoup52(x, q)).collect(),
+            iw52: iw.iter().map(|&x| shoup52(x, q)).collect(),
+            w,
+            iw,
             n_inv: (n_inv, shoup52(n_inv, q)),
             last_inv: (last_inv, shoup52(last_inv, q)),
         })
     }
 }
 
-/// Runs the forward layers whose half-groups hold ≥ 8 coefficients; returns the number of
-/// groups m of the next layer (1 if nothing was done), for the portable code to continue.
-pub(crate) fn forward_layers(tw: &Twiddles52, q: u64, a: &mut [u64]) -> usize {
+/// The whole forward transform (output in [0, q)); false, doing nothing, when the CPU lacks
+/// IFMA or N < 16 or the tables do not match `a`.
+pub(crate) fn forward(tw: &Twiddles52, q: u64, a: &mut [u64]) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if available() && a.len() >= 16 && a.len().is_power_of_two() {
+    if available() && usable(tw, a) {
         // SAFETY: `available()` just confirmed avx512f and avx512ifma, the target features
         // `imp::forward` is compiled for.
-        return unsafe { imp::forward(tw, q, a) };
-    }
-    let _ = (tw, q);
-    1
-}
-
-/// Runs the inverse layers from the layer with m groups of half-size t (t ≥ 8) to the end,
-/// including the N^{-1} scaling; returns false (doing nothing) when the CPU lacks IFMA.
-pub(crate) fn inverse_layers(tw: &Twiddles52, q: u64, a: &mut [u64], m: usize, t: usize) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if available() && t >= 8 && t.is_power_of_two() && m * 2 * t == a.len() {
-        // SAFETY: `available()` just confirmed avx512f and avx512ifma, the target features
-        // `imp::inverse` is compiled for.
-        unsafe { imp::inverse(tw, q, a, m, t) };
+        unsafe { imp::forward(tw, q, a) };
         return true;
     }
-    let _ = (tw, q, a, m, t);
+    let _ = (tw, q, a);
     false
+}
+
+/// The whole inverse transform (input in [0, 2q), output in [0, q)); false as [`forward`].
+pub(crate) fn inverse(tw: &Twiddles52, q: u64, a: &mut [u64]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if available() && usable(tw, a) {
+        // SAFETY: `available()` just confirmed avx512f and avx512ifma, the target features
+        // `imp::inverse` is compiled for.
+        unsafe { imp::inverse(tw, q, a) };
+        return true;
+    }
+    let _ = (tw, q, a);
+    false
+}
+
+fn usable(tw: &Twiddles52, a: &[u64]) -> bool {
+    let n = a.len();
+    n >= 16
+        && n.is_power_of_two()
+        && tw.w.len() == n
+        && tw.w52.len() == n
+        && tw.iw.len() == n
+        && tw.iw52.len() == n
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -106,6 +123,53 @@ mod imp {
     use core::arch::x86_64::*;
 
     const MASK52: u64 = (1 << 52) - 1;
+
+    /// For butterflies of half-size t ∈ {1, 2, 4} inside a block of 16 coefficients (vectors
+    /// A = 0..8, B = 8..16): the positions of the first (X) and second (Y) operands, the group
+    /// of each X lane (which twiddle it takes), and the inverse maps putting X and Y back into
+    /// A and B. Indices as `vpermt2q` reads them: 0..8 from the first vector, 8..16 the second.
+    struct Shuffle {
+        x: [i64; 8],
+        y: [i64; 8],
+        group: [i64; 8],
+        a: [i64; 8],
+        b: [i64; 8],
+    }
+
+    const fn shuffle(t: usize) -> Shuffle {
+        let mut s = Shuffle {
+            x: [0; 8],
+            y: [0; 8],
+            group: [0; 8],
+            a: [0; 8],
+            b: [0; 8],
+        };
+        let (mut nx, mut ny, mut p) = (0, 0, 0);
+        while p < 16 {
+            if p % (2 * t) < t {
+                s.x[nx] = p as i64;
+                s.group[nx] = (p / (2 * t)) as i64;
+                if p < 8 {
+                    s.a[p] = nx as i64;
+                } else {
+                    s.b[p - 8] = nx as i64;
+                }
+                nx += 1;
+            } else {
+                s.y[ny] = p as i64;
+                if p < 8 {
+                    s.a[p] = 8 + ny as i64;
+                } else {
+                    s.b[p - 8] = 8 + ny as i64;
+                }
+                ny += 1;
+            }
+            p += 1;
+        }
+        s
+    }
+
+    const SHUFFLES: [Shuffle; 3] = [shuffle(1), shuffle(2), shuffle(4)];
 
     #[target_feature(enable = "avx512f,avx512ifma")]
     #[inline]
@@ -116,15 +180,24 @@ mod imp {
     #[target_feature(enable = "avx512f,avx512ifma")]
     #[inline]
     fn load(s: &[u64]) -> __m512i {
-        // SAFETY: callers pass `chunks_exact(8)` slices: 64 readable bytes; the load is unaligned.
+        let s = &s[..8];
+        // SAFETY: `s` has exactly 8 u64 = 64 readable bytes; the load is unaligned.
         unsafe { _mm512_loadu_epi64(s.as_ptr().cast::<i64>()) }
     }
 
     #[target_feature(enable = "avx512f,avx512ifma")]
     #[inline]
     fn store(s: &mut [u64], v: __m512i) {
-        // SAFETY: callers pass `chunks_exact_mut(8)` slices: 64 writable bytes; unaligned store.
+        let s = &mut s[..8];
+        // SAFETY: `s` has exactly 8 u64 = 64 writable bytes; the store is unaligned.
         unsafe { _mm512_storeu_epi64(s.as_mut_ptr().cast::<i64>(), v) }
+    }
+
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    #[inline]
+    fn idx(v: &[i64; 8]) -> __m512i {
+        // SAFETY: `v` is a live array of 8 i64 = 64 bytes; the load is unaligned.
+        unsafe { _mm512_loadu_epi64(v.as_ptr()) }
     }
 
     /// w·y mod q in [0, 2q) for y < 2^52, from w and its 52-bit Shoup constant.
@@ -145,45 +218,125 @@ mod imp {
         _mm512_min_epu64(x, _mm512_sub_epi64(x, m))
     }
 
+    /// Forward butterfly: (x, y) ↦ (x + w·y, x − w·y), inputs < 4q, outputs < 4q.
     #[target_feature(enable = "avx512f,avx512ifma")]
-    pub(super) fn forward(tw: &Twiddles52, q: u64, a: &mut [u64]) -> usize {
+    #[inline]
+    fn ct(x: __m512i, y: __m512i, w: __m512i, w52: __m512i, q: __m512i) -> (__m512i, __m512i) {
+        let two_q = _mm512_add_epi64(q, q);
+        let x = sub_if_ge(x, two_q);
+        let r = mul_shoup52(y, w, w52, q);
+        (
+            _mm512_add_epi64(x, r),
+            _mm512_sub_epi64(_mm512_add_epi64(x, two_q), r),
+        )
+    }
+
+    /// Inverse butterfly: (x, y) ↦ (x + y, w·(x − y)), inputs < 2q, outputs < 2q.
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    #[inline]
+    fn gs(x: __m512i, y: __m512i, w: __m512i, w52: __m512i, q: __m512i) -> (__m512i, __m512i) {
+        let two_q = _mm512_add_epi64(q, q);
+        let s = sub_if_ge(_mm512_add_epi64(x, y), two_q);
+        let d = _mm512_sub_epi64(_mm512_add_epi64(x, two_q), y);
+        (s, mul_shoup52(d, w, w52, q))
+    }
+
+    #[target_feature(enable = "avx512f,avx512ifma")]
+    pub(super) fn forward(tw: &Twiddles52, q: u64, a: &mut [u64]) {
         let n = a.len();
-        let (qv, two_q) = (splat(q), splat(2 * q));
+        let qv = splat(q);
         let (mut t, mut m) = (n, 1);
+        // Layers with half-groups of ≥ 8: whole vectors, one twiddle per group.
         while t / 2 >= 8 {
             t >>= 1;
-            for (chunk, &(w, w52)) in a.chunks_exact_mut(2 * t).zip(&tw.roots[m..2 * m]) {
-                let (wv, w52v) = (splat(w), splat(w52));
+            for (g, chunk) in a.chunks_exact_mut(2 * t).enumerate() {
+                let (wv, w52v) = (splat(tw.w[m + g]), splat(tw.w52[m + g]));
                 let (lo, hi) = chunk.split_at_mut(t);
                 for (xs, ys) in lo.chunks_exact_mut(8).zip(hi.chunks_exact_mut(8)) {
-                    let x = sub_if_ge(load(xs), two_q);
-                    let r = mul_shoup52(load(ys), wv, w52v, qv);
-                    store(xs, _mm512_add_epi64(x, r));
-                    store(ys, _mm512_sub_epi64(_mm512_add_epi64(x, two_q), r));
+                    let (x, y) = ct(load(xs), load(ys), wv, w52v, qv);
+                    store(xs, x);
+                    store(ys, y);
                 }
             }
             m <<= 1;
         }
-        m
+        // t = 4, 2, 1: butterflies inside 16-coefficient blocks, gathered by permutations.
+        for sh in [&SHUFFLES[2], &SHUFFLES[1], &SHUFFLES[0]] {
+            t >>= 1;
+            let last = t == 1;
+            let (ix, iy, ig, ia, ib) = (
+                idx(&sh.x),
+                idx(&sh.y),
+                idx(&sh.group),
+                idx(&sh.a),
+                idx(&sh.b),
+            );
+            for (blk, chunk) in a.chunks_exact_mut(16).enumerate() {
+                let g0 = m + blk * 8 / t;
+                let wv = _mm512_permutexvar_epi64(ig, load(&tw.w[g0..]));
+                let w52v = _mm512_permutexvar_epi64(ig, load(&tw.w52[g0..]));
+                let (lo, hi) = chunk.split_at_mut(8);
+                let (va, vb) = (load(lo), load(hi));
+                let x = _mm512_permutex2var_epi64(va, ix, vb);
+                let y = _mm512_permutex2var_epi64(va, iy, vb);
+                let (mut x, mut y) = ct(x, y, wv, w52v, qv);
+                if last {
+                    let two_q = _mm512_add_epi64(qv, qv);
+                    x = sub_if_ge(sub_if_ge(x, two_q), qv);
+                    y = sub_if_ge(sub_if_ge(y, two_q), qv);
+                }
+                store(lo, _mm512_permutex2var_epi64(x, ia, y));
+                store(hi, _mm512_permutex2var_epi64(x, ib, y));
+            }
+            m <<= 1;
+        }
     }
 
     #[target_feature(enable = "avx512f,avx512ifma")]
-    pub(super) fn inverse(tw: &Twiddles52, q: u64, a: &mut [u64], mut m: usize, mut t: usize) {
-        let (qv, two_q) = (splat(q), splat(2 * q));
+    pub(super) fn inverse(tw: &Twiddles52, q: u64, a: &mut [u64]) {
+        let n = a.len();
+        let qv = splat(q);
+        let (mut t, mut m) = (1, n >> 1);
+        // t = 1, 2, 4 inside 16-coefficient blocks.
+        for sh in &SHUFFLES {
+            let (ix, iy, ig, ia, ib) = (
+                idx(&sh.x),
+                idx(&sh.y),
+                idx(&sh.group),
+                idx(&sh.a),
+                idx(&sh.b),
+            );
+            for (blk, chunk) in a.chunks_exact_mut(16).enumerate() {
+                let g0 = m + blk * 8 / t;
+                let wv = _mm512_permutexvar_epi64(ig, load(&tw.iw[g0..]));
+                let w52v = _mm512_permutexvar_epi64(ig, load(&tw.iw52[g0..]));
+                let (lo, hi) = chunk.split_at_mut(8);
+                let (va, vb) = (load(lo), load(hi));
+                let x = _mm512_permutex2var_epi64(va, ix, vb);
+                let y = _mm512_permutex2var_epi64(va, iy, vb);
+                let (x, y) = gs(x, y, wv, w52v, qv);
+                store(lo, _mm512_permutex2var_epi64(x, ia, y));
+                store(hi, _mm512_permutex2var_epi64(x, ib, y));
+            }
+            t <<= 1;
+            m >>= 1;
+        }
+        // Half-groups of ≥ 8, all but the last layer.
         while m > 1 {
-            for (chunk, &(w, w52)) in a.chunks_exact_mut(2 * t).zip(&tw.inv_roots[m..2 * m]) {
-                let (wv, w52v) = (splat(w), splat(w52));
+            for (g, chunk) in a.chunks_exact_mut(2 * t).enumerate() {
+                let (wv, w52v) = (splat(tw.iw[m + g]), splat(tw.iw52[m + g]));
                 let (lo, hi) = chunk.split_at_mut(t);
                 for (xs, ys) in lo.chunks_exact_mut(8).zip(hi.chunks_exact_mut(8)) {
-                    let (x, y) = (load(xs), load(ys));
-                    store(xs, sub_if_ge(_mm512_add_epi64(x, y), two_q));
-                    let d = _mm512_sub_epi64(_mm512_add_epi64(x, two_q), y);
-                    store(ys, mul_shoup52(d, wv, w52v, qv));
+                    let (x, y) = gs(load(xs), load(ys), wv, w52v, qv);
+                    store(xs, x);
+                    store(ys, y);
                 }
             }
             t <<= 1;
             m >>= 1;
         }
+        // Last layer with N^{-1} folded in, reduced to [0, q).
+        let two_q = _mm512_add_epi64(qv, qv);
         let (ni, ni52) = (splat(tw.n_inv.0), splat(tw.n_inv.1));
         let (wn, wn52) = (splat(tw.last_inv.0), splat(tw.last_inv.1));
         let (lo, hi) = a.split_at_mut(t);

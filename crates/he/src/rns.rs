@@ -90,7 +90,8 @@ impl BaseConverter {
                 v += y[i] as f64 * self.a_inv[i];
             }
             // v ≤ k; Σ y_i·(A/a_i) − v·A as one 128-bit sum of k + 1 products < 2^124.
-            let v = u128::from(v.round() as u64);
+            // v ≥ 0, so adding 1/2 and truncating rounds it (f64::round is a libm call).
+            let v = u128::from((v + 0.5) as u64);
             for (j, b) in self.to.iter().enumerate() {
                 let hats = &self.a_hat_mod_b[j];
                 let mut acc = v * u128::from(self.neg_a_mod_b[j]);
