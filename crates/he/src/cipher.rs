@@ -21,7 +21,7 @@ use zeroize::Zeroize;
 use crate::context::Context;
 use crate::encoder::Plaintext;
 use crate::error::{HeError, Result};
-use crate::keys::{SecretKey, zero_sample};
+use crate::keys::{SecretKey, expand_uniform, zero_sample};
 use crate::poly::RnsPoly;
 use crate::prng::{Prng, SEED_BYTES, fresh_seed};
 use crate::rns::{big, round_frac_sum};
@@ -70,14 +70,7 @@ impl SeededCiphertext {
         if self.c0.degree() != ctx.n || self.c0.rows() != self.level {
             return Err(HeError::Mismatch("seeded ciphertext of other parameters"));
         }
-        let moduli = ctx.level_moduli(self.level);
-        let mut a = RnsPoly::zero(ctx.n, self.level);
-        let mut prng = Prng::new(&self.seed);
-        for (i, m) in moduli.iter().enumerate() {
-            for x in a.row_mut(i).iter_mut() {
-                *x = prng.uniform(m);
-            }
-        }
+        let mut a = expand_uniform(ctx, self.level, &self.seed);
         a.intt(ctx.level_tables(self.level));
         Ok(Ciphertext {
             level: self.level,

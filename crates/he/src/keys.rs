@@ -46,16 +46,32 @@ impl SecretKey {
     }
 }
 
-/// Relinearization keys: one pair of NTT-form polynomials over all primes per data prime.
+/// Relinearization keys: one pair of NTT-form polynomials over all primes per data prime. Each
+/// `a_i` is expanded from a 32-byte seed, kept so the keys travel as (b_i, seed_i), half the
+/// size (APSI's receiver sends its relinearization keys to the sender).
 #[derive(Clone, PartialEq, Eq)]
 pub struct RelinKeys {
     pub(crate) keys: Vec<(RnsPoly, RnsPoly)>,
+    pub(crate) seeds: Vec<[u8; 32]>,
 }
 
 impl std::fmt::Debug for RelinKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "RelinKeys({} components)", self.keys.len())
     }
+}
+
+/// The uniform polynomial of `seed` over the first `rows` primes, in NTT form (row after row,
+/// rejection-sampled from the AES-CTR stream): the `a` of a seeded ciphertext or key.
+pub(crate) fn expand_uniform(ctx: &Context, rows: usize, seed: &[u8; 32]) -> RnsPoly {
+    let mut a = RnsPoly::zero(ctx.n, rows);
+    let mut prng = Prng::new(seed);
+    for (i, m) in ctx.q.iter().enumerate().take(rows) {
+        for x in a.row_mut(i).iter_mut() {
+            *x = prng.uniform(m);
+        }
+    }
+    a
 }
 
 /// A fresh RLWE sample of zero modulo every prime: (−a·s + e, a), NTT form, `a` from `seed`.
@@ -67,13 +83,7 @@ pub(crate) fn zero_sample(
     noise: &mut Prng,
 ) -> (RnsPoly, RnsPoly) {
     let moduli = &ctx.q[..rows];
-    let mut a = RnsPoly::zero(ctx.n, rows);
-    let mut prng = Prng::new(seed);
-    for (i, m) in moduli.iter().enumerate() {
-        for x in a.row_mut(i).iter_mut() {
-            *x = prng.uniform(m);
-        }
-    }
+    let a = expand_uniform(ctx, rows, seed);
     // e and a·s each reveal s given (b, a): both are wiped.
     let mut e: Vec<i64> = (0..ctx.n).map(|_| noise.cbd()).collect();
     let mut b = RnsPoly::from_signed(&e, moduli);
@@ -106,8 +116,11 @@ impl RelinKeys {
         let mut noise = Prng::from_os()?;
         let p = ctx.q[sp].value();
         let mut keys = Vec::with_capacity(sp);
+        let mut seeds = Vec::with_capacity(sp);
         for i in 0..sp {
-            let (mut b, a) = zero_sample(ctx, sk, rows, &fresh_seed()?, &mut noise);
+            let seed = fresh_seed()?;
+            seeds.push(seed);
+            let (mut b, a) = zero_sample(ctx, sk, rows, &seed, &mut noise);
             let m = ctx.q[i];
             let pm = m.reduce(p);
             for (x, &s) in b.row_mut(i).iter_mut().zip(s2.row(i)) {
@@ -116,6 +129,6 @@ impl RelinKeys {
             keys.push((b, a));
         }
         s2.zeroize();
-        Ok(Self { keys })
+        Ok(Self { keys, seeds })
     }
 }

@@ -19,7 +19,7 @@ use crate::cipher::{Ciphertext, SeededCiphertext};
 use crate::context::Context;
 use crate::encoder::{NttPlaintext, Plaintext};
 use crate::error::{HeError, Result};
-use crate::keys::RelinKeys;
+use crate::keys::{RelinKeys, expand_uniform};
 use crate::modarith::Modulus;
 use crate::poly::RnsPoly;
 use crate::prng::SEED_BYTES;
@@ -311,16 +311,16 @@ impl SeededCiphertext {
 }
 
 impl RelinKeys {
-    /// Serializes: the count, then each (b, a) pair over all primes (NTT form).
+    /// Serializes: the count, then per component the seed of a_i and b_i over all primes (NTT
+    /// form): half the size of (b_i, a_i).
     pub fn to_bytes(&self, ctx: &Context) -> Vec<u8> {
         let mut out = Vec::new();
         header(ctx, Kind::RelinKeys, &mut out);
         out.push(self.keys.len() as u8);
-        for (b, a) in &self.keys {
-            for p in [b, a] {
-                for (i, m) in ctx.q.iter().enumerate() {
-                    pack_row(&mut out, p.row(i), m.bits());
-                }
+        for ((b, _), seed) in self.keys.iter().zip(&self.seeds) {
+            out.extend_from_slice(seed);
+            for (i, m) in ctx.q.iter().enumerate() {
+                pack_row(&mut out, b.row(i), m.bits());
             }
         }
         out
@@ -341,13 +341,19 @@ impl RelinKeys {
             if count != sp {
                 return Err(r.err(format!("{count} key components, expected {sp}")));
             }
-            Ok(1 + 2 * sp * poly_bytes(ctx.n, &ctx.q))
+            Ok(1 + sp * (SEED_BYTES + poly_bytes(ctx.n, &ctx.q)))
         })?;
-        let keys = (0..sp)
-            .map(|_| Ok((r.poly(ctx.n, &ctx.q)?, r.poly(ctx.n, &ctx.q)?)))
-            .collect::<Result<Vec<_>>>()?;
+        let mut keys = Vec::with_capacity(sp);
+        let mut seeds = Vec::with_capacity(sp);
+        for _ in 0..sp {
+            let mut seed = [0u8; SEED_BYTES];
+            seed.copy_from_slice(r.take(SEED_BYTES)?);
+            let b = r.poly(ctx.n, &ctx.q)?;
+            keys.push((b, expand_uniform(ctx, ctx.q.len(), &seed)));
+            seeds.push(seed);
+        }
         r.finish()?;
-        Ok(Self { keys })
+        Ok(Self { keys, seeds })
     }
 }
 
@@ -446,7 +452,8 @@ mod tests {
 
         let rk = RelinKeys::generate(&ctx, &sk).unwrap();
         let rb = rk.to_bytes(&ctx);
-        assert_eq!(rb.len(), HEADER + 1 + 2 * 2 * 4096 * (5 + 4 + 4));
+        // Two components, each a seed and b over the 40-, 32- and 32-bit primes: half of (b, a).
+        assert_eq!(rb.len(), HEADER + 1 + 2 * (32 + 4096 * (5 + 4 + 4)));
         assert_eq!(RelinKeys::from_bytes(&ctx, &rb).unwrap(), rk);
 
         let pb = pt.to_bytes(&ctx);
