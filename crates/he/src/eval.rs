@@ -195,20 +195,15 @@ pub fn multiply_plain_accumulate(
 /// Extends coefficient-form `poly` (level rows) to Q∪P and puts every row in NTT form.
 fn extend_to_qp(ctx: &Context, level: usize, poly: &RnsPoly) -> Result<RnsPoly> {
     let mt = &ctx.level_data(level)?.mul;
-    let n = ctx.n;
-    let lp = mt.p.len();
-    let mut out = RnsPoly::zero(n, level + lp);
-    for i in 0..level {
-        out.row_mut(i).copy_from_slice(poly.row(i));
-    }
+    let mut out = RnsPoly::zero(ctx.n, level + mt.p.len());
     {
-        let input: Vec<&[u64]> = (0..level).map(|i| poly.row(i)).collect();
-        let mut p_rows = vec![vec![0u64; n]; lp];
-        let mut outs: Vec<&mut [u64]> = p_rows.iter_mut().map(|r| r.as_mut_slice()).collect();
-        mt.q_to_p.convert(&input, &mut outs);
-        for (j, r) in p_rows.iter().enumerate() {
-            out.row_mut(level + j).copy_from_slice(r);
+        let mut rows = out.rows_mut();
+        let (q_rows, p_rows) = rows.split_at_mut(level);
+        for (i, r) in q_rows.iter_mut().enumerate() {
+            r.copy_from_slice(poly.row(i));
         }
+        let input: Vec<&[u64]> = (0..level).map(|i| poly.row(i)).collect();
+        mt.q_to_p.convert(&input, p_rows);
     }
     for (i, t) in qp_tables(ctx, level)?.iter().enumerate() {
         t.forward(out.row_mut(i));
@@ -235,34 +230,27 @@ fn qp_moduli(ctx: &Context, level: usize) -> Result<Vec<Modulus>> {
 fn scale_down(ctx: &Context, level: usize, mut d: RnsPoly) -> Result<RnsPoly> {
     let lv = ctx.level_data(level)?;
     let mt = &lv.mul;
-    let n = ctx.n;
     for (i, t) in qp_tables(ctx, level)?.iter().enumerate() {
         t.inverse(d.row_mut(i));
     }
-    let lp = mt.p.len();
-    let mut p_rows = vec![vec![0u64; n]; lp];
-    let q_rows: Vec<&[u64]> = (0..level).map(|i| d.row(i)).collect();
-    for c in 0..n {
+    let mut out = RnsPoly::zero(ctx.n, level);
+    let mut rows = d.rows_mut();
+    let (q_rows, p_rows) = rows.split_at_mut(level);
+    // The P rows are overwritten in place: coefficient c of the result needs only
+    // coefficient c of d.
+    for c in 0..ctx.n {
         let r = round_frac_sum(q_rows.iter().zip(&mt.theta).map(|(row, &th)| (row[c], th)));
-        for (j, pj) in mt.p.iter().enumerate() {
-            let mut acc = r + u128::from(d.row(level + j)[c]) * u128::from(mt.t_q_inv[j]);
-            // ℓ ≤ 15 terms of < 2^124 each, plus the two above: no overflow for ℓ ≤ 14.
+        for (j, (pj, prow)) in mt.p.iter().zip(p_rows.iter_mut()).enumerate() {
+            let mut acc = r + u128::from(prow[c]) * u128::from(mt.t_q_inv[j]);
+            // ℓ ≤ 14 terms of < 2^124 each, plus the two above: no overflow.
             for (row, &w) in q_rows.iter().zip(&mt.omega[j]) {
                 acc += u128::from(row[c]) * u128::from(w);
             }
-            p_rows[j][c] = pj.reduce_u128(acc);
+            prow[c] = pj.reduce_u128(acc);
         }
     }
-    let mut out = RnsPoly::zero(n, level);
-    {
-        let input: Vec<&[u64]> = p_rows.iter().map(|r| r.as_slice()).collect();
-        let mut o: Vec<Vec<u64>> = vec![vec![0u64; n]; level];
-        let mut outs: Vec<&mut [u64]> = o.iter_mut().map(|r| r.as_mut_slice()).collect();
-        mt.p_to_q.convert(&input, &mut outs);
-        for (i, r) in o.iter().enumerate() {
-            out.row_mut(i).copy_from_slice(r);
-        }
-    }
+    let input: Vec<&[u64]> = p_rows.iter().map(|r| &**r).collect();
+    mt.p_to_q.convert(&input, &mut out.rows_mut());
     Ok(out)
 }
 

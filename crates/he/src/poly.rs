@@ -67,6 +67,11 @@ impl RnsPoly {
         &mut self.data
     }
 
+    /// The rows as separate mutable slices.
+    pub fn rows_mut(&mut self) -> Vec<&mut [u64]> {
+        self.data.chunks_exact_mut(self.n.max(1)).collect()
+    }
+
     /// Drops the rows from `rows` on.
     pub fn truncate_rows(&mut self, rows: usize) {
         self.data.truncate(rows * self.n);

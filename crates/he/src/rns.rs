@@ -74,31 +74,44 @@ impl BaseConverter {
     }
 
     /// Extends coefficient-form rows `input` (one per prime of A, each of length n) to rows of
-    /// B written into `out` (one per prime of B).
+    /// B written into `out` (one per prime of B). Row by row: first y_i = [x_i·(A/a_i)^{-1}]_{a_i}
+    /// and v = round(Σ y_i/a_i) for all coefficients, then each output row as one 128-bit sum
+    /// Σ y_i·(A/a_i) − v·A per coefficient (k + 1 products < 2^124) and one reduction.
     pub fn convert(&self, input: &[&[u64]], out: &mut [&mut [u64]]) {
         let k = self.from.len();
         if input.len() != k || out.len() != self.to.len() {
             return;
         }
         let n = input.first().map_or(0, |r| r.len());
-        let mut y = vec![0u64; k];
-        for c in 0..n {
-            let mut v = 0f64;
-            for i in 0..k {
-                let (w, ws) = self.a_hat_inv[i];
-                y[i] = self.from[i].mul_shoup(input[i][c], w, ws);
-                v += y[i] as f64 * self.a_inv[i];
+        if input.iter().any(|r| r.len() != n) || out.iter().any(|r| r.len() != n) {
+            return;
+        }
+        let mut y = vec![0u64; k * n];
+        let mut v = vec![0f64; n];
+        for (i, (row, yrow)) in input.iter().zip(y.chunks_exact_mut(n)).enumerate() {
+            let (w, ws) = self.a_hat_inv[i];
+            let (m, inv) = (&self.from[i], self.a_inv[i]);
+            for ((yc, &x), vc) in yrow.iter_mut().zip(row.iter()).zip(v.iter_mut()) {
+                *yc = m.mul_shoup(x, w, ws);
+                *vc += *yc as f64 * inv;
             }
-            // v ≤ k; Σ y_i·(A/a_i) − v·A as one 128-bit sum of k + 1 products < 2^124.
-            // v ≥ 0, so adding 1/2 and truncating rounds it (f64::round is a libm call).
-            let v = u128::from((v + 0.5) as u64);
-            for (j, b) in self.to.iter().enumerate() {
-                let hats = &self.a_hat_mod_b[j];
-                let mut acc = v * u128::from(self.neg_a_mod_b[j]);
-                for (&yi, &h) in y.iter().zip(hats) {
-                    acc += u128::from(yi) * u128::from(h);
+        }
+        // v ≥ 0, so adding 1/2 and truncating rounds it (f64::round is a libm call).
+        let vi: Vec<u64> = v.iter().map(|&x| (x + 0.5) as u64).collect();
+        let mut acc = vec![0u128; n];
+        for (j, (b, orow)) in self.to.iter().zip(out.iter_mut()).enumerate() {
+            let neg_a = u128::from(self.neg_a_mod_b[j]);
+            for (a, &vc) in acc.iter_mut().zip(&vi) {
+                *a = u128::from(vc) * neg_a;
+            }
+            for (yrow, &h) in y.chunks_exact(n).zip(&self.a_hat_mod_b[j]) {
+                let h = u128::from(h);
+                for (a, &yc) in acc.iter_mut().zip(yrow) {
+                    *a += u128::from(yc) * h;
                 }
-                out[j][c] = b.reduce_u128(acc);
+            }
+            for (o, &a) in orow.iter_mut().zip(&acc) {
+                *o = b.reduce_u128(a);
             }
         }
     }

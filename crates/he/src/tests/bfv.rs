@@ -390,3 +390,30 @@ fn objects_of_other_parameters_are_refused_not_misused() {
     let npt_b = BatchEncoder::new(&b.ctx).to_ntt(&pt_b, 1).unwrap();
     assert!(mismatch(multiply_plain(ctx, &cn, &npt_b)));
 }
+
+#[test]
+fn the_noise_budget_says_when_decryption_fails() {
+    // N = 4096 [40,32,32]: one squaring leaves ~25 bits, the next exhausts the budget.
+    let s = small();
+    let ctx = &s.ctx;
+    let (n, t) = (ctx.degree(), ctx.plain_modulus());
+    let rk = RelinKeys::generate(ctx, &s.sk).unwrap();
+    let mut st = 8;
+    let x = rand_slots(&mut st, n, t);
+    let mut want = x.clone();
+    let mut c = enc(&s, &x);
+    let mut seen_exhausted = false;
+    for _ in 0..3 {
+        c = relinearize(ctx, &square(ctx, &c).unwrap(), &rk).unwrap();
+        want = mulv(t, &want, &want);
+        let budget = noise_budget(ctx, &s.sk, &c).unwrap();
+        let right = dec(&s, &c) == want;
+        if budget > 0 {
+            assert!(right, "budget {budget} bits but wrong slots");
+        } else {
+            seen_exhausted = true;
+            assert!(!right, "random slots survived an exhausted budget");
+        }
+    }
+    assert!(seen_exhausted);
+}
