@@ -211,8 +211,10 @@ impl Context {
     }
 
     /// HPS's auxiliary basis: |t·d/Q| ≤ t·N·Q/2 for a tensor coefficient d, and the result must
-    /// be recovered exactly (centered) from its residues mod P, so P > t·N·Q; we ask for two
-    /// bits more. (The tensor itself, |d| ≤ N·Q²/2, needs only P > N·Q.)
+    /// be recovered exactly (centered) from its residues mod P, so P > t·N·Q; we take
+    /// P ≥ 2^(bits(Q) + bits(t) + log N + 2) > 4·t·N·Q, which keeps the result below P/8, far
+    /// from the ±P/2 where the floating-point lift back to Q could pick the other
+    /// representative. (The tensor itself, |d| ≤ N·Q²/2, needs only P > N·Q.)
     fn mul_tables(q: &[Modulus], t: Modulus, n: usize, aux_bits: u32) -> Result<MulTables> {
         let bad = || HeError::Unsupported("non-coprime moduli");
         let log_q: u32 = q.iter().map(|m| m.bits()).sum();

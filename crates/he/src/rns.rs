@@ -5,8 +5,12 @@
 //!
 //! * **Base extension A → B** (HPS §2.2, "CRT basis extension"): with y_i = [x_i·(A/a_i)^{-1}]_{a_i},
 //!   x = Σ y_i·(A/a_i) − v·A where v = round(Σ y_i / a_i); the sum of the y_i/a_i ∈ [0,1) is taken
-//!   in floating point (error ≤ k·2^-53), which yields the centered representative of x mod A
-//!   unless x/A lies within that error of ±1/2, a probability below 2^-48 per coefficient.
+//!   in floating point (error below (k² + k)·2^-53), which yields the centered representative of
+//!   x mod A except when x/A is within that error of 1/2. There the result is the other
+//!   representative, x − A instead of x or the reverse, which is as small (|·| ≤ A/2 plus the
+//!   error): for BFV's tensor any lift of that size is as good, so this is not a failure. The
+//!   lift back P → Q after scaling never comes near the ambiguity, as the value is below P/8 in
+//!   absolute value there ([`crate::context`] sizes P so).
 //! * **Scale and round** (HPS §2.3): round(t·x/Q) mod m from the residues of x mod Q (and mod m
 //!   when m is in the extended basis) as Σ x_i·ω_i + round(Σ x_i·θ_i), with t·(Q/q_i)^{-1}/q_i
 //!   split into an integer part ω_i (kept mod m) and a fraction θ_i. We keep θ_i as a 128-bit
@@ -258,7 +262,8 @@ mod tests {
         let b = moduli(50, 2);
         let conv = BaseConverter::new(&a, &b).unwrap();
         let big_a = i128::from(a[0].value()) * i128::from(a[1].value());
-        // Up to 1/1000 of A from ±A/2: beyond the float error (the documented ambiguity at ±A/2).
+        // Up to 1/1000 of A from ±A/2: beyond the float error (at ±A/2 either representative is
+        // returned, as documented).
         let xs: Vec<i128> = vec![
             0,
             1,
