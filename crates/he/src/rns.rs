@@ -299,6 +299,42 @@ mod tests {
     }
 
     #[test]
+    fn base_extension_at_half_a_returns_one_of_the_two_lifts() {
+        let a = moduli(30, 2);
+        let b = moduli(50, 2);
+        let conv = BaseConverter::new(&a, &b).unwrap();
+        let big_a = i128::from(a[0].value()) * i128::from(a[1].value());
+        // Residues x in [0, A) next to A/2: the lift is x or x − A, both about A/2 in size.
+        let xs: Vec<i128> = (-3..=3).map(|d| big_a / 2 + d).collect();
+        let rows_a: Vec<Vec<u64>> = a
+            .iter()
+            .map(|m| {
+                xs.iter()
+                    .map(|&x| (x % i128::from(m.value())) as u64)
+                    .collect()
+            })
+            .collect();
+        let mut out = vec![vec![0u64; xs.len()]; 2];
+        {
+            let input: Vec<&[u64]> = rows_a.iter().map(|r| r.as_slice()).collect();
+            let mut o: Vec<&mut [u64]> = out.iter_mut().map(|r| r.as_mut_slice()).collect();
+            conv.convert(&input, &mut o);
+        }
+        for (c, &x) in xs.iter().enumerate() {
+            let lifts: Vec<Vec<u64>> = [x, x - big_a]
+                .iter()
+                .map(|&l| {
+                    b.iter()
+                        .map(|m| l.rem_euclid(i128::from(m.value())) as u64)
+                        .collect()
+                })
+                .collect();
+            let got: Vec<u64> = (0..2).map(|j| out[j][c]).collect();
+            assert!(lifts.contains(&got), "x = {x}");
+        }
+    }
+
+    #[test]
     fn divide_round_last_rounds() {
         let ms = moduli(40, 3);
         let last = ms[2];
