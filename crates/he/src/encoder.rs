@@ -1,5 +1,5 @@
 //! Batching (Smart–Vercauteren SIMD packing, as SEAL's `BatchEncoder`): t ≡ 1 (mod 2N) makes
-//! Z_t[X]/(X^N+1) ≅ Z_t^N by evaluation at the N primitive 2N-th roots of unity mod t, which is
+//! Z_t\[X\]/(X^N+1) ≅ Z_t^N by evaluation at the N primitive 2N-th roots of unity mod t, which is
 //! exactly the negacyclic NTT mod t. Encoding is the inverse NTT of the slot vector, decoding
 //! the forward NTT, so ring products are slot-wise products. Slots are in the NTT's
 //! (bit-reversed) order, not SEAL's: rotations, which need SEAL's order, are not used by APSI.

@@ -10,7 +10,7 @@
 //!   and there is no Montgomery correction or Shenoy–Kumaresan extra modulus to carry; the
 //!   price, floating point in the extensions, we bound in [`crate::rns`] (and replace it by
 //!   128-bit fixed point in the scaling, where a double would not be precise enough).
-//! * **Relinearization**: key switching of c2 with the RNS digits [c2]_{q_i} against
+//! * **Relinearization**: key switching of c2 with the RNS digits \[c2\]_{q_i} against
 //!   [`RelinKeys`], in Q·P_special, then division by the special prime with rounding.
 //! * **Modulus switching** (for BFV it is a rescaling of the whole ciphertext by q_last^{-1}):
 //!   c ↦ round(c / q_last) in the remaining primes. Δ_Q/q_last = Δ_{Q'} up to the rounding, and

@@ -4,9 +4,9 @@
 //!
 //!   rk_i = (b_i, a_i),  b_i = −a_i·s + e_i + P·s²·δ_i,   δ_i ≡ 1 (mod q_i), ≡ 0 (mod q_j, j ≠ i, and P),
 //!
-//! so that Σ_i [d]_{q_i}·rk_i encrypts P·d·s² plus an error Σ [d]_{q_i}·e_i, both divided by P
+//! so that Σ_i \[d\]_{q_i}·rk_i encrypts P·d·s² plus an error Σ \[d\]_{q_i}·e_i, both divided by P
 //! when the special prime is dropped (Gentry–Halevi–Smart's special-modulus key switching, in
-//! its RNS-digit form; Bajard et al. 2016/510 §4 and SEAL's `KSwitchKeys`). The digits [d]_{q_i}
+//! its RNS-digit form; Bajard et al. 2016/510 §4 and SEAL's `KSwitchKeys`). The digits \[d\]_{q_i}
 //! are below q_i, so the error after division is about Σ q_i·N·|e|/P: P at least as large as the
 //! data primes keeps it a few bits.
 //!

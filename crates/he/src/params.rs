@@ -8,7 +8,7 @@
 //!   2^b − 2N + 1 in steps of 2N while above 2^(b−1), so a q_i has exactly b bits and the choice
 //!   is deterministic (both parties derive the same primes from the preset).
 //! * **Batching.** t must be a prime ≡ 1 (mod 2N): then X^N + 1 splits into N linear factors
-//!   mod t and Z_t[X]/(X^N+1) ≅ Z_t^N (the slots). `plain_modulus_bits` picks the largest such
+//!   mod t and Z_t\[X\]/(X^N+1) ≅ Z_t^N (the slots). `plain_modulus_bits` picks the largest such
 //!   prime of that size (SEAL's `PlainModulus::Batching`). t must differ from every q_i.
 //! * **Security.** The Homomorphic Encryption Standard (Albrecht et al., 2018,
 //!   homomorphicencryption.org, Table 1, uniform ternary secret, classical attacks, 128 bits)

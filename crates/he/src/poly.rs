@@ -1,4 +1,4 @@
-//! Polynomials of Z_Q[X]/(X^N+1) in RNS form: one row of N residues per prime q_i of the basis
+//! Polynomials of Z_Q\[X\]/(X^N+1) in RNS form: one row of N residues per prime q_i of the basis
 //! (Q = Π q_i; the Chinese remainder theorem makes the rows independent), stored row after row.
 //! Whether a polynomial is in coefficient or NTT form is tracked by its owner (a ciphertext or
 //! a plaintext), since the operations here do not depend on it, except multiplication, which

@@ -417,3 +417,15 @@ fn the_noise_budget_says_when_decryption_fails() {
     }
     assert!(seen_exhausted);
 }
+
+/// The sender shares one context, its keys and ciphertexts across threads (rayon).
+#[test]
+fn shared_types_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Context>();
+    check::<Ciphertext>();
+    check::<crate::SeededCiphertext>();
+    check::<crate::NttPlaintext>();
+    check::<RelinKeys>();
+    check::<SecretKey>();
+}
