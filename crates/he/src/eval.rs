@@ -1,0 +1,565 @@
+//! Homomorphic evaluation: additions, ct×pt and its multiply-accumulate, ct×ct, relinearization
+//! and modulus switching.
+//!
+//! * **ct×ct** follows Halevi–Polyakov–Shoup (eprint 2018/117, §4, "Multiplication"): both
+//!   ciphertexts are extended exactly from Q to Q∪P (P an auxiliary basis with P > t·N·Q), the
+//!   tensor (c0c0', c0c1' + c1c0', c1c1') is taken in NTT form in every prime of Q∪P, scaled
+//!   by t/Q with rounding straight into the basis P, and brought back to Q by one more exact
+//!   extension. We chose HPS over BEHZ (Bajard et al., 2016/510) because its steps are exact
+//!   (the lift is the centered one, the rounding is a true rounding) so the noise is FV's own
+//!   and there is no Montgomery correction or Shenoy–Kumaresan extra modulus to carry; the
+//!   price, floating point in the extensions, we bound in [`crate::rns`] (and replace it by
+//!   128-bit fixed point in the scaling, where a double would not be precise enough).
+//! * **Relinearization**: key switching of c2 with the RNS digits \[c2\]_{q_i} against
+//!   [`RelinKeys`], in Q·P_special, then division by the special prime with rounding.
+//! * **Modulus switching** (for BFV it is a rescaling of the whole ciphertext by q_last^{-1}):
+//!   c ↦ round(c / q_last) in the remaining primes. Δ_Q/q_last = Δ_{Q'} up to the rounding, and
+//!   the noise becomes v/q_last + (1 + ‖s‖₁)/2, so it shrinks the ciphertext at little cost to
+//!   the budget once the noise exceeds about N bits: APSI switches its responses to the last
+//!   data level before sending them.
+//! * **ct×pt multiply-accumulate** Σ_j pt_j ⊙ ct_j in NTT form, the hot loop of APSI's sender:
+//!   products of residues < 2^62 are < 2^124, so up to 15 of them are summed in 128 bits
+//!   before one Barrett reduction.
+
+use crate::cipher::{Ciphertext, add_scaled_plain};
+use crate::context::Context;
+use crate::encoder::{NttPlaintext, Plaintext};
+use crate::error::{HeError, Result};
+use crate::keys::RelinKeys;
+use crate::modarith::Modulus;
+use crate::ntt::NttTables;
+use crate::poly::RnsPoly;
+use crate::rns::{divide_round_last, round_frac_sum};
+
+/// Products summed in 128 bits before a reduction: 15·(2^62)² < 2^128.
+const LAZY_TERMS: usize = 15;
+
+fn same_shape(ctx: &Context, a: &Ciphertext, b: &Ciphertext) -> Result<()> {
+    ctx.check_ct(a)?;
+    ctx.check_ct(b)?;
+    if a.level != b.level {
+        return Err(HeError::Mismatch("ciphertexts at different levels"));
+    }
+    if a.ntt_form != b.ntt_form {
+        return Err(HeError::Mismatch("one ciphertext in NTT form, one not"));
+    }
+    Ok(())
+}
+
+/// a + b (sizes may differ: the longer one's extra polynomials are kept).
+///
+/// # Errors
+/// [`HeError::Mismatch`] on different levels or forms.
+pub fn add(ctx: &Context, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+    same_shape(ctx, a, b)?;
+    let moduli = ctx.level_moduli(a.level);
+    let (long, short) = if a.size() >= b.size() { (a, b) } else { (b, a) };
+    let mut out = long.clone();
+    for (x, y) in out.polys.iter_mut().zip(&short.polys) {
+        x.add_assign(y, moduli);
+    }
+    Ok(out)
+}
+
+/// a − b.
+///
+/// # Errors
+/// [`HeError::Mismatch`] on different levels or forms.
+pub fn sub(ctx: &Context, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+    let nb = negate(ctx, b)?;
+    add(ctx, a, &nb)
+}
+
+/// −a.
+///
+/// # Errors
+/// [`HeError::Mismatch`] for a ciphertext of other parameters.
+pub fn negate(ctx: &Context, a: &Ciphertext) -> Result<Ciphertext> {
+    ctx.check_ct(a)?;
+    let mut out = a.clone();
+    let moduli = ctx.level_moduli(a.level);
+    for p in out.polys.iter_mut() {
+        p.neg_assign(moduli);
+    }
+    Ok(out)
+}
+
+/// ct + pt (ct in coefficient form).
+///
+/// # Errors
+/// [`HeError::Mismatch`] if `ct` is in NTT form or empty.
+pub fn add_plain(ctx: &Context, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
+    ctx.check_ct(ct)?;
+    ctx.check_pt(pt)?;
+    if ct.ntt_form {
+        return Err(HeError::Mismatch("add_plain needs coefficient form"));
+    }
+    let mut out = ct.clone();
+    let c0 = out
+        .polys
+        .first_mut()
+        .ok_or(HeError::Mismatch("empty ciphertext"))?;
+    add_scaled_plain(ctx, ct.level, c0, pt)?;
+    Ok(out)
+}
+
+/// Puts `ct` in NTT form (no-op if it is).
+///
+/// # Errors
+/// [`HeError::Mismatch`] for a ciphertext of other parameters.
+pub fn to_ntt(ctx: &Context, ct: &mut Ciphertext) -> Result<()> {
+    ctx.check_ct(ct)?;
+    if !ct.ntt_form {
+        let tables = ctx.level_tables(ct.level);
+        ct.polys.iter_mut().for_each(|p| p.ntt(tables));
+        ct.ntt_form = true;
+    }
+    Ok(())
+}
+
+/// Puts `ct` in coefficient form (no-op if it is).
+///
+/// # Errors
+/// [`HeError::Mismatch`] for a ciphertext of other parameters.
+pub fn from_ntt(ctx: &Context, ct: &mut Ciphertext) -> Result<()> {
+    ctx.check_ct(ct)?;
+    if ct.ntt_form {
+        let tables = ctx.level_tables(ct.level);
+        ct.polys.iter_mut().for_each(|p| p.intt(tables));
+        ct.ntt_form = false;
+    }
+    Ok(())
+}
+
+/// ct × pt, both in NTT form at the same level; the result is in NTT form.
+///
+/// # Errors
+/// [`HeError::Mismatch`] on a level or form mismatch.
+pub fn multiply_plain(ctx: &Context, ct: &Ciphertext, pt: &NttPlaintext) -> Result<Ciphertext> {
+    multiply_plain_accumulate(ctx, &[(ct, pt)])
+}
+
+/// Σ_j ct_j × pt_j, all in NTT form at one level, with lazy reduction; the result is in NTT form.
+///
+/// # Errors
+/// [`HeError::Mismatch`] on an empty list or a level, size or form mismatch.
+pub fn multiply_plain_accumulate(
+    ctx: &Context,
+    terms: &[(&Ciphertext, &NttPlaintext)],
+) -> Result<Ciphertext> {
+    let (first, _) = terms.first().ok_or(HeError::Mismatch("no terms"))?;
+    let (level, size) = (first.level, first.size());
+    ctx.level_data(level)?;
+    for (ct, pt) in terms {
+        ctx.check_ct(ct)?;
+        ctx.check_ntt_pt(pt)?;
+        if ct.level != level || pt.level != level {
+            return Err(HeError::Mismatch("terms at different levels"));
+        }
+        if !ct.ntt_form {
+            return Err(HeError::Mismatch("ct×pt needs the ciphertext in NTT form"));
+        }
+        if ct.size() != size {
+            return Err(HeError::Mismatch("ciphertexts of different sizes"));
+        }
+    }
+    let n = ctx.n;
+    let moduli = ctx.level_moduli(level);
+    let mut polys = vec![RnsPoly::zero(n, level); size];
+    let mut acc = vec![0u128; n];
+    for (k, out) in polys.iter_mut().enumerate() {
+        for (i, m) in moduli.iter().enumerate() {
+            acc.iter_mut().for_each(|a| *a = 0);
+            for (j, (ct, pt)) in terms.iter().enumerate() {
+                let (c, p) = (ct.polys[k].row(i), pt.poly.row(i));
+                for ((a, &x), &y) in acc.iter_mut().zip(c).zip(p) {
+                    *a += u128::from(x) * u128::from(y);
+                }
+                if (j + 1) % LAZY_TERMS == 0 {
+                    acc.iter_mut()
+                        .for_each(|a| *a = u128::from(m.reduce_u128(*a)));
+                }
+            }
+            for (o, &a) in out.row_mut(i).iter_mut().zip(&acc) {
+                *o = m.reduce_u128(a);
+            }
+        }
+    }
+    Ok(Ciphertext {
+        level,
+        ntt_form: true,
+        polys,
+    })
+}
+
+/// Extends coefficient-form `poly` (level rows) to Q∪P and puts every row in NTT form.
+fn extend_to_qp(ctx: &Context, level: usize, poly: &RnsPoly) -> Result<RnsPoly> {
+    let mt = &ctx.level_data(level)?.mul;
+    let mut out = RnsPoly::zero(ctx.n, level + mt.p.len());
+    {
+        let mut rows = out.rows_mut();
+        let (q_rows, p_rows) = rows.split_at_mut(level);
+        for (i, r) in q_rows.iter_mut().enumerate() {
+            r.copy_from_slice(poly.row(i));
+        }
+        let input: Vec<&[u64]> = (0..level).map(|i| poly.row(i)).collect();
+        mt.q_to_p.convert(&input, p_rows);
+    }
+    for (i, t) in qp_tables(ctx, level)?.iter().enumerate() {
+        t.forward(out.row_mut(i));
+    }
+    Ok(out)
+}
+
+fn qp_tables(ctx: &Context, level: usize) -> Result<Vec<&NttTables>> {
+    let mt = &ctx.level_data(level)?.mul;
+    Ok(ctx.level_tables(level).iter().chain(&mt.p_ntt).collect())
+}
+
+fn qp_moduli(ctx: &Context, level: usize) -> Result<Vec<Modulus>> {
+    let mt = &ctx.level_data(level)?.mul;
+    Ok(ctx
+        .level_moduli(level)
+        .iter()
+        .chain(&mt.p)
+        .copied()
+        .collect())
+}
+
+/// round(t/Q · d) back in Q, for a tensor component `d` in NTT form over Q∪P.
+fn scale_down(ctx: &Context, level: usize, mut d: RnsPoly) -> Result<RnsPoly> {
+    let lv = ctx.level_data(level)?;
+    let mt = &lv.mul;
+    for (i, t) in qp_tables(ctx, level)?.iter().enumerate() {
+        t.inverse(d.row_mut(i));
+    }
+    let mut out = RnsPoly::zero(ctx.n, level);
+    let mut rows = d.rows_mut();
+    let (q_rows, p_rows) = rows.split_at_mut(level);
+    // The P rows are overwritten in place: coefficient c of the result needs only
+    // coefficient c of d.
+    for c in 0..ctx.n {
+        let r = round_frac_sum(q_rows.iter().zip(&mt.theta).map(|(row, &th)| (row[c], th)));
+        for (j, (pj, prow)) in mt.p.iter().zip(p_rows.iter_mut()).enumerate() {
+            let mut acc = r + u128::from(prow[c]) * u128::from(mt.t_q_inv[j]);
+            // ℓ ≤ 14 terms of < 2^124 each, plus the two above: no overflow.
+            for (row, &w) in q_rows.iter().zip(&mt.omega[j]) {
+                acc += u128::from(row[c]) * u128::from(w);
+            }
+            prow[c] = pj.reduce_u128(acc);
+        }
+    }
+    let input: Vec<&[u64]> = p_rows.iter().map(|r| &**r).collect();
+    mt.p_to_q.convert(&input, &mut out.rows_mut());
+    Ok(out)
+}
+
+/// a × b (both of size 2, coefficient form, same level): a size-3 ciphertext in coefficient
+/// form, to be relinearized.
+///
+/// # Errors
+/// [`HeError::Mismatch`] on a level, size or form mismatch.
+pub fn multiply(ctx: &Context, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+    same_shape(ctx, a, b)?;
+    if a.ntt_form {
+        return Err(HeError::Mismatch("ct×ct needs coefficient form"));
+    }
+    if a.size() != 2 || b.size() != 2 {
+        return Err(HeError::Mismatch("ct×ct needs ciphertexts of size 2"));
+    }
+    let level = a.level;
+    if level > 14 {
+        return Err(HeError::Unsupported("more than 14 primes in a level"));
+    }
+    let moduli = qp_moduli(ctx, level)?;
+    let a0 = extend_to_qp(ctx, level, &a.polys[0])?;
+    let a1 = extend_to_qp(ctx, level, &a.polys[1])?;
+    let same = std::ptr::eq(a, b);
+    let (b0, b1) = if same {
+        (a0.clone(), a1.clone())
+    } else {
+        (
+            extend_to_qp(ctx, level, &b.polys[0])?,
+            extend_to_qp(ctx, level, &b.polys[1])?,
+        )
+    };
+    let mut d0 = a0.clone();
+    d0.mul_assign(&b0, &moduli);
+    let mut d2 = a1.clone();
+    d2.mul_assign(&b1, &moduli);
+    let mut d1 = a0;
+    d1.mul_assign(&b1, &moduli);
+    if same {
+        let d1c = d1.clone();
+        d1.add_assign(&d1c, &moduli);
+    } else {
+        d1.mul_add_assign(&a1, &b0, &moduli);
+    }
+    Ok(Ciphertext {
+        level,
+        ntt_form: false,
+        polys: vec![
+            scale_down(ctx, level, d0)?,
+            scale_down(ctx, level, d1)?,
+            scale_down(ctx, level, d2)?,
+        ],
+    })
+}
+
+/// a² (a cheaper [`multiply`] of a by itself).
+///
+/// # Errors
+/// As [`multiply`].
+pub fn square(ctx: &Context, a: &Ciphertext) -> Result<Ciphertext> {
+    multiply(ctx, a, a)
+}
+
+/// Relinearizes a size-3 ciphertext (coefficient form) to size 2.
+///
+/// # Errors
+/// [`HeError::Mismatch`] on a wrong size or form or keys of other parameters;
+/// [`HeError::Unsupported`] without a special prime.
+pub fn relinearize(ctx: &Context, ct: &Ciphertext, rk: &RelinKeys) -> Result<Ciphertext> {
+    let Some((sp, inv_sp)) = &ctx.special else {
+        return Err(HeError::Unsupported(
+            "relinearization needs a special prime",
+        ));
+    };
+    if ct.size() != 3 {
+        return Err(HeError::Mismatch("relinearization needs size 3"));
+    }
+    if ct.ntt_form {
+        return Err(HeError::Mismatch("relinearization needs coefficient form"));
+    }
+    ctx.check_ct(ct)?;
+    let level = ct.level;
+    if rk.keys.len() != *sp
+        || rk.keys.iter().any(|(b, a)| {
+            b.rows() != sp + 1 || a.rows() != sp + 1 || b.degree() != ctx.n || a.degree() != ctx.n
+        })
+    {
+        return Err(HeError::Mismatch(
+            "relinearization keys of other parameters",
+        ));
+    }
+    let n = ctx.n;
+    // Rows of the key-switching basis: the level's primes, then the special prime.
+    let idx: Vec<usize> = (0..level).chain(std::iter::once(*sp)).collect();
+    let moduli: Vec<Modulus> = idx.iter().map(|&r| ctx.q[r]).collect();
+    let mut acc0 = RnsPoly::zero(n, idx.len());
+    let mut acc1 = RnsPoly::zero(n, idx.len());
+    let c2 = &ct.polys[2];
+    let mut tmp = vec![0u64; n];
+    // Per target prime, the digit products are summed in 128 bits and reduced once every
+    // LAZY_TERMS digits (each product < 2^124).
+    let (mut wide0, mut wide1) = (vec![0u128; n], vec![0u128; n]);
+    for (r, &row) in idx.iter().enumerate() {
+        let m = &moduli[r];
+        wide0.iter_mut().for_each(|x| *x = 0);
+        wide1.iter_mut().for_each(|x| *x = 0);
+        for (i, (kb, ka)) in rk.keys.iter().enumerate().take(level) {
+            for (x, &d) in tmp.iter_mut().zip(c2.row(i)) {
+                *x = m.reduce(d);
+            }
+            ctx.q_ntt[row].forward(&mut tmp);
+            for (((w0, w1), &x), (&b, &a)) in wide0
+                .iter_mut()
+                .zip(wide1.iter_mut())
+                .zip(&tmp)
+                .zip(kb.row(row).iter().zip(ka.row(row)))
+            {
+                *w0 += u128::from(x) * u128::from(b);
+                *w1 += u128::from(x) * u128::from(a);
+            }
+            if (i + 1) % LAZY_TERMS == 0 {
+                for w in wide0.iter_mut().chain(wide1.iter_mut()) {
+                    *w = u128::from(m.reduce_u128(*w));
+                }
+            }
+        }
+        for (o, &w) in acc0.row_mut(r).iter_mut().zip(&wide0) {
+            *o = m.reduce_u128(w);
+        }
+        for (o, &w) in acc1.row_mut(r).iter_mut().zip(&wide1) {
+            *o = m.reduce_u128(w);
+        }
+    }
+    let mut out = Ciphertext {
+        level,
+        ntt_form: false,
+        polys: vec![ct.polys[0].clone(), ct.polys[1].clone()],
+    };
+    for (acc, dst) in [acc0, acc1].iter_mut().zip(out.polys.iter_mut()) {
+        for (r, &row) in idx.iter().enumerate() {
+            ctx.q_ntt[row].inverse(acc.row_mut(r));
+        }
+        {
+            let mut rows: Vec<&mut [u64]> = acc_rows(acc, n);
+            divide_round_last(&mut rows, &moduli[..level], &ctx.q[*sp], &inv_sp[..level]);
+        }
+        acc.truncate_rows(level);
+        dst.add_assign(acc, &moduli[..level]);
+    }
+    Ok(out)
+}
+
+fn acc_rows(p: &mut RnsPoly, n: usize) -> Vec<&mut [u64]> {
+    let rows = p.rows();
+    let mut out = Vec::with_capacity(rows);
+    let mut rest: &mut [u64] = p.data_mut();
+    for _ in 0..rows {
+        let (head, tail) = rest.split_at_mut(n);
+        out.push(head);
+        rest = tail;
+    }
+    out
+}
+
+/// Drops the last prime of `ct`'s level with rounding (any size, either form).
+///
+/// # Errors
+/// [`HeError::Unsupported`] at level 1.
+pub fn mod_switch_to_next(ctx: &Context, ct: &Ciphertext) -> Result<Ciphertext> {
+    ctx.check_ct(ct)?;
+    let level = ct.level;
+    let lv = ctx.level_data(level)?;
+    if level < 2 {
+        return Err(HeError::Unsupported("no lower level to switch to"));
+    }
+    let was_ntt = ct.ntt_form;
+    let mut out = ct.clone();
+    from_ntt(ctx, &mut out)?;
+    let n = ctx.n;
+    let moduli = ctx.level_moduli(level);
+    for p in out.polys.iter_mut() {
+        {
+            let mut rows = acc_rows(p, n);
+            divide_round_last(
+                &mut rows,
+                &moduli[..level - 1],
+                &moduli[level - 1],
+                &lv.inv_last,
+            );
+        }
+        p.truncate_rows(level - 1);
+    }
+    out.level = level - 1;
+    if was_ntt {
+        to_ntt(ctx, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Switches `ct` down to data level `level` (≤ its own).
+///
+/// # Errors
+/// [`HeError::Mismatch`] if `level` is 0 or above the ciphertext's.
+pub fn mod_switch_to(ctx: &Context, ct: &Ciphertext, level: usize) -> Result<Ciphertext> {
+    if level == 0 || level > ct.level {
+        return Err(HeError::Mismatch("target level not below the ciphertext's"));
+    }
+    let mut out = ct.clone();
+    while out.level > level {
+        out = mod_switch_to_next(ctx, &out)?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::{Parameters, PlainModulus};
+
+    /// HPS's scale step against exact integer arithmetic: for signed d with |d| < 2^110 given
+    /// by its residues in Q ∪ P, the result mod each q_i is round(t·d/Q) (ties cannot occur for
+    /// these d, as Q is odd and t·d/Q is never a half-integer).
+    #[test]
+    fn scale_down_is_the_exact_rounding_of_t_d_over_q() {
+        for aux_bits in [50, 61] {
+            scale_down_exact(aux_bits);
+        }
+    }
+
+    fn scale_down_exact(aux_bits: u32) {
+        let params = Parameters::new(4096, PlainModulus::Value(40961), &[40, 32, 32]).unwrap();
+        let ctx = Context::with_aux_bits(&params, aux_bits).unwrap();
+        let level = 2;
+        let moduli = qp_moduli(&ctx, level).unwrap();
+        let tables = qp_tables(&ctx, level).unwrap();
+        let q: i128 = params.coeff_modulus()[..2]
+            .iter()
+            .map(|&x| i128::from(x))
+            .product();
+        let t = 40961i128;
+        let n = ctx.degree();
+        let mut state = 9u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            state
+        };
+        let mut ds: Vec<i128> = (0..n)
+            .map(|i| {
+                let mag = ((i128::from(next()) << 64) | i128::from(next())) >> (18 + i % 100);
+                if next() & 1 == 1 { -mag } else { mag }
+            })
+            .collect();
+        ds[0] = 0;
+        ds[1] = 1;
+        ds[2] = -1;
+        ds[3] = (1i128 << 110) - 1;
+        ds[4] = -(1i128 << 110) + 1;
+        ds[5] = q / 2;
+        let mut d = RnsPoly::zero(n, moduli.len());
+        for (i, m) in moduli.iter().enumerate() {
+            for (x, &v) in d.row_mut(i).iter_mut().zip(&ds) {
+                *x = v.rem_euclid(i128::from(m.value())) as u64;
+            }
+            tables[i].forward(d.row_mut(i));
+        }
+        let out = scale_down(&ctx, level, d).unwrap();
+        for (c, &v) in ds.iter().enumerate() {
+            let want = (2 * t * v + q).div_euclid(2 * q);
+            for (i, m) in ctx.level_moduli(level).iter().enumerate() {
+                assert_eq!(
+                    i128::from(out.row(i)[c]),
+                    want.rem_euclid(i128::from(m.value())),
+                    "d = {v}, {aux_bits}-bit P"
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod aux_tests {
+    use super::*;
+    use crate::cipher::{decrypt, encrypt};
+    use crate::params::{Parameters, PlainModulus};
+    use crate::{BatchEncoder, SecretKey};
+
+    /// ct×ct+relin decrypts right with either size of auxiliary primes (the one not chosen for
+    /// this CPU is otherwise untested here).
+    #[test]
+    fn multiplication_with_50_and_61_bit_auxiliary_primes() {
+        let params = Parameters::new(8192, PlainModulus::Value(65537), &[56, 48, 48]).unwrap();
+        for aux_bits in [50, 61] {
+            let ctx = Context::with_aux_bits(&params, aux_bits).unwrap();
+            let sk = SecretKey::generate(&ctx).unwrap();
+            let rk = RelinKeys::generate(&ctx, &sk).unwrap();
+            let e = BatchEncoder::new(&ctx);
+            let x: Vec<u64> = (0..8192u64).map(|i| (i * i + 7) % 65537).collect();
+            let y: Vec<u64> = (0..8192u64).map(|i| (65536 - i * 3) % 65537).collect();
+            let cx = encrypt(&ctx, &sk, &e.encode(&x).unwrap()).unwrap();
+            let cy = encrypt(&ctx, &sk, &e.encode(&y).unwrap()).unwrap();
+            let p = relinearize(&ctx, &multiply(&ctx, &cx, &cy).unwrap(), &rk).unwrap();
+            let want: Vec<u64> = x.iter().zip(&y).map(|(a, b)| a * b % 65537).collect();
+            assert_eq!(
+                e.decode(&decrypt(&ctx, &sk, &p).unwrap()),
+                want,
+                "{aux_bits}-bit P"
+            );
+        }
+    }
+}
