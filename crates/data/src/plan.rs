@@ -90,8 +90,9 @@ impl RunError {
 }
 
 impl Plan {
-    /// Parses a launch config of any kind: a three-party config (`psi_config` naming
-    /// `PROTOCOL_ECDH_3PC`), else an unbalanced one (with `ub_psi_config`), else a two-party one.
+    /// Parses a launch config of any kind: a SecretFlow v1 one (`legacy_psi_config`), a
+    /// three-party config (`psi_config` naming `PROTOCOL_ECDH_3PC`), an unbalanced one (with
+    /// `ub_psi_config`), else a two-party one.
     /// `source` names it in errors; relative paths resolve against `base_dir`.
     ///
     /// # Errors
