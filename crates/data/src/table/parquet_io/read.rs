@@ -116,15 +116,7 @@ impl ParquetRows {
             let schema = builder.schema().clone();
             check_columns(path, &schema)?;
             let key_columns = key_columns(path, &schema, keys)?;
-            let encoder =
-                RowEncoder::new(&schema).map_err(|column| DataError::UnsupportedParquetType {
-                    path: path.to_path_buf(),
-                    data_type: schema
-                        .field_with_name(&column)
-                        .map(|f| f.data_type().to_string())
-                        .unwrap_or_default(),
-                    column,
-                })?;
+            let encoder = RowEncoder::new(path, &schema)?;
             let meta = builder.metadata();
             let total_rows = u64::try_from(meta.file_metadata().num_rows()).unwrap_or(0);
             let decoded_bytes = meta

@@ -17,6 +17,7 @@
 //! Decoding checks every length against the row and every string's UTF-8 (Arrow validates the
 //! arrays it is given), so a damaged row is an error, never a panic or a wrong value.
 
+use crate::error::DataError;
 use arrow_array::cast::AsArray;
 use arrow_array::{
     Array, ArrayRef, BooleanArray, FixedSizeBinaryArray, GenericBinaryArray, GenericStringArray,
@@ -26,6 +27,7 @@ use arrow_buffer::{BooleanBufferBuilder, Buffer, NullBufferBuilder, OffsetBuffer
 use arrow_data::ArrayData;
 use arrow_schema::{ArrowError, DataType, Schema};
 use blindjoin_link::{read_varint_u64, varint_bytes};
+use std::path::Path;
 use std::sync::Arc;
 
 /// How a column's cells are laid out in a row.
@@ -55,6 +57,22 @@ fn cell_of(data_type: &DataType) -> Option<Cell> {
     })
 }
 
+/// Each column's cell layout, or [`DataError::UnsupportedParquetType`] naming the first column
+/// of the table at `path` that cannot be carried.
+fn cells(path: &Path, schema: &Schema) -> Result<Vec<Cell>, DataError> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| {
+            cell_of(f.data_type()).ok_or_else(|| DataError::UnsupportedParquetType {
+                path: path.to_path_buf(),
+                column: f.name().clone(),
+                data_type: f.data_type().to_string(),
+            })
+        })
+        .collect()
+}
+
 /// The type a column's cells decode to before any dictionary packing.
 fn carried_type(data_type: &DataType) -> &DataType {
     match data_type {
@@ -82,14 +100,14 @@ enum Source<'a> {
 }
 
 impl RowEncoder {
-    /// An encoder for `schema`, or `None` naming the first column it cannot carry.
-    pub(crate) fn new(schema: &Schema) -> Result<RowEncoder, String> {
-        let cells = schema
-            .fields()
-            .iter()
-            .map(|f| cell_of(f.data_type()).ok_or_else(|| f.name().clone()))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(RowEncoder { cells })
+    /// An encoder for the schema of the table at `path`.
+    ///
+    /// # Errors
+    /// A column type that cannot be carried.
+    pub(crate) fn new(path: &Path, schema: &Schema) -> Result<RowEncoder, DataError> {
+        Ok(RowEncoder {
+            cells: cells(path, schema)?,
+        })
     }
 
     /// The bytes of a row whose every cell is null (the padding rows of outer joins).
@@ -298,20 +316,17 @@ fn damaged(what: &str) -> ArrowError {
 }
 
 impl RowDecoder {
-    /// A decoder for rows encoded under `schema`.
+    /// A decoder for rows encoded under `schema`, written to `path`.
     ///
     /// # Errors
     /// A column type [`RowEncoder`] cannot carry.
-    pub(crate) fn new(schema: &Schema) -> Result<RowDecoder, String> {
-        let columns = schema
+    pub(crate) fn new(path: &Path, schema: &Schema) -> Result<RowDecoder, DataError> {
+        let columns: Vec<(DataType, Cell)> = schema
             .fields()
             .iter()
-            .map(|f| {
-                cell_of(f.data_type())
-                    .map(|c| (f.data_type().clone(), c))
-                    .ok_or_else(|| f.name().clone())
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|f| f.data_type().clone())
+            .zip(cells(path, schema)?)
+            .collect();
         let builders = columns.iter().map(|_| ColumnBuilder::new()).collect();
         Ok(RowDecoder {
             columns,

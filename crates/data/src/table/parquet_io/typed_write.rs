@@ -52,19 +52,11 @@ impl TypedRowWriter {
         parquet: bool,
         null_rep: &str,
     ) -> Result<TypedRowWriter, DataError> {
-        let refuse = |column: String| DataError::UnsupportedParquetType {
-            path: path.to_path_buf(),
-            data_type: schema
-                .field_with_name(&column)
-                .map(|f| f.data_type().to_string())
-                .unwrap_or_default(),
-            column,
-        };
-        let decoder = RowDecoder::new(schema).map_err(refuse)?;
+        let decoder = RowDecoder::new(path, schema)?;
         let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
         let file = AtomicFile::create(path)?;
         let out = if parquet {
-            let encoder = super::typed_rows::RowEncoder::new(schema).map_err(refuse)?;
+            let encoder = super::typed_rows::RowEncoder::new(path, schema)?;
             let output = output_schema(schema, &names).map_err(|m| encoder_error(path, &m))?;
             Out::Parquet {
                 file: Box::new(
