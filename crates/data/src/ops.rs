@@ -146,7 +146,10 @@ pub fn run_plan(
     if let Some(level) = ops.logging_level {
         crate::log::set_level(level);
     }
-    let name = format!("blindjoin {} ({})", plan.party(), plan.kind());
+    let name = match plan.party() {
+        "" => format!("blindjoin ({})", plan.kind()),
+        party => format!("blindjoin {party} ({})", plan.kind()),
+    };
     let (result, traced) = crate::trace::record(ops.trace_path.as_deref(), &name, || {
         let result = plan.run(progress, cancel);
         if let Ok(Outcome::Unbalanced(r)) = &result {
