@@ -146,6 +146,13 @@ pub fn run_plan(
     if let Some(level) = ops.logging_level {
         crate::log::set_level(level);
     }
+    if crate::log::enabled(Level::Debug) {
+        // Asking builds the pool (with its default count) if nothing has yet: the run would.
+        crate::log::emit(
+            Level::Debug,
+            &format!("thread pool: {} threads", rayon::current_num_threads()),
+        );
+    }
     let name = match plan.party() {
         "" => format!("blindjoin ({})", plan.kind()),
         party => format!("blindjoin {party} ({})", plan.kind()),

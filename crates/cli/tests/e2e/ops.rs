@@ -276,9 +276,20 @@ fn threads_flag_and_config_field_are_checked_and_a_run_with_one_thread_is_right(
         two_party_config(&dir, me, p, "", r#""blindjoin": { "threads": 2 },"#);
     }
     // The flag overrides the config's 2.
-    let (r, s) = run_pair(&dir, &["--threads", "1"]);
+    let (r, s) = run_pair(&dir, &["--threads", "1", "--log-level", "debug"]);
     assert!(r.status.success() && s.status.success(), "{}", stderr(&r));
     assert_eq!(report(&r)["intersection_count"], 200);
+    assert!(
+        stderr(&r).contains("[debug] thread pool: 1 threads"),
+        "{}",
+        stderr(&r)
+    );
+    let (r, _) = run_pair(&dir, &["--log-level", "debug"]);
+    assert!(
+        stderr(&r).contains("[debug] thread pool: 2 threads"),
+        "{}",
+        stderr(&r)
+    );
     for bad in ["0", "1025", "many"] {
         let o = finish(spawn(
             &dir,
