@@ -1,4 +1,5 @@
-//! `check_hash_digest` (`blindjoin_data`'s `check_digest`): after the last bucket both parties
+//! `blindjoin.check_intersection_digest` (`blindjoin_data`'s `check_digest`): after the last
+//! bucket both parties
 //! swap a Diffie–Hellman share, then a digest of the matched keys keyed by the shared secret,
 //! and stop if they differ. This party runs honestly; the fuzz input is the peer's messages (see
 //! `fuzz_support::messages`): shares that are not points, truncated or oversized messages, wrong

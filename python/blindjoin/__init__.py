@@ -110,6 +110,8 @@ def run(
     report_path: Optional[PathLike] = None,
     progress: Optional[ProgressCallback] = None,
     cancel: Optional[CancelToken] = None,
+    threads: Optional[int] = None,
+    logging_level: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Run this party of a PSI from a SecretFlow PSI v2 launch config, as ``blindjoin run --config``.
 
@@ -130,6 +132,12 @@ def run(
     or ``blindjoin.report_path``). Returns the report as a dict: SecretFlow's ``original_count``,
     ``intersection_count`` (-1 if this party does not receive the result), plus blindjoin's fields.
 
+    ``threads`` (the CLI's ``--threads``; the config's ``blindjoin.threads``) sets the size of the
+    process's thread pool, which is built once: a later different count is a warning.
+    ``logging_level`` (``debug_options.logging_level``: trace, debug, info, warn, err, critical,
+    off) sets what the native code prints on stderr; ``debug_options.trace_path`` in the config
+    writes a Perfetto trace of the run (``docs/config.md``).
+
     Blocks until the run ends; the GIL is released meanwhile. Raises :class:`Error` subclasses.
     Ctrl-C, or ``cancel.cancel()`` from another thread, cancels the run (the peer is told) and
     raises :class:`KeyboardInterrupt`.
@@ -145,6 +153,8 @@ def run(
         progress=progress,
         on_warning=_log.warning,
         cancel=cancel,
+        threads=threads,
+        logging_level=logging_level,
     )
     result: Dict[str, Any] = json.loads(report)
     return result
@@ -350,12 +360,16 @@ def _link_desc_timeouts(link_desc: Optional[Mapping[str, Any]]) -> "tuple[Option
 
 
 def _run_plan(
-    plan: Any, progress: Optional[ProgressCallback], cancel: Optional[CancelToken]
+    plan: Any,
+    progress: Optional[ProgressCallback],
+    cancel: Optional[CancelToken],
+    **ops: Any,
 ) -> Dict[str, Any]:
-    """Runs a plan from :func:`_party_plan`; the report as a dict (as :func:`run`)."""
+    """Runs a plan from :func:`_party_plan`; the report as a dict (as :func:`run`). ``ops``:
+    ``threads`` and ``logging_level``, as :func:`run` takes them."""
     if progress is None and _log.isEnabledFor(logging.INFO):
         progress = _log_progress
-    report = _native.run_plan(plan, progress=progress, on_warning=_log.warning, cancel=cancel)
+    report = _native.run_plan(plan, progress=progress, on_warning=_log.warning, cancel=cancel, **ops)
     result: Dict[str, Any] = json.loads(report)
     return result
 
@@ -390,6 +404,7 @@ def _run_together(
     plans: List["tuple[str, Any]"],
     progress: Optional[ProgressCallback],
     cancel: Optional[CancelToken],
+    **ops: Any,
 ) -> List[Dict[str, Any]]:
     """Runs several parties' plans at once, each on its own thread (the native runs release the
     GIL, so they proceed in parallel). Ctrl-C, or ``cancel``, cancels them all; so does a party's
@@ -407,7 +422,7 @@ def _run_together(
             def prog(stage: str, total: int, elapsed_ms: int) -> None:
                 _log.info("%s: %s (%d items) at %.2f s", name, stage, total, elapsed_ms / 1000)
         try:
-            reports[name] = _run_plan(plan, prog, token)
+            reports[name] = _run_plan(plan, prog, token, **ops)
         except BaseException as e:  # handed to the calling thread below
             errors.setdefault(name, e)
             token.cancel(f"party {name!r} of the same process failed: {e}")
@@ -458,6 +473,8 @@ def psi_csv(
     connect_timeout_ms: Optional[int] = None,
     recv_timeout_ms: Optional[int] = None,
     cancel: Optional[CancelToken] = None,
+    threads: Optional[int] = None,
+    logging_level: Optional[str] = None,
     **ignored_legacy: Any,
 ) -> Union[Dict[str, Any], List[Dict[str, Any]]]:
     """SecretFlow's ``spu.psi_csv(...)``: one party, or every party from this process.
@@ -523,10 +540,11 @@ def psi_csv(
         own = {p: (listen.get(p, h) if p == me else h) for p, h in hosts.items()}
         return _party_plan(me, key, input_path, output_path, receiver, own, report_path=report, **common)  # type: ignore[arg-type]
 
+    ops = dict(threads=threads, logging_level=logging_level)
     if len(local) == 1:
-        report = _run_plan(plan_of(local[0], report_path), progress, cancel)
+        report = _run_plan(plan_of(local[0], report_path), progress, cancel, **ops)
         return report if self_party is not None else [report]
-    return _run_together([(me, plan_of(me)) for me in local], progress, cancel)
+    return _run_together([(me, plan_of(me)) for me in local], progress, cancel, **ops)
 
 
 class SPU:

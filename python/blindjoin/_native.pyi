@@ -56,6 +56,8 @@ def run_config(
     progress: Optional[Callable[[str, int, int], None]] = None,
     on_warning: Optional[Callable[[str], None]] = None,
     cancel: Optional[CancelToken] = None,
+    threads: Optional[int] = None,
+    logging_level: Optional[str] = None,
 ) -> str:
     """Run one party from a launch config (JSON text); return the report as JSON text.
 
@@ -109,5 +111,7 @@ def run_plan(
     progress: Optional[Callable[[str, int, int], None]] = None,
     on_warning: Optional[Callable[[str], None]] = None,
     cancel: Optional[CancelToken] = None,
+    threads: Optional[int] = None,
+    logging_level: Optional[str] = None,
 ) -> str:
     """Run a plan; return the report as JSON text. Raises as run_config."""

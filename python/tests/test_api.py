@@ -422,3 +422,30 @@ def test_ctrl_c_raises_keyboard_interrupt_promptly(tables, tmp_path: Path) -> No
         if p.poll() is None:
             p.kill()
             p.wait(timeout=10)
+
+
+def test_threads_logging_level_and_trace_path(tables, tmp_path: Path) -> None:
+    _, _, expected = tables
+    ports = free_ports(2)
+    ca = v2_config("alice", "ROLE_RECEIVER", "alice.csv", "a_out.csv", ["id"], ports, "CURVE_25519")
+    cb = v2_config("bob", "ROLE_SENDER", "bob.csv", "b_out.csv", ["uid"], ports, "CURVE_25519")
+    ca["psi_config"]["debug_options"] = {"trace_path": "alice.trace", "logging_level": "info"}
+    a, b = run_pair(
+        [
+            # The keyword arguments win over the config's level.
+            {"fn": "run", "args": [ca], "kwargs": {"threads": 1, "logging_level": "debug"}},
+            {"fn": "run", "args": [cb], "kwargs": {"threads": 2, "logging_level": "off"}},
+        ],
+        tmp_path,
+    )
+    assert "ok" in a and "ok" in b, (a, b)
+    check_outputs(tmp_path / "a_out.csv", tmp_path / "b_out.csv", expected)
+    trace = json.loads((tmp_path / "alice.trace").read_text())
+    names = [e["name"] for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert names[:2] == ["run", "read input"] and "handshake" in names, names
+    assert all(e["dur"] >= 0 for e in trace["traceEvents"] if e["ph"] == "X")
+    assert (tmp_path / "alice.trace").stat().st_mode & 0o777 == 0o600
+    assert not (tmp_path / "bob.trace").exists()
+    for kwargs, match in [({"threads": 0}, "threads"), ({"logging_level": "loud"}, "logging_level")]:
+        with pytest.raises(blindjoin.ConfigError, match=match):
+            blindjoin.run(ca, **kwargs)

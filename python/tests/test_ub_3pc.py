@@ -171,9 +171,12 @@ def test_check_config_unbalanced(tmp_path: Path) -> None:
     cfg = ub_config("client", "MODE_ONLINE", [1, 2])
     assert blindjoin.check_config(cfg) == []
     assert blindjoin.config_kind(cfg) == "unbalanced"
-    cfg["ub_psi_config"]["debug_options"] = {"trace_path": "t.json"}
-    warnings = blindjoin.check_config(cfg)
-    assert any("trace_path" in w for w in warnings), warnings
+    # debug_options are honoured (a trace is written, the level applies): no warning.
+    cfg["ub_psi_config"]["debug_options"] = {"trace_path": "t.json", "logging_level": "warn"}
+    assert blindjoin.check_config(cfg) == []
+    cfg["ub_psi_config"]["debug_options"] = {"logging_level": "loud"}
+    with pytest.raises(blindjoin.ConfigError, match="logging_level"):
+        blindjoin.check_config(cfg)
     bad = ub_config("client", "MODE_ONLINE", [1, 2])
     bad["link_config"]["parties"].append({"id": "carol", "host": "127.0.0.1:3"})
     with pytest.raises(blindjoin.ConfigError, match="exactly 2"):

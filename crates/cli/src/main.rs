@@ -81,7 +81,11 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("blindjoin: error: {e:#}");
+            // The error is printed at every level but `off` (`err` and `critical` print only it).
+            blindjoin_data::log::emit(
+                blindjoin_data::log::Level::Critical,
+                &format!("error: {e:#}"),
+            );
             ExitCode::from(fault_of(&e).exit_code())
         }
     }

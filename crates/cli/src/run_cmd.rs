@@ -4,6 +4,8 @@ use crate::UserError;
 use crate::progress::Bars;
 use anyhow::{Context, Result};
 use blindjoin_data::Rr22Mode;
+use blindjoin_data::log::{self, Level};
+use blindjoin_data::ops::Ops;
 use blindjoin_data::{
     Cancel, DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT,
     DEFAULT_SILENCE_TIMEOUT, LinkOverrides, LinkShape, Parties, Plan, Reveal, Role, RunSpec,
@@ -137,9 +139,18 @@ pub(crate) struct RunArgs {
     /// may evaluate over all online queries (`blindjoin.max_query_items`; default 1,000,000).
     #[arg(long, value_name = "N", requires = "config")]
     pub(crate) max_query_items: Option<u64>,
-    /// No progress bars and no summary on stderr.
+    /// No progress bars and no summary on stderr (the level is at most `warn`).
     #[arg(long, short)]
     pub(crate) quiet: bool,
+    /// Threads for the protocol's parallel work (default: `blindjoin.threads` in the config,
+    /// else the RAYON_NUM_THREADS environment variable, else one per logical CPU). Overrides
+    /// the config's.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub(crate) threads: Option<u64>,
+    /// What to print on stderr: trace, debug, info (default), warn, err, critical or off
+    /// (SecretFlow's `debug_options.logging_level`; see docs/config.md). Overrides the config's.
+    #[arg(long, value_name = "LEVEL", value_parser = parse_level)]
+    pub(crate) log_level: Option<Level>,
 }
 
 /// `--rr22-mode`.
@@ -170,15 +181,23 @@ enum RoleArg {
 }
 
 pub(crate) fn run(args: RunArgs) -> Result<()> {
-    let plan = match &args.config {
-        None => Plan::TwoParty(Box::new(spec_from_args(&args).context(UserError)?)),
+    // The level first: the config's own warnings are printed at `warn`.
+    if let Some(level) = args.log_level {
+        log::set_level(level);
+    }
+    let (plan, mut ops) = match &args.config {
+        None => (
+            Plan::TwoParty(Box::new(spec_from_args(&args).context(UserError)?)),
+            Ops::default(),
+        ),
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading the config file {}", path.display()))
                 .context(UserError)?;
             let base = path.parent().map(PathBuf::from).unwrap_or_default();
-            let mut plan =
-                Plan::from_config(&text, &path.display().to_string(), &base).context(UserError)?;
+            let source = path.display().to_string();
+            let mut plan = Plan::from_config(&text, &source, &base).context(UserError)?;
+            let ops = Ops::from_config(&text, &source, &base).context(UserError)?;
             if let Some(r) = &args.report {
                 plan.set_report(r.clone());
             }
@@ -187,36 +206,53 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             if let Some(n) = args.max_query_items {
                 plan.set_max_query_items(n).context(UserError)?;
             }
-            plan
+            (plan, ops)
         }
     };
-    run_plan(&plan, args.quiet)
+    if let Some(n) = args.threads {
+        ops.threads = Some(n as usize);
+    }
+    // The flag wins over the config's level; `--quiet` caps either at `warn`.
+    ops.logging_level = args.log_level.or(ops.logging_level);
+    let level = ops.logging_level.unwrap_or(Level::Info);
+    ops.logging_level = Some(if args.quiet {
+        level.max(Level::Warn)
+    } else {
+        level
+    });
+    run_plan(&plan, &ops)
 }
 
-/// Runs `plan`: its warnings, then progress bars and Ctrl-C handling, then a summary on stderr
-/// (unless `quiet`) and the report on stdout.
-fn run_plan(plan: &Plan, quiet: bool) -> Result<()> {
-    for w in plan.warnings() {
-        eprintln!("blindjoin: warning: {w}");
+/// Runs `plan` with `ops` applied (threads, level, trace): its warnings, then progress bars and
+/// Ctrl-C handling, then a summary on stderr (at level `info`) and the report on stdout.
+fn run_plan(plan: &Plan, ops: &Ops) -> Result<()> {
+    if let Some(level) = ops.logging_level {
+        log::set_level(level);
     }
-    let bars = Bars::new(quiet);
+    for w in plan.warnings() {
+        log::emit(Level::Warn, &format!("warning: {w}"));
+    }
+    let bars = Bars::new(!log::enabled(Level::Info));
     let cancel = cancel_on_signal();
-    let result = plan.run(&bars, &cancel);
+    let (result, notes) = blindjoin_data::ops::run_plan(plan, ops, &bars, &cancel);
     bars.finish();
+    for n in notes {
+        log::emit(Level::Warn, &format!("warning: {n}"));
+    }
     let outcome = match result {
         Ok(outcome) => outcome,
         Err(e) => {
             if let Some(note) = plan.after_failure() {
-                eprintln!("blindjoin: {note}");
+                log::emit(Level::Warn, &note);
             }
             return Err(e.into());
         }
     };
-    if !quiet {
+    if log::enabled(Level::Info) {
         eprintln!("{}", outcome.summary(plan));
     }
     if let Some(note) = plan.after_success(&outcome) {
-        eprintln!("blindjoin: warning: {note}");
+        log::emit(Level::Warn, &format!("warning: {note}"));
     }
     println!("{}", outcome.report_json()?);
     Ok(())
@@ -255,7 +291,10 @@ pub(crate) fn cancel_on_signal() -> Cancel {
         if handle.is_cancelled() {
             std::process::exit(130);
         }
-        eprintln!("blindjoin: interrupted; stopping the run and telling the peer");
+        log::emit(
+            Level::Warn,
+            "interrupted; stopping the run and telling the peer",
+        );
         handle.cancel(INTERRUPTED);
         let last_resort = handle.clone();
         std::thread::spawn(move || {
@@ -363,6 +402,11 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
         .map_err(|why| anyhow::anyhow!("{flag} {why}"))?;
     spec.note_trust_boundary();
     Ok(spec)
+}
+
+fn parse_level(s: &str) -> Result<Level, String> {
+    Level::parse(s)
+        .ok_or_else(|| format!("{s:?}: use trace, debug, info, warn, err, critical or off"))
 }
 
 fn parse_spill(s: &str) -> Result<SpillMode, String> {

@@ -68,7 +68,21 @@ pub fn resume_point(
     cp.agree(link, buckets).map(|s| s.buckets_done)
 }
 
-/// `check_hash_digest`'s comparison: sends `ours` and checks the peer's digest equals it.
+/// `check_hash_digest` (SecretFlow's meaning): the private test of whether the peer's key set
+/// digest equals `ours`, this party in `role`. Returns what this party concluded.
+///
+/// # Errors
+/// A link error, or a peer message refused.
+pub fn key_sets_equal(
+    link: &mut dyn Link,
+    role: blindjoin_protocols::Role,
+    ours: &ItemDigest,
+) -> Result<bool, DataError> {
+    crate::pipeline::process::key_sets_equal(link, role, ours)
+}
+
+/// `blindjoin.check_intersection_digest`'s comparison: sends `ours` and checks the peer's digest
+/// equals it.
 ///
 /// # Errors
 /// A link error, or a digest that differs.

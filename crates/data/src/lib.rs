@@ -24,10 +24,13 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod generate;
+pub mod log;
+pub mod ops;
 mod pipeline;
 mod plan;
 mod spec;
 mod table;
+pub mod trace;
 pub mod ub;
 
 pub use pipeline::{bucket, join};

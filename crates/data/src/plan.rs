@@ -119,6 +119,15 @@ impl Plan {
         }
     }
 
+    /// This party's id (empty for an unbalanced run without a link: generating the cache).
+    pub fn party(&self) -> &str {
+        match self {
+            Plan::TwoParty(s) => &s.parties.self_id,
+            Plan::ThreeParty(t) => &t.spec.parties.self_id,
+            Plan::Unbalanced(u) => u.parties.as_ref().map_or("", |p| p.self_id.as_str()),
+        }
+    }
+
     /// Overrides where the JSON report goes.
     pub fn set_report(&mut self, path: PathBuf) {
         match self {

@@ -149,8 +149,12 @@ pub struct JoinSpec {
     pub left_side: Role,
     /// `output_attr.csv_null_rep`: the text of every column of a padding row (default `NULL`).
     pub null_rep: String,
-    /// `check_hash_digest`: compare a digest of the intersection with the peer after the run.
+    /// `check_hash_digest` (SecretFlow's meaning): before the protocol, test privately whether
+    /// the two key sets are equal; if they are, both skip the protocol and every key matches.
     pub check_hash_digest: bool,
+    /// `blindjoin.check_intersection_digest`: after the run, compare a keyed digest of the
+    /// intersection with the peer's and write no output if they differ.
+    pub check_intersection_digest: bool,
 }
 
 impl Default for JoinSpec {
@@ -160,6 +164,7 @@ impl Default for JoinSpec {
             left_side: Role::Receiver,
             null_rep: "NULL".into(),
             check_hash_digest: false,
+            check_intersection_digest: false,
         }
     }
 }
@@ -246,13 +251,22 @@ impl RunSpec {
         if self.join.join != JoinType::Inner {
             return Err("needs an inner join (advanced_join_type unset or INNER_JOIN)".into());
         }
+        if self.join.check_hash_digest {
+            // Equal sets would skip the protocol and reveal the whole intersection.
+            return Err(
+                "cannot be combined with check_hash_digest, which on equal key sets \
+                        reveals the whole intersection"
+                    .into(),
+            );
+        }
         Ok(())
     }
 
     /// Adds the warnings a run's settings call for, whatever the run was written in: RR22's
     /// malicious mode protects the receiver's output only; the sender's (with
-    /// `broadcast_result`, a join that pads for the receiver's rows, or `check_hash_digest`) is
-    /// whatever positions the receiver sends, checked only for range, order and count.
+    /// `broadcast_result`, a join that pads for the receiver's rows, or
+    /// `check_intersection_digest`) is whatever positions the receiver sends, checked only for
+    /// range, order and count.
     pub fn note_trust_boundary(&mut self) {
         let malicious = matches!(
             self.protocol,
@@ -263,11 +277,11 @@ impl RunSpec {
         if malicious
             && (self.broadcast_result
                 || self.join.join != crate::join::JoinType::Inner
-                || self.join.check_hash_digest)
+                || self.join.check_intersection_digest)
         {
             self.warnings.push(
                 "RR22's malicious mode protects the receiver's result only: the sender's output \
-                 (broadcast_result, joins, check_hash_digest) is whatever positions the receiver \
+                 (broadcast_result, joins, check_intersection_digest) is whatever positions the receiver \
                  sends back, checked for range, order and count but not for truth (see \
                  docs/protocols.md)"
                     .into(),

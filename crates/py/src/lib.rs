@@ -13,6 +13,7 @@
 
 mod error;
 
+use blindjoin_data::ops::Ops;
 use blindjoin_data::{Outcome, Plan, Progress, RunError};
 use pyo3::prelude::*;
 use std::path::PathBuf;
@@ -209,7 +210,8 @@ fn check_config(
     source: &str,
     base_dir: PathBuf,
 ) -> PyResult<(&'static str, Vec<String>)> {
-    let parsed = parse(config_json, source, base_dir, None)?;
+    let parsed = parse(config_json, source, base_dir.clone(), None)?;
+    Ops::from_config(config_json, source, &base_dir).map_err(|e| error::config_err(&e))?;
     Ok((parsed.kind(), parsed.warnings().to_vec()))
 }
 
@@ -218,7 +220,7 @@ fn check_config(
 /// Returns the report as JSON text. Relative paths in the config resolve against `base_dir`.
 /// `cancel` lets another thread stop the run (it then raises `KeyboardInterrupt`).
 #[pyfunction]
-#[pyo3(signature = (config_json, source, base_dir, report_path=None, progress=None, on_warning=None, cancel=None))]
+#[pyo3(signature = (config_json, source, base_dir, report_path=None, progress=None, on_warning=None, cancel=None, threads=None, logging_level=None))]
 #[allow(clippy::too_many_arguments)] // the Python signature: keyword arguments with defaults
 fn run_config(
     py: Python<'_>,
@@ -229,23 +231,55 @@ fn run_config(
     progress: Option<Py<PyAny>>,
     on_warning: Option<Py<PyAny>>,
     cancel: Option<Py<CancelToken>>,
+    threads: Option<usize>,
+    logging_level: Option<&str>,
 ) -> PyResult<String> {
+    let ops =
+        Ops::from_config(config_json, source, &base_dir).map_err(|e| error::config_err(&e))?;
     let plan = parse(config_json, source, base_dir, report_path)?;
-    run_owned(py, plan, progress, on_warning, cancel)
+    let ops = with_kwargs(ops, threads, logging_level)?;
+    run_owned(py, plan, ops, progress, on_warning, cancel)
+}
+
+/// `threads=` and `logging_level=` over the config's settings.
+fn with_kwargs(mut ops: Ops, threads: Option<usize>, logging_level: Option<&str>) -> PyResult<Ops> {
+    if let Some(n) = threads {
+        if n == 0 || n > blindjoin_data::ops::MAX_THREADS {
+            return Err(error::config_err(&blindjoin_data::ConfigError::Invalid {
+                field: "threads".into(),
+                message: format!(
+                    "expected 1 to {}, got {n}",
+                    blindjoin_data::ops::MAX_THREADS
+                ),
+            }));
+        }
+        ops.threads = Some(n);
+    }
+    if let Some(l) = logging_level {
+        ops.logging_level = Some(
+            blindjoin_data::ops::parse_level(l, "logging_level")
+                .map_err(|e| error::config_err(&e))?,
+        );
+    }
+    Ok(ops)
 }
 
 /// Runs a plan from [`plan_from_config`] or [`psi_csv_plan`]; the report as JSON text. As
 /// [`run_config`] otherwise.
 #[pyfunction]
-#[pyo3(signature = (plan, progress=None, on_warning=None, cancel=None))]
+#[pyo3(signature = (plan, progress=None, on_warning=None, cancel=None, threads=None, logging_level=None))]
+#[allow(clippy::too_many_arguments)] // the Python signature: keyword arguments with defaults
 fn run_plan(
     py: Python<'_>,
     plan: &PyPlan,
     progress: Option<Py<PyAny>>,
     on_warning: Option<Py<PyAny>>,
     cancel: Option<Py<CancelToken>>,
+    threads: Option<usize>,
+    logging_level: Option<&str>,
 ) -> PyResult<String> {
-    run_owned(py, plan.plan.clone(), progress, on_warning, cancel)
+    let ops = with_kwargs(Ops::default(), threads, logging_level)?;
+    run_owned(py, plan.plan.clone(), ops, progress, on_warning, cancel)
 }
 
 /// Reports the plan's warnings, then runs it on its own thread while this one waits without
@@ -253,12 +287,18 @@ fn run_plan(
 fn run_owned(
     py: Python<'_>,
     parsed: Plan,
+    ops: Ops,
     progress: Option<Py<PyAny>>,
     on_warning: Option<Py<PyAny>>,
     cancel: Option<Py<CancelToken>>,
 ) -> PyResult<String> {
+    // Process-wide settings, before the run's thread starts any parallel work.
+    let pool = blindjoin_data::ops::apply_threads(ops.threads);
+    if let Some(level) = ops.logging_level {
+        blindjoin_data::log::set_level(level);
+    }
     if let Some(cb) = &on_warning {
-        for w in parsed.warnings() {
+        for w in parsed.warnings().iter().chain(pool.as_ref()) {
             cb.call1(py, (w.as_str(),))?;
         }
     }
@@ -275,7 +315,7 @@ fn run_owned(
     std::thread::Builder::new()
         .name("blindjoin-run".into())
         .spawn(move || {
-            let result = run_parsed(&parsed, &progress, &run_cancel);
+            let result = run_parsed(&parsed, &ops, &progress, &run_cancel);
             // This process lives on: give back the large blocks the allocator kept for reuse.
             blindjoin_alloc::trim_pool();
             let _ = tx.send(result);
@@ -284,9 +324,20 @@ fn run_owned(
     wait_for_run(py, rx, &cancel)
 }
 
-/// Runs a plan, as `blindjoin run --config` does; the report as JSON.
-fn run_parsed(plan: &Plan, progress: &dyn Progress, cancel: &blindjoin_data::Cancel) -> RunResult {
-    let json = match plan.run(progress, cancel).map_err(Failure::Run)? {
+/// Runs a plan with its settings (threads, level, trace), as `blindjoin run --config` does; the
+/// report as JSON. A trace that cannot be written is a warning on stderr (this thread cannot
+/// call Python).
+fn run_parsed(
+    plan: &Plan,
+    ops: &Ops,
+    progress: &dyn Progress,
+    cancel: &blindjoin_data::Cancel,
+) -> RunResult {
+    let (result, notes) = blindjoin_data::ops::run_plan(plan, ops, progress, cancel);
+    for n in notes {
+        blindjoin_data::log::emit(blindjoin_data::log::Level::Warn, &format!("warning: {n}"));
+    }
+    let json = match result.map_err(Failure::Run)? {
         Outcome::TwoParty(r) => serde_json::to_string(&r),
         Outcome::ThreeParty(o) => serde_json::to_string(&o.report),
         Outcome::Unbalanced(r) => serde_json::to_string(&r),

@@ -12,6 +12,7 @@ mod faults;
 mod file_modes;
 mod integration;
 mod legacy;
+mod ops;
 mod recovery;
 mod three_party;
 mod ub;

@@ -99,8 +99,10 @@ struct IoConfig {
     path: String,
 }
 
+/// Checked here for its shape only; `crate::ops::Ops::from_config` reads its values.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+#[allow(dead_code)]
 struct DebugOptions {
     logging_level: Option<String>,
     trace_path: Option<String>,
@@ -178,6 +180,10 @@ struct Extensions {
     spill_dir: Option<String>,
     cardinality_only: Option<bool>,
     min_intersection: Option<u64>,
+    /// Read by [`crate::ops::Ops::from_config`].
+    #[allow(dead_code)]
+    threads: Option<Value>,
+    check_intersection_digest: Option<bool>,
 }
 
 /// Parses a launch config from `text`; `source` names it in errors.
@@ -419,9 +425,14 @@ pub fn parse_launch_config(
         ));
     }
     let check_hash_digest = psi.check_hash_digest.unwrap_or(false);
-    if check_hash_digest && !broadcast_result {
+    let check_intersection_digest = cfg
+        .blindjoin
+        .as_ref()
+        .and_then(|e| e.check_intersection_digest)
+        .unwrap_or(false);
+    if check_intersection_digest && !broadcast_result {
         return Err(invalid(
-            "psi_config.check_hash_digest",
+            "blindjoin.check_intersection_digest",
             "needs psi_config.protocol_config.broadcast_result = true: both parties must know \
              the intersection to compare its digest",
         ));
@@ -436,6 +447,7 @@ pub fn parse_launch_config(
         left_side,
         null_rep,
         check_hash_digest,
+        check_intersection_digest,
     };
     let cardinality_only = cfg
         .blindjoin
@@ -473,12 +485,8 @@ pub fn parse_launch_config(
         );
     }
     let _ = (&psi.skip_duplicates_check, &psi.input_attr);
-    if let Some(d) = &psi.debug_options {
-        if d.trace_path.is_some() {
-            warnings.push("debug_options.trace_path: blindjoin writes no Perfetto trace; see the JSON report for stage times".into());
-        }
-        let _ = &d.logging_level;
-    }
+    // `debug_options` is process-wide: `crate::ops::Ops::from_config` reads it.
+    let _ = &psi.debug_options;
 
     // Link.
     let _ = (

@@ -255,11 +255,29 @@ fn joins_need_broadcast_and_parse_their_fields() {
         e.to_string().contains("advanced_join_type") && e.to_string().contains("broadcast_result"),
         "{e}"
     );
+    // SecretFlow's check_hash_digest needs no broadcast (each party learns only whether the
+    // key sets are equal); the intersection check, which compares the result, does.
     let digest = base.replace(
         "\"check_hash_digest\": false",
         "\"check_hash_digest\": true",
     );
-    let e = parse(&digest).unwrap_err();
+    let spec = parse(&digest).unwrap();
+    assert!(spec.join.check_hash_digest && !spec.join.check_intersection_digest);
+    let intersection = base.replace(
+        "\"self_link_party\"",
+        "\"blindjoin\": { \"check_intersection_digest\": true },\n  \"self_link_party\"",
+    );
+    let e = parse(&intersection).unwrap_err();
+    assert!(
+        e.to_string().contains("check_intersection_digest")
+            && e.to_string().contains("broadcast_result"),
+        "{e}"
+    );
+    let threshold = digest.replace(
+        "\"check_hash_digest\": true,",
+        "\"check_hash_digest\": true, \"intersection_threshold\": 5,",
+    );
+    let e = parse(&threshold).unwrap_err();
     assert!(e.to_string().contains("check_hash_digest"), "{e}");
 
     let full = base
@@ -460,7 +478,8 @@ fn any_config_is_told_apart_as_the_cli_does() {
     let p = parse_any_launch_config(&two, "two.json", base).unwrap();
     assert_eq!(p.kind(), "two-party");
     assert!(matches!(&p, Plan::TwoParty(s) if s.role == Role::Receiver));
-    assert!(p.warnings().iter().any(|w| w.contains("trace_path")));
+    // debug_options.trace_path is honoured (crate::ops), so no warning about it.
+    assert!(!p.warnings().iter().any(|w| w.contains("trace_path")));
 
     let three = r#"{
   "psi_config": {

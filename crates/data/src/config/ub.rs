@@ -67,6 +67,9 @@ pub(super) struct UbExtensions {
     peer_silence_timeout_ms: Option<Value>,
     max_cache_bytes: Option<Value>,
     max_query_items: Option<Value>,
+    /// Read by [`crate::ops::Ops::from_config`].
+    #[allow(dead_code)]
+    threads: Option<Value>,
 }
 
 /// Whether `text` is an unbalanced-PSI launch config (has a top-level `ub_psi_config`). Cheap
@@ -313,16 +316,8 @@ pub fn parse_ub_launch_config(
         ));
     }
     let _ = (&ub.input_attr, &ub.output_attr);
-    if let Some(d) = &ub.debug_options {
-        if d.trace_path.is_some() {
-            warnings.push(
-                "ub_psi_config.debug_options.trace_path: blindjoin writes no Perfetto trace; see \
-                 the JSON report for phase times"
-                    .into(),
-            );
-        }
-        let _ = &d.logging_level;
-    }
+    // `debug_options` is process-wide: `crate::ops::Ops::from_config` reads it.
+    let _ = &ub.debug_options;
 
     // Link: none for gen cache alone.
     let needs_link = mode != UbMode::GenCache;

@@ -183,6 +183,16 @@ impl<'h> BucketedPsi<'h> {
         Ok(())
     }
 
+    /// Passes over the next bucket without running the protocol, the peer having `peer_keys`
+    /// keys in it (`check_hash_digest` found the key sets equal: every key is in the
+    /// intersection).
+    ///
+    /// # Errors
+    /// Every bucket has run.
+    pub fn skip_next(&mut self, peer_keys: u64) -> Result<(), DataError> {
+        self.resume_at(self.next + 1, self.peer_keys + peer_keys, self.counts)
+    }
+
     /// Runs the next bucket on our unique digests in it; returns the indices into `items` of
     /// the intersection when this party learns it. In threshold mode the bucket may reveal only
     /// what the threshold has left.

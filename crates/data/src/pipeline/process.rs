@@ -1,7 +1,8 @@
 //! The per-bucket work of a run: group a bucket's rows by key, run the protocol on the unique
 //! digests, swap the matched keys' row counts with the peer (for the join's pairs), and append
 //! the bucket's output groups to sorted runs; at the end, swap the unmatched totals and the
-//! intersection digest, and merge the runs into the output file.
+//! intersection digest, and merge the runs into the output file. Also `check_hash_digest`'s
+//! test of whether the two key sets are equal, which lets both parties skip the protocol.
 //!
 //! Every bucket's output is sorted on its own; merging the runs (by key when aligned, by row
 //! number when not) gives exactly the order of one global sort, so a spilled run and an
@@ -11,7 +12,7 @@ use crate::error::DataError;
 use crate::pipeline::bucket::{BucketedPsi, RevealCounts};
 use crate::pipeline::join::{JoinType, MAX_OUTPUT_ROWS, exchange_counts};
 use crate::pipeline::runs::{Runs, SortBy};
-use crate::pipeline::spill::{GroupBucket, GroupRef, WARM_BATCH};
+use crate::pipeline::spill::{GroupBucket, GroupRef, SpilledTable, WARM_BATCH};
 use crate::pipeline::wire::{DigestCheck, DigestShare};
 use crate::spec::RunSpec;
 use crate::table::rows::digest_of_order;
@@ -19,7 +20,7 @@ use crate::table::writer::{Columns, RowWriter};
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_link::Link;
 use blindjoin_link::wire::WireMessage;
-use blindjoin_protocols::{NoProgress, Progress, ProtocolError};
+use blindjoin_protocols::{NoProgress, Progress, ProtocolError, Role};
 use std::path::Path;
 
 /// What a finished run found.
@@ -85,6 +86,8 @@ pub struct Processor<'a> {
     own_unmatched_rows: u64,
     intersection_digest: ItemDigest,
     totals: Totals,
+    /// `check_hash_digest` found the two key sets equal: every key matches, no protocol runs.
+    all_match: bool,
 }
 
 impl<'a> Processor<'a> {
@@ -127,9 +130,17 @@ impl<'a> Processor<'a> {
                 |s| s.intersection_digest,
             ),
             totals: resume.map(|s| s.totals.clone()).unwrap_or_default(),
+            all_match: false,
             spec,
             psi,
         })
+    }
+
+    /// Runs every bucket from here on as if the protocol had found all our keys in the
+    /// intersection: `check_hash_digest` found the key sets equal, so it would have. The joins
+    /// then proceed as usual (the aligned output still swaps row counts for duplicate keys).
+    pub fn all_keys_match(&mut self) {
+        self.all_match = true;
     }
 
     /// Buckets finished so far.
@@ -173,9 +184,19 @@ impl<'a> Processor<'a> {
 
         let quiet = self.psi.buckets() > 1;
         let proto_progress: &dyn Progress = if quiet { &NoProgress } else { progress };
+        let bucket = self.psi.next_bucket();
         let t_psi = std::time::Instant::now();
-        let found = self.psi.run_next(link, &digests, proto_progress)?;
+        let protocol_span = crate::trace::bucket_span("protocol", bucket);
+        let found = if self.all_match {
+            // Equal sets: the peer has exactly our keys in this bucket.
+            self.psi.skip_next(digests.len() as u64)?;
+            self.learns.then(|| (0..digests.len()).collect())
+        } else {
+            self.psi.run_next(link, &digests, proto_progress)?
+        };
+        drop(protocol_span);
         self.totals.protocol_s += t_psi.elapsed().as_secs_f64();
+        let _join_span = crate::trace::bucket_span("join", bucket);
         if let (true, Some(mut found)) = (self.learns, found) {
             found.sort_unstable();
             found.dedup();
@@ -185,7 +206,7 @@ impl<'a> Processor<'a> {
                 )));
             }
             self.totals.matched_keys += found.len() as u64;
-            if self.spec.join.check_hash_digest {
+            if self.spec.join.check_intersection_digest {
                 let mut all = self.intersection_digest.to_vec();
                 for &g in &found {
                     all.extend_from_slice(&digests[g]);
@@ -322,7 +343,7 @@ impl<'a> Processor<'a> {
         }
         let mut nulls = (0, 0);
         if self.joined {
-            if self.spec.join.check_hash_digest {
+            if self.spec.join.check_intersection_digest {
                 check_digest(link, &self.intersection_digest)?;
             }
             let join = self.spec.join.join;
@@ -465,12 +486,14 @@ fn peer_error(message: &str) -> DataError {
     DataError::Protocol(ProtocolError::PeerMisbehaved(message.to_string()))
 }
 
-/// `check_hash_digest`: both parties chain a hash over each bucket's matched digests (in key
-/// order) and compare the results, keyed so that an observer of the link cannot confirm a guess
-/// of the intersection: each party sends a fresh Diffie–Hellman share `a·G` on Curve25519 (`G`
-/// hashed to the curve from a fixed label, so the key is CDH-hard to anyone without `a` or `b`),
-/// and each sends `H(label, ab·G, the two shares in order, digest)`. The peer learns only
-/// whether the two digests are equal, as SecretFlow's check reveals.
+/// `blindjoin.check_intersection_digest`: both parties chain a hash over each bucket's matched
+/// digests (in key order) and compare the results after the run, so a bug or a corrupted run
+/// that left the two outputs with different keys stops before either is written. Keyed so that
+/// an observer of the link cannot confirm a guess of the intersection: each party sends a fresh
+/// Diffie–Hellman share `a·G` on Curve25519 (`G` hashed to the curve from a fixed label, so the
+/// key is CDH-hard to anyone without `a` or `b`), and each sends
+/// `H(label, ab·G, the two shares in order, digest)`. Both parties know the intersection
+/// already; the tags tell them only whether the two digests are equal.
 pub(crate) fn check_digest(link: &mut dyn Link, ours: &ItemDigest) -> Result<(), DataError> {
     const LABEL: &[u8] = b"blindjoin/check_hash_digest/v1";
     let cipher = blindjoin_crypto::new_cipher(blindjoin_crypto::Curve::Curve25519, None)
@@ -499,11 +522,102 @@ pub(crate) fn check_digest(link: &mut dyn Link, ours: &ItemDigest) -> Result<(),
     let their_tag = DigestCheck::decode(&link.recv()?).map_err(ProtocolError::from)?;
     if their_tag.digest != tag {
         return Err(peer_error(
-            "check_hash_digest: the two parties' intersections differ (a bug, a corrupted run, \
-             or a dishonest peer); no output was written",
+            "check_intersection_digest: the two parties' intersections differ (a bug, a \
+             corrupted run, or a dishonest peer); no output was written",
         ));
     }
     Ok(())
+}
+
+/// The digest of our key set for `check_hash_digest`: SHA-256 over each bucket's unique key
+/// digests, sorted, bucket by bucket, under a domain label. `b` is the agreed bucket count, so
+/// both parties cut their keys the same way and equal sets give equal digests, whatever the
+/// row order or duplicates. One pass over the table (spilled: reading its shards once more).
+///
+/// # Errors
+/// A spilled shard that cannot be read.
+pub(crate) fn key_set_digest(table: &mut SpilledTable, b: usize) -> Result<ItemDigest, DataError> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"blindjoin/check_hash_digest/key-set/v1");
+    h.update((b as u64).to_be_bytes());
+    let m = b.min(table.shards());
+    let per = b / m;
+    for unit in 0..m {
+        let group = table.load_unit(unit, b)?;
+        for k in unit * per..(unit + 1) * per {
+            let (_, mut digests) = key_groups(&group.bucket(k, b));
+            digests.sort_unstable();
+            h.update((digests.len() as u64).to_be_bytes());
+            for d in &digests {
+                h.update(d);
+            }
+        }
+        // The run loads the unit again: an in-memory table must get its rows back.
+        table.give_back(unit, b, group);
+    }
+    let full = h.finalize();
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&full[..16]);
+    Ok(out)
+}
+
+/// `check_hash_digest` (SecretFlow's meaning): whether the two parties' key sets are equal, so
+/// both may skip the protocol. SecretFlow swaps the plain hashes of the two key sets, which lets
+/// the peer test any guess of our whole set offline. Here the digests are compared by a
+/// private equality test built on one-element ECDH-PSI on Curve25519, with fresh keys `a`, `b`:
+///
+/// 1. each sends its digest hashed to the curve and masked: `a·H(d_A)`, `b·H(d_B)`;
+/// 2. each masks the peer's point again, `a·b·H(d_B)` at A and `a·b·H(d_A)` at B, and sends a
+///    tag of it bound to its own role and both shares: `T = H(label, role, shares, point)`;
+/// 3. each computes the tag the peer's role should send over its own doubly masked point, and
+///    compares: equal exactly when `d_A = d_B`.
+///
+/// Each party learns whether the sets are equal and nothing else (under DDH, neither point
+/// tells anything of a digest that differs), and can test only the one set it holds, once per
+/// run. A dishonest peer can make the test fail (the run then runs the protocol as usual), but
+/// cannot make it pass without our set's digest: passing needs `a·Q` for a point `Q` it sent,
+/// and `a` is never revealed (CDH); reflecting our own tag back fails because the tag names the
+/// role that sent it.
+///
+/// # Errors
+/// Link errors; a malformed or low-order point from the peer.
+pub(crate) fn key_sets_equal(
+    link: &mut dyn Link,
+    role: Role,
+    ours: &ItemDigest,
+) -> Result<bool, DataError> {
+    const LABEL: &[u8] = b"blindjoin/check_hash_digest/pet/v1";
+    let cipher = blindjoin_crypto::new_cipher(blindjoin_crypto::Curve::Curve25519, None)
+        .map_err(ProtocolError::from)?;
+    let mut labelled = LABEL.to_vec();
+    labelled.extend_from_slice(ours);
+    let mut mine = [0u8; 32];
+    cipher
+        .hash_and_mask(&[item_digest(&labelled)], &mut mine)
+        .map_err(ProtocolError::from)?;
+    link.send(&DigestShare { share: mine }.encode())?;
+    let theirs = DigestShare::decode(&link.recv()?).map_err(ProtocolError::from)?;
+    let mut doubled = [0u8; 32];
+    cipher
+        .remask(&theirs.share, &mut doubled)
+        .map_err(ProtocolError::from)?;
+    // The shares in the receiver's-then-sender's order, the same at both parties.
+    let (r_share, s_share) = match role {
+        Role::Receiver => (mine, theirs.share),
+        Role::Sender => (theirs.share, mine),
+    };
+    let tag = |from: Role| {
+        let mut t = LABEL.to_vec();
+        t.push(from.wire_code());
+        for part in [&r_share[..], &s_share[..], &doubled[..]] {
+            t.extend_from_slice(part);
+        }
+        item_digest(&t)
+    };
+    link.send(&DigestCheck { digest: tag(role) }.encode())?;
+    let their_tag = DigestCheck::decode(&link.recv()?).map_err(ProtocolError::from)?;
+    Ok(their_tag.digest == tag(role.other()))
 }
 
 #[cfg(test)]
@@ -556,5 +670,96 @@ mod digest_check_tests {
             tags.push(tag);
         }
         assert_ne!(tags[0], tags[1]);
+    }
+}
+
+#[cfg(test)]
+mod key_set_tests {
+    use super::*;
+    use blindjoin_link::mem_pair;
+
+    fn both(a: ItemDigest, b: ItemDigest) -> (bool, bool) {
+        let (mut la, mut lb) = mem_pair();
+        let t = std::thread::spawn(move || key_sets_equal(&mut lb, Role::Sender, &b).unwrap());
+        let ra = key_sets_equal(&mut la, Role::Receiver, &a).unwrap();
+        (ra, t.join().unwrap())
+    }
+
+    #[test]
+    fn both_parties_learn_equal_or_not() {
+        assert_eq!(both([1; 16], [1; 16]), (true, true));
+        assert_eq!(both([1; 16], [2; 16]), (false, false));
+        assert_eq!(both([0; 16], [0; 16]), (true, true));
+    }
+
+    /// A peer that sends our own messages back, or a point it made up: our side must not
+    /// conclude "equal" (it would then output all its rows as the intersection).
+    #[test]
+    fn a_peer_that_reflects_or_invents_messages_cannot_make_the_test_pass() {
+        for strategy in 0..3 {
+            let (mut la, mut lb) = mem_pair();
+            let t = std::thread::spawn(move || {
+                let ours = DigestShare::decode(&lb.recv().unwrap()).unwrap().share;
+                let first = if strategy == 2 {
+                    let c = blindjoin_crypto::new_cipher(blindjoin_crypto::Curve::Curve25519, None)
+                        .unwrap();
+                    let mut p = [0u8; 32];
+                    c.hash_and_mask(&[[9u8; 16]], &mut p).unwrap();
+                    p
+                } else {
+                    ours
+                };
+                lb.send(&DigestShare { share: first }.encode()).unwrap();
+                let their_tag = DigestCheck::decode(&lb.recv().unwrap()).unwrap();
+                let reply = if strategy == 1 {
+                    DigestCheck { digest: [0; 16] }
+                } else {
+                    their_tag
+                };
+                lb.send(&reply.encode()).unwrap();
+            });
+            let r = key_sets_equal(&mut la, Role::Receiver, &[4; 16]);
+            t.join().unwrap();
+            assert!(!r.unwrap(), "strategy {strategy}");
+        }
+    }
+
+    #[test]
+    fn the_digest_is_never_sent_in_clear_and_each_run_sends_fresh_points() {
+        let digest = [7u8; 16];
+        let mut sent = Vec::new();
+        for _ in 0..2 {
+            let (mut la, mut lb) = mem_pair();
+            let t = std::thread::spawn(move || {
+                let first = lb.recv().unwrap();
+                let peer = blindjoin_crypto::new_cipher(blindjoin_crypto::Curve::Curve25519, None)
+                    .unwrap();
+                let mut share = [0u8; 32];
+                peer.hash_and_mask(&[[3u8; 16]], &mut share).unwrap();
+                lb.send(&DigestShare { share }.encode()).unwrap();
+                let second = lb.recv().unwrap();
+                lb.send(&DigestCheck { digest: [1; 16] }.encode()).unwrap();
+                (first, second)
+            });
+            let _ = key_sets_equal(&mut la, Role::Sender, &digest);
+            let (first, second) = t.join().unwrap();
+            assert_eq!((first.len(), second.len()), (33, 17));
+            for m in [&first, &second] {
+                assert!(!m.windows(16).any(|w| w == digest), "digest sent in clear");
+            }
+            sent.push(first);
+        }
+        assert_ne!(sent[0], sent[1]);
+    }
+
+    #[test]
+    fn a_low_order_point_from_the_peer_is_an_error() {
+        let (mut la, mut lb) = mem_pair();
+        let t = std::thread::spawn(move || {
+            let _ = lb.recv();
+            let _ = lb.send(&DigestShare { share: [0; 32] }.encode());
+        });
+        assert!(key_sets_equal(&mut la, Role::Receiver, &[1; 16]).is_err());
+        t.join().unwrap();
     }
 }

@@ -59,7 +59,8 @@ pub struct Report {
     /// Unique keys in the intersection (-1 when this party does not receive the result).
     pub intersection_key_count: i64,
     /// Unique keys the peer brought (every PSI protocol reveals it); with more than one bucket,
-    /// the keys it ran with, dummies included (see [`crate::bucket::padded_bucket_size`]).
+    /// the keys it ran with, dummies included (see [`crate::bucket::padded_bucket_size`]); when
+    /// `check_hash_digest` found the key sets equal, no bucket ran and it is our own key count.
     pub peer_key_count: i64,
     /// The output file, if one was written.
     pub output_path: Option<String>,
@@ -86,6 +87,10 @@ pub struct Report {
     /// Unique keys of the intersection revealed, in threshold mode (`min(threshold, cardinality)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revealed_key_count: Option<u64>,
+    /// With `check_hash_digest`: whether the two key sets were equal (then the protocol did not
+    /// run and every key is in the intersection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_sets_equal: Option<bool>,
     /// What the user should know about this run's guarantees (the config's warnings, and e.g.
     /// that RR22's malicious mode does not protect the sender's output); empty when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

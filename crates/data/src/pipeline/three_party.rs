@@ -92,6 +92,7 @@ fn run_inner(
     } else {
         ABORT_GRACE
     };
+    let connect_span = crate::trace::span("connect");
     let connected: Result<Links, LinkError> = rx.recv_timeout(wait).unwrap_or_else(|_| {
         Err(LinkError::ConnectTimeout {
             peer: "the two other parties".into(),
@@ -100,6 +101,7 @@ fn run_inner(
             last: "the connect attempts did not finish".into(),
         })
     });
+    drop(connect_span);
     let (prepared, mut links) = match (prepared, connected) {
         (Ok(p), Ok(l)) => (p, l),
         (Err(e), Ok(mut l)) => {
@@ -174,6 +176,7 @@ pub(crate) fn run_on_links<L: Link>(
 
     // Every party's row count first: all derive the same bucket count from the largest.
     let t_hs = Instant::now();
+    let handshake_span = crate::trace::span("handshake");
     let totals = handshake_3pc(
         [&mut *l0, &mut *l1],
         seat,
@@ -182,6 +185,7 @@ pub(crate) fn run_on_links<L: Link>(
         &t.setup(),
         table.rows,
     )?;
+    drop(handshake_span);
     stages.connect_s = (start.elapsed().as_secs_f64() - read_s).max(t_hs.elapsed().as_secs_f64());
     let largest = totals.sizes.iter().copied().max().unwrap_or(0);
     let b = bucket_count(largest, 0, spec.bucket_size)?;
@@ -221,12 +225,14 @@ pub(crate) fn run_on_links<L: Link>(
     let mut join_s = 0.0;
     let m = b.min(table.shards());
     let per = b / m;
+    let buckets_span = crate::trace::span("buckets");
     for unit in 0..m {
         let t_load = Instant::now();
         let group = table.load_unit(unit, b)?;
         join_s += t_load.elapsed().as_secs_f64();
         for k in unit * per..(unit + 1) * per {
             let t_bucket = Instant::now();
+            let _span = crate::trace::bucket_span("bucket", k);
             let rows = group.bucket(k, b);
             let (ends, digests) = key_groups(&rows);
             keys += digests.len() as u64;
@@ -246,6 +252,7 @@ pub(crate) fn run_on_links<L: Link>(
                 .map(|(_, &n)| n)
                 .sum::<u64>();
             let t_psi = Instant::now();
+            let protocol_span = crate::trace::bucket_span("protocol", k);
             let found = run_3pc(
                 [&mut *l0, &mut *l1],
                 &agreed,
@@ -253,6 +260,8 @@ pub(crate) fn run_on_links<L: Link>(
                 &digests,
                 bucket_progress,
             )?;
+            drop(protocol_span);
+            let _join_span = crate::trace::bucket_span("join", k);
             let psi_s = t_psi.elapsed().as_secs_f64();
             stages.protocol_s += psi_s;
             if let (Some(mut found), Some(runs)) = (found, runs.as_mut()) {
@@ -275,6 +284,7 @@ pub(crate) fn run_on_links<L: Link>(
             bucket_s.push(took);
         }
     }
+    drop(buckets_span);
     // Seat order is the same total order at every party, so closing in it cannot deadlock.
     l0.close()?;
     l1.close()?;
@@ -282,6 +292,7 @@ pub(crate) fn run_on_links<L: Link>(
     let t_write = Instant::now();
     let mut written = (-1i64, -1i64, None);
     if let (Some(out), Some(mut runs)) = (output, runs) {
+        let _span = crate::trace::span("merge and write output");
         let mut w = RowWriter::create(
             &out,
             spec.output_format,
@@ -337,6 +348,7 @@ pub(crate) fn run_on_links<L: Link>(
         bucket_peak_rss_bytes: Vec::new(),
         cardinality: None,
         revealed_key_count: None,
+        key_sets_equal: None,
         warnings: spec.warnings.clone(),
     };
     if let Some(p) = spec.report_path() {

@@ -4,7 +4,7 @@
 
 use crate::error::DataError;
 use crate::pipeline::bucket::BucketedPsi;
-use crate::pipeline::process::{Processor, RunsAt, key_groups};
+use crate::pipeline::process::{Processor, RunsAt, key_groups, key_set_digest, key_sets_equal};
 use crate::pipeline::recovery::{Checkpoint, Recovery};
 use crate::pipeline::report::{PeakTracker, Report, Stages};
 use crate::pipeline::spill::{SpillDir, SpillTo, SpilledTable, spill, table_bytes};
@@ -109,6 +109,7 @@ fn run_inner(
     } else {
         ABORT_GRACE
     };
+    let connect_span = crate::trace::span("connect");
     let connected = match rx.recv_timeout(wait) {
         Ok(r) => r,
         Err(_) => Err(LinkError::ConnectTimeout {
@@ -118,6 +119,7 @@ fn run_inner(
             last: "the connect attempt did not finish".into(),
         }),
     };
+    drop(connect_span);
     let (prepared, mut link) = match (prepared, connected) {
         (Ok(prepared), Ok(link)) => (prepared, link),
         (Err(e), Ok(mut link)) => {
@@ -244,6 +246,7 @@ impl Prepared {
 /// # Errors
 /// Bad input or key file; a spill directory that cannot be written.
 pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, DataError> {
+    let _span = crate::trace::span("read input");
     let t = Instant::now();
     if spec.learns_result() && spec.output.is_none() {
         return Err(DataError::Config(crate::error::ConfigError::Invalid {
@@ -328,14 +331,17 @@ pub fn run_on_link(
     };
 
     let t = Instant::now();
+    let handshake_span = crate::trace::span("handshake");
     let hello = Hello::new(spec.protocol, spec.role, spec.broadcast_result, table.rows)
         .with_reveal(spec.reveal);
     let hs = handshake(link, hello)?;
     RunTerms::of(spec).agree(link, spec.role)?;
+    drop(handshake_span);
     stages.connect_s = (start.elapsed().as_secs_f64() - read_s).max(t.elapsed().as_secs_f64());
     let mut min_check = None;
     if let Some(min) = spec.min_intersection {
         let t = Instant::now();
+        let _span = crate::trace::span("cardinality pass (min_intersection)");
         let found = cardinality_pass(spec, &mut table, link, progress)?;
         stages.cardinality_s = Some(t.elapsed().as_secs_f64());
         if found < min {
@@ -355,6 +361,13 @@ pub fn run_on_link(
     };
     let psi = BucketedPsi::new(&hs, &opts, spec.bucket_size)?;
     let b = psi.buckets();
+    let equal_sets = if spec.join.check_hash_digest {
+        let _span = crate::trace::span("check_hash_digest (equal key sets?)");
+        let digest = key_set_digest(&mut table, b)?;
+        key_sets_equal(link, spec.role, &digest)?
+    } else {
+        false
+    };
     let resume = match &recovery {
         Some((_, cp)) => Some(cp.agree(link, b)?),
         None => None,
@@ -365,6 +378,14 @@ pub fn run_on_link(
         _ => RunsAt::Memory,
     };
     let mut work = Processor::new(spec, psi, runs_at)?;
+    if equal_sets {
+        crate::log::emit(
+            crate::log::Level::Debug,
+            "check_hash_digest: the two key sets are equal; the protocol is skipped and every \
+             key is in the intersection",
+        );
+        work.all_keys_match();
+    }
     let first = work.buckets_done();
     if b > 1 {
         progress.stage("running the protocol (buckets)", (b - first) as u64);
@@ -381,17 +402,22 @@ pub fn run_on_link(
     let per = b / m;
     let mut peak = PeakTracker::default();
     let mut bucket_peaks = Vec::new();
+    let buckets_span = crate::trace::span("buckets");
     for unit in first / per..m {
         peak.restart();
         let group = table.load_unit(unit, b)?;
         for k in (unit * per).max(first)..(unit + 1) * per {
+            let _span = crate::trace::bucket_span("bucket", k);
             work.bucket(link, &group.bucket(k, b), progress)?;
             checkpoint(&mut work)?;
             bucket_peaks.push(peak.window_peak());
             peak.restart();
         }
     }
+    drop(buckets_span);
+    let finish_span = crate::trace::span("finish (totals and checks with the peer)");
     let mut finished = work.finish(link)?;
+    drop(finish_span);
     stages.protocol_s = finished.totals.protocol_s;
     stages.join_s = (t.elapsed().as_secs_f64() - stages.protocol_s).max(0.0);
     link.close()?;
@@ -401,6 +427,7 @@ pub fn run_on_link(
         match (spec.learns_result(), &spec.output) {
             (true, Some(out)) => {
                 progress.stage("writing output", 0);
+                let _span = crate::trace::span("merge and write output");
                 let written = finished.write(&table.columns, out)?;
                 (
                     written as i64,
@@ -454,6 +481,7 @@ pub fn run_on_link(
             .cardinality
             .filter(|_| spec.learns_count())
             .or(min_check),
+        key_sets_equal: spec.join.check_hash_digest.then_some(equal_sets),
         warnings: spec.warnings.clone(),
         revealed_key_count: match spec.reveal {
             Reveal::UpTo(_) => Some(counts.revealed),

@@ -1,6 +1,7 @@
 //! The data path's own messages, typed: the run terms both parties agree on after the protocol
 //! handshake, each bucket's key count, the resume point, and the intersection digest check. Their
-//! ids are in `blindjoin_link::wire::ids` with every other message's; the join information's
+//! ids are in `blindjoin_link::wire::ids` with every other message's (`DIGEST_SHARE` and
+//! `DIGEST_CHECK` serve both digest checks); the join information's
 //! encoding is in [`crate::pipeline::join`].
 
 use crate::error::DataError;
@@ -22,6 +23,8 @@ pub struct RunTerms {
     pub left_side: Role,
     /// `check_hash_digest`.
     pub check_hash_digest: bool,
+    /// `blindjoin.check_intersection_digest`.
+    pub check_intersection_digest: bool,
     /// Whether recovery is on (it adds the resume message before the first bucket).
     pub recovery: bool,
     /// Items per bucket (both sides derive the bucket count from it).
@@ -38,6 +41,7 @@ impl RunTerms {
             join: spec.join.join,
             left_side: spec.join.left_side,
             check_hash_digest: spec.join.check_hash_digest,
+            check_intersection_digest: spec.join.check_intersection_digest,
             recovery: spec.recovery.is_some(),
             bucket_size: spec.bucket_size,
             min_intersection: spec.min_intersection.unwrap_or(0),
@@ -45,7 +49,7 @@ impl RunTerms {
     }
 
     /// Each term with the field a user changes to fix a mismatch.
-    fn named(&self) -> [(&'static str, String); 7] {
+    fn named(&self) -> [(&'static str, String); 8] {
         [
             (
                 "the number of key columns (keys)",
@@ -68,6 +72,10 @@ impl RunTerms {
             (
                 "blindjoin.min_intersection",
                 self.min_intersection.to_string(),
+            ),
+            (
+                "blindjoin.check_intersection_digest",
+                self.check_intersection_digest.to_string(),
             ),
         ]
     }
@@ -97,6 +105,7 @@ impl WireMessage for RunTerms {
         out.push(u8::from(self.recovery));
         put_u64(out, self.bucket_size);
         put_u64(out, self.min_intersection);
+        out.push(u8::from(self.check_intersection_digest));
     }
 
     fn read_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -119,6 +128,7 @@ impl WireMessage for RunTerms {
             recovery: r.bool()?,
             bucket_size: r.u64()?,
             min_intersection: r.u64()?,
+            check_intersection_digest: r.bool()?,
         })
     }
 }
@@ -171,7 +181,9 @@ impl WireMessage for ResumePoint {
     }
 }
 
-/// `check_hash_digest`'s Diffie–Hellman share (a Curve25519 point), which keys the digests.
+/// A Curve25519 point of the digest checks: `blindjoin.check_intersection_digest`'s
+/// Diffie–Hellman share, which keys the digests, and both rounds of `check_hash_digest`'s
+/// private equality test (the masked digest, then the peer's point masked again).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DigestShare {
     /// `a·G`.
@@ -193,7 +205,7 @@ impl WireMessage for DigestShare {
     }
 }
 
-/// `check_hash_digest`: the keyed digest of the intersection.
+/// `blindjoin.check_intersection_digest`: the keyed digest of the intersection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DigestCheck {
     /// The chained digest.
@@ -225,6 +237,7 @@ mod tests {
             join: JoinType::Full,
             left_side: Role::Sender,
             check_hash_digest: true,
+            check_intersection_digest: true,
             recovery: true,
             bucket_size: 1 << 20,
             min_intersection: 10,
@@ -263,7 +276,7 @@ mod tests {
     #[test]
     fn every_term_mismatch_is_named_on_both_sides() {
         type Change = (fn(&mut RunTerms), &'static str);
-        let changes: [Change; 7] = [
+        let changes: [Change; 8] = [
             (|t| t.key_columns = 1, "key columns"),
             (|t| t.bucket_size = 5, "bucket size"),
             (|t| t.join = JoinType::Inner, "advanced_join_type"),
@@ -271,6 +284,10 @@ mod tests {
             (|t| t.check_hash_digest = false, "check_hash_digest"),
             (|t| t.recovery = false, "recovery"),
             (|t| t.min_intersection = 0, "min_intersection"),
+            (
+                |t| t.check_intersection_digest = false,
+                "check_intersection_digest",
+            ),
         ];
         for (change, field) in changes {
             let mut other = terms();

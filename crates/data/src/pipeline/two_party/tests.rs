@@ -743,3 +743,217 @@ fn cancel_stops_a_run_waiting_for_its_peer() {
     );
     assert!(!s.output.as_ref().unwrap().exists());
 }
+
+/// A party's output, if it wrote one, and its report.
+type PartyResult = (Option<Vec<u8>>, crate::Report);
+
+/// Runs both parties with `edit` applied to each spec; returns each party's output (if written)
+/// and report.
+fn run_edited(
+    name: &str,
+    left: &Side,
+    right: &Side,
+    edit: impl Fn(&mut RunSpec) + Send + Copy + 'static,
+) -> (PartyResult, PartyResult) {
+    let d = dir(name);
+    std::fs::write(d.join("r.csv"), left.csv()).unwrap();
+    std::fs::write(d.join("s.csv"), right.csv()).unwrap();
+    for f in ["r.out", "s.out"] {
+        let _ = std::fs::remove_file(d.join(f));
+    }
+    let (mut lr, mut ls) = mem_pair();
+    let mk = |role| {
+        let mut s = spec(
+            &d,
+            role,
+            JoinType::Inner,
+            true,
+            SpillMode::Never,
+            Protocol::Ecdh,
+        );
+        edit(&mut s);
+        s
+    };
+    let ss = mk(Role::Sender);
+    let t = std::thread::spawn(move || {
+        let p = prepare(&ss, &NoProgress).unwrap();
+        run_on_link(&ss, p, &mut ls, &NoProgress, Instant::now()).unwrap()
+    });
+    let rs = mk(Role::Receiver);
+    let p = prepare(&rs, &NoProgress).unwrap();
+    let rr = run_on_link(&rs, p, &mut lr, &NoProgress, Instant::now()).unwrap();
+    let sr = t.join().unwrap();
+    (
+        (std::fs::read(d.join("r.out")).ok(), rr),
+        (std::fs::read(d.join("s.out")).ok(), sr),
+    )
+}
+
+fn pairs_of(l: &[u8], r: &[u8]) -> Vec<Pair> {
+    let (l, r) = (rows_of(l), rows_of(r));
+    assert_eq!(l.len(), r.len());
+    sorted(
+        l.into_iter()
+            .zip(r)
+            .map(|(a, b)| (a.map(|x| x.0), b.map(|x| x.0)))
+            .collect(),
+    )
+}
+
+#[test]
+fn check_hash_digest_skips_the_protocol_on_equal_key_sets_with_every_join() {
+    let side = |tag, keys: &[&str]| Side {
+        tag,
+        keys: keys.iter().map(|s| s.to_string()).collect(),
+    };
+    // Equal key sets in other orders, with duplicates on both sides (they still pair up), over
+    // several buckets (bucket_size 40); then sets that differ in one key; then empty and
+    // one-key sets.
+    let many: Vec<String> = (0..150).map(|i| format!("k{i}")).collect();
+    let mut rev = many.clone();
+    rev.reverse();
+    rev.extend(["k3".to_string(), "k77".to_string()]);
+    let mut dup = many.clone();
+    dup.push("k3".into());
+    let mut off = many.clone();
+    off[10] = "other".into();
+    let many_refs: Vec<&str> = many.iter().map(String::as_str).collect();
+    let cases: Vec<(&str, Side, Side, bool)> = vec![
+        (
+            "eq",
+            side("L", &many_refs),
+            Side {
+                tag: "R",
+                keys: rev,
+            },
+            true,
+        ),
+        (
+            "dup",
+            Side {
+                tag: "L",
+                keys: dup,
+            },
+            side("R", &many_refs),
+            true,
+        ),
+        (
+            "off",
+            side("L", &many_refs),
+            Side {
+                tag: "R",
+                keys: off,
+            },
+            false,
+        ),
+        ("empty", side("L", &[]), side("R", &[]), true),
+        ("one", side("L", &["x"]), side("R", &["x", "x"]), true),
+        ("one-off", side("L", &["x"]), side("R", &["y"]), false),
+    ];
+    for (name, left, right, equal) in cases {
+        for join in JoinType::ALL {
+            let tag = format!("chd-{name}-{join:?}");
+            let on = move |s: &mut RunSpec| {
+                s.join.join = join;
+                s.join.check_hash_digest = true;
+            };
+            let off = move |s: &mut RunSpec| s.join.join = join;
+            let ((lo, lr), (ro, sr)) = run_edited(&tag, &left, &right, on);
+            let ((plain_l, plain_lr), (plain_r, _)) =
+                run_edited(&format!("{tag}-plain"), &left, &right, off);
+            let (lo, ro) = (lo.unwrap(), ro.unwrap());
+            assert_eq!(
+                pairs_of(&lo, &ro),
+                sorted(reference(join, &left, &right)),
+                "{tag}"
+            );
+            // The same bytes as the run without the check.
+            assert!(
+                Some(&lo) == plain_l.as_ref() && Some(&ro) == plain_r.as_ref(),
+                "{tag}"
+            );
+            assert_eq!(lr.key_sets_equal, Some(equal), "{tag}");
+            assert_eq!(sr.key_sets_equal, Some(equal), "{tag}");
+            assert_eq!(plain_lr.key_sets_equal, None);
+            if equal {
+                // No bucket ran with dummies: the peer's true unique keys.
+                assert_eq!(lr.peer_key_count, sr.original_key_count, "{tag}");
+            } else {
+                assert_eq!(lr.peer_key_count, plain_lr.peer_key_count, "{tag}");
+            }
+            assert_eq!(lr.intersection_key_count, plain_lr.intersection_key_count);
+            if equal && left.keys.len() > 100 {
+                // No protocol ran: far fewer bytes than ECDH-PSI over 150 keys a side.
+                assert!(lr.bytes_sent * 4 < plain_lr.bytes_sent, "{tag}");
+            }
+        }
+    }
+}
+
+#[test]
+fn check_hash_digest_without_broadcast_gives_the_receiver_all_its_rows() {
+    let left = Side {
+        tag: "L",
+        keys: vec!["a".into(), "b".into(), "a".into()],
+    };
+    let right = Side {
+        tag: "R",
+        keys: vec!["b".into(), "a".into()],
+    };
+    let ((lo, lr), (so, sr)) = run_edited("chd-receiver-only", &left, &right, |s| {
+        s.broadcast_result = false;
+        s.join.check_hash_digest = true;
+        if s.role == Role::Sender {
+            s.output = None;
+        }
+    });
+    let rows: Vec<String> = rows_of(&lo.unwrap())
+        .into_iter()
+        .map(|r| r.unwrap().0)
+        .collect();
+    let mut rows = rows;
+    rows.sort();
+    assert_eq!(rows, ["L0", "L1", "L2"]);
+    assert!(so.is_none());
+    // The sender learns that the sets are equal (as SecretFlow's check tells it), no rows.
+    assert_eq!(
+        (lr.key_sets_equal, sr.key_sets_equal),
+        (Some(true), Some(true))
+    );
+    assert_eq!(sr.intersection_count, -1);
+}
+
+#[test]
+fn the_key_set_digest_ignores_row_order_and_duplicates_and_sees_one_key_changed() {
+    use crate::pipeline::process::key_set_digest;
+    let digest = |name: &str, keys: &[&str], b: usize| {
+        let d = dir(&format!("ksd-{name}"));
+        let side = Side {
+            tag: "L",
+            keys: keys.iter().map(|s| s.to_string()).collect(),
+        };
+        std::fs::write(d.join("r.csv"), side.csv()).unwrap();
+        let s = spec(
+            &d,
+            Role::Receiver,
+            JoinType::Inner,
+            true,
+            SpillMode::Never,
+            Protocol::Ecdh,
+        );
+        let (mut table, _) = prepare(&s, &NoProgress).unwrap().into_table();
+        let first = key_set_digest(&mut table, b).unwrap();
+        // The table is whole again afterwards (the run reads it next).
+        assert_eq!(key_set_digest(&mut table, b).unwrap(), first);
+        first
+    };
+    for b in [1, 4] {
+        let a = digest("a", &["x", "y", "z"], b);
+        assert_eq!(a, digest("b", &["z", "x", "y", "x"], b));
+        assert_ne!(a, digest("c", &["x", "y", "w"], b));
+        assert_ne!(a, digest("d", &["x", "y"], b));
+        assert_ne!(digest("e", &[], b), a);
+    }
+    // The bucket count is part of what is hashed: both parties use the agreed one.
+    assert_ne!(digest("f", &["x"], 1), digest("g", &["x"], 2));
+}
