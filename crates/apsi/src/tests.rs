@@ -549,3 +549,37 @@ fn a_hostile_receiver_gets_a_typed_error() {
     assert!(crate::wire::decode_result(&ctx, &msg, 2, 1).is_err());
     assert!(crate::wire::decode_result(&ctx, &msg[..msg.len() - 3], 2, 0).is_err());
 }
+
+#[test]
+fn cuckoo_places_every_item_once_or_fails_cleanly() {
+    let items: Vec<item::HashedItem> = (0..600u32)
+        .map(|i| {
+            let mut h = [0u8; 16];
+            h[..4].copy_from_slice(&i.to_le_bytes());
+            h[4..8].copy_from_slice(&(i.wrapping_mul(2654435761)).to_le_bytes());
+            h
+        })
+        .collect();
+    let table = crate::receiver::cuckoo(&items, 3, 1364).unwrap();
+    let mut seen: Vec<u32> = table.iter().flatten().copied().collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..600).collect::<Vec<_>>());
+    for (bin, u) in table.iter().enumerate() {
+        if let Some(u) = u {
+            assert!(item::locations(&items[*u as usize], 3, 1364).contains(&bin));
+        }
+    }
+    assert!(matches!(
+        crate::receiver::cuckoo(&items, 3, 500),
+        Err(ApsiError::Cuckoo {
+            items: 600,
+            table_size: 500
+        })
+    ));
+    // One hash function and more items than a few bins: collisions cannot be resolved.
+    assert!(matches!(
+        crate::receiver::cuckoo(&items[..50], 1, 60),
+        Err(ApsiError::Cuckoo { .. })
+    ));
+    assert_eq!(crate::receiver::cuckoo(&[], 1, 60).unwrap(), vec![None; 60]);
+}
