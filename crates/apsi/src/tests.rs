@@ -313,6 +313,10 @@ fn unlabeled_against_a_plaintext_lookup() {
     assert!(run(&db, None, &none).unwrap().iter().all(Option::is_none));
     let all = digests("s", 300);
     assert!(run(&db, None, &all).unwrap().iter().all(Option::is_some));
+    // An empty DB answers nothing.
+    let empty = SenderDb::build(params.clone(), &[], None, 0, 0).unwrap();
+    assert_eq!(empty.bundle_counts(), vec![0, 0]);
+    assert_eq!(run(&empty, None, &q).unwrap(), vec![None; q.len()]);
 }
 
 #[test]
