@@ -184,12 +184,17 @@ pub fn serve(link: &mut dyn Link, db: &SenderDb) -> Result<ServeStats> {
     if queried == 0 {
         return Ok(ServeStats::default());
     }
-    let dag = PowersDag::new(params)?;
+    // Only the powers the fullest bundle needs (a small DB needs far fewer than D).
+    let full = PowersDag::new(params)?;
+    let dag = PowersDag::plan(
+        &params.query.query_powers,
+        &crate::powers::target_powers(db.max_degree().max(1), params.query.ps_low_degree),
+    )?;
     let np = params.query.query_powers.len();
     let nidx = params.bundle_idx_count();
     let head = link.recv()?;
     let (rk, count) = wire::decode_query_head(ctx, &head, nidx * np)?;
-    if rk.is_none() && params.needs_products(&dag) {
+    if rk.is_none() && params.needs_products(&full) {
         return Err(peer(
             "sent no relinearization keys, which these parameters need",
         ));

@@ -243,7 +243,6 @@ impl SenderDb {
             Modulus::new(p.plain_modulus()).ok_or_else(|| input("plain modulus out of range"))?;
         let (f, bits) = (p.felts_per_item, p.bits_per_felt());
         let parts = self.label_parts();
-        let enc_len = self.nonce_len + self.label_len;
         let degree = bins.iter().map(Vec::len).max().unwrap_or(0);
         // Per bin: per felt column, the matching coefficients and per part the label ones.
         type BinPolys = Vec<(Vec<u64>, Vec<Vec<u64>>)>;
@@ -277,7 +276,6 @@ impl SenderDb {
                     .collect::<Result<Vec<_>>>()
             })
             .collect::<Result<Vec<_>>>()?;
-        let _ = enc_len;
         let slot_value = |coeffs: &dyn Fn(usize, usize) -> Option<u64>| -> Vec<u64> {
             let mut v = vec![0u64; p.degree()];
             for j in 0..bins.len() {
@@ -344,6 +342,16 @@ impl SenderDb {
     /// Items in the DB.
     pub fn item_count(&self) -> usize {
         self.items
+    }
+
+    /// The largest bin load of any bundle (the highest polynomial degree).
+    pub fn max_degree(&self) -> usize {
+        self.bundles
+            .iter()
+            .flatten()
+            .flat_map(|b| b.bins.iter().map(Vec::len))
+            .max()
+            .unwrap_or(0)
     }
 
     /// Bundles per bundle index.

@@ -587,3 +587,39 @@ fn cuckoo_places_every_item_once_or_fails_cleanly() {
     ));
     assert_eq!(crate::receiver::cuckoo(&[], 1, 60).unwrap(), vec![None; 60]);
 }
+
+#[test]
+fn presets_end_to_end_at_a_small_db() {
+    // Plain and Paterson–Stockmeyer evaluation, one and three primes, 32- and 300-byte labels,
+    // at the presets' own N, t and primes (the noise is the presets').
+    for (name, label_len) in [
+        ("1M-1024-cmp", 0usize),
+        ("1M-1024-com", 0),
+        ("1M-1-32", 32),
+        ("100-1-300", 300),
+        ("100K-10-300", 300),
+    ] {
+        let params = preset(name);
+        let n = 1500;
+        let items = digests(name, n);
+        let labels = labels_for(n, label_len.max(1), 5);
+        let db = if label_len > 0 {
+            SenderDb::build(params.clone(), &items, Some(&labels), label_len, 16).unwrap()
+        } else {
+            SenderDb::build(params.clone(), &items, None, 0, 0).unwrap()
+        };
+        let lab = (label_len > 0).then_some(&labels[..]);
+        // One hash function: a single query item never fails the cuckoo table.
+        let queries: Vec<Vec<ItemDigest>> = if params.table.hash_func_count == 1 {
+            vec![vec![items[7]], digests("nope", 1)]
+        } else {
+            let mut q = digests(name, 20);
+            q.extend(digests("nope", 20));
+            vec![q]
+        };
+        for q in queries {
+            let got = run(&db, Some(&params), &q).unwrap();
+            assert_eq!(got, expected(&items, lab, label_len, &q), "{name}");
+        }
+    }
+}
