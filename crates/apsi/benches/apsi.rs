@@ -1,7 +1,9 @@
 //! Setup and online speed of labeled PSI at SecretFlow's presets, both parties in this process
 //! over an in-memory link (bytes are counted as on a socket, framing included).
 //!
-//! Run: `cargo bench -p blindjoin-apsi -- [log2 DB size …] [preset …]`, e.g.
+//! Run: `cargo bench -p blindjoin-apsi -- [log2 DB size …] [preset …]` (or, without the
+//! workspace's fat-LTO release build, `CARGO_PROFILE_DEV_OPT_LEVEL=3 cargo bench -p
+//! blindjoin-apsi --profile dev -- …`), e.g.
 //! `-- 16 1M-1024-cmp`; defaults: 2^16 items, presets `1M-1024-cmp` (unlabeled, 1024
 //! queries) and `1M-1-32` (32-byte labels, 16-byte nonces, 1 query). Threads: rayon's
 //! (`RAYON_NUM_THREADS=2` to match the APSI peer's `-t 2`). Half of the queries are in the DB;
