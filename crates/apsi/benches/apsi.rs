@@ -50,8 +50,8 @@ fn main() {
     }
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../he/tests/data");
     println!(
-        "threads {}; preset, DB items, queries, label bytes: setup s, online s, R→S MB, S→R MB, \
-         bundles, peak RSS MiB",
+        "threads {}; preset, DB items, queries, label bytes: setup s (of which the OPRF), online s, \
+         R→S MB, S→R MB, bundles, peak RSS MiB",
         rayon::current_num_threads()
     );
     for log in logs {
@@ -74,6 +74,14 @@ fn main() {
                     l
                 })
                 .collect();
+            // The OPRF alone, for the share of setup it takes.
+            let t_oprf = Instant::now();
+            let key =
+                blindjoin_crypto::oprf::OprfScalar::random(blindjoin_crypto::Curve::FourQ).unwrap();
+            let mut pts = vec![0u8; n * blindjoin_crypto::oprf::POINT_LEN];
+            key.hash_and_mul(&items, &mut pts).unwrap();
+            drop(pts);
+            let oprf = t_oprf.elapsed().as_secs_f64();
             let t0 = Instant::now();
             let db = if label_len > 0 {
                 SenderDb::build(params.clone(), &items, Some(&labels), label_len, 16).unwrap()
@@ -113,8 +121,8 @@ fn main() {
                 }
             }
             println!(
-                "{name}, 2^{log}, {queries}, {label_len}: {setup:.2} s, {online:.3} s, {:.2} MB, \
-                 {:.2} MB, {:?}, {:.0} MiB",
+                "{name}, 2^{log}, {queries}, {label_len}: {setup:.2} s (OPRF alone {oprf:.2} s), \
+                 {online:.3} s, {:.2} MB, {:.2} MB, {:?}, {:.0} MiB",
                 stats.bytes_received as f64 / 1e6,
                 stats.bytes_sent as f64 / 1e6,
                 db.bundle_counts(),
