@@ -623,3 +623,12 @@ fn presets_end_to_end_at_a_small_db() {
         }
     }
 }
+
+#[test]
+fn message_ids_collide_with_no_registered_id() {
+    for (name, id) in blindjoin_link::wire::ALL {
+        for (ours, b) in crate::wire::ALL {
+            assert_ne!(id.first(), Some(b), "{ours} vs {name}");
+        }
+    }
+}
