@@ -1,0 +1,250 @@
+//! The sender's online phase: answer the OPRF, compute every power the evaluation needs from
+//! the receiver's source powers ([`PowersDag`], the products of one depth in parallel), then per
+//! bundle evaluate the matching and label polynomials — Paterson–Stockmeyer when
+//! ps_low_degree L > 0, the plain sum Σ c_d·y^d otherwise — switch each result to the last
+//! data level and send it. Bundles are evaluated a batch of 2× the thread count at a time and
+//! sent in order, so the receiver decrypts while the sender computes.
+//!
+//! **Paterson–Stockmeyer** (CMDGJLTW21 §4.3): with H = L + 1,
+//! Σ_d c_d y^d = Σ_j (c_{jH} + Σ_{i=1..L} c_{jH+i} y^i) · y^{jH}: the inner sums are ct×pt
+//! products with the low powers, each multiplied by one high power (ct×ct) and the products
+//! summed before a single relinearization. Plain evaluation needs every power but no product.
+
+use crate::error::{ApsiError, Result, peer};
+use crate::powers::{Node, PowersDag};
+use crate::sender_db::{Coeffs, SenderDb};
+use crate::wire::{self, BundleResult};
+use blindjoin_crypto::oprf::POINT_LEN;
+use blindjoin_he::{Ciphertext, Context, RelinKeys, eval};
+use blindjoin_link::Link;
+use rayon::prelude::*;
+
+/// A power in coefficient form (ct×ct) and NTT form (ct×pt).
+pub(crate) struct Power {
+    coeff: Ciphertext,
+    ntt: Ciphertext,
+}
+
+/// What one query cost the sender.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServeStats {
+    /// Unique items the receiver queried.
+    pub queried: usize,
+    /// Results sent (bundles).
+    pub results: usize,
+}
+
+fn both(ctx: &Context, coeff: Ciphertext) -> Result<Power> {
+    let mut ntt = coeff.clone();
+    eval::to_ntt(ctx, &mut ntt)?;
+    Ok(Power { coeff, ntt })
+}
+
+/// All target powers from the sources (`sources[k]` is y^{query_powers[k]}).
+pub(crate) fn compute_powers(
+    ctx: &Context,
+    dag: &PowersDag,
+    sources: Vec<Ciphertext>,
+    rk: Option<&RelinKeys>,
+) -> Result<Vec<Option<Power>>> {
+    let mut out: Vec<Option<Power>> = (0..=dag.max_power()).map(|_| None).collect();
+    let mut src = sources.into_iter();
+    for &(p, node, _) in dag.nodes() {
+        if node == Node::Source {
+            let ct = src
+                .next()
+                .ok_or(ApsiError::Input("too few source powers".into()))?;
+            out[p] = Some(both(ctx, ct)?);
+        }
+    }
+    for d in 1..=dag.depth() {
+        let level: Vec<(usize, usize, usize)> = dag
+            .nodes()
+            .iter()
+            .filter_map(|&(p, n, dp)| match n {
+                Node::Product(a, b) if dp == d => Some((p, a, b)),
+                _ => None,
+            })
+            .collect();
+        let rk = rk.ok_or_else(|| peer("sent no relinearization keys, which the powers need"))?;
+        let made: Vec<(usize, Power)> = level
+            .par_iter()
+            .map(|&(p, a, b)| {
+                let (Some(x), Some(y)) = (&out[a], &out[b]) else {
+                    return Err(ApsiError::Input("powers DAG out of order".into()));
+                };
+                let prod = eval::relinearize(ctx, &eval::multiply(ctx, &x.coeff, &y.coeff)?, rk)?;
+                Ok((p, both(ctx, prod)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for (p, pw) in made {
+            out[p] = Some(pw);
+        }
+    }
+    Ok(out)
+}
+
+fn power(powers: &[Option<Power>], p: usize) -> Result<&Power> {
+    powers
+        .get(p)
+        .and_then(Option::as_ref)
+        .ok_or(ApsiError::Input(format!("power {p} was not computed")))
+}
+
+/// Σ_d coeffs_d · y^d, at the last data level.
+pub(crate) fn evaluate(
+    ctx: &Context,
+    coeffs: &Coeffs,
+    powers: &[Option<Power>],
+    low: usize,
+    rk: Option<&RelinKeys>,
+) -> Result<Ciphertext> {
+    let count = coeffs.ntt.len();
+    let plain0 = coeffs
+        .plain
+        .first()
+        .and_then(Option::as_ref)
+        .ok_or(ApsiError::Input("constant coefficient missing".into()))?;
+    let mut acc = if low == 0 {
+        let terms = (1..count)
+            .map(|d| Ok((&power(powers, d)?.ntt, &coeffs.ntt[d])))
+            .collect::<Result<Vec<_>>>()?;
+        let mut s = eval::multiply_plain_accumulate(ctx, &terms)?;
+        eval::from_ntt(ctx, &mut s)?;
+        eval::add_plain(ctx, &s, plain0)?
+    } else {
+        let h = low + 1;
+        let mut acc: Option<Ciphertext> = None;
+        for j in 0..=(count - 1) / h {
+            let base = j * h;
+            let terms = (1..=low)
+                .filter(|i| base + i < count)
+                .map(|i| Ok((&power(powers, i)?.ntt, &coeffs.ntt[base + i])))
+                .collect::<Result<Vec<_>>>()?;
+            let part = if terms.is_empty() {
+                let mut s =
+                    eval::multiply_plain(ctx, &power(powers, base)?.ntt, &coeffs.ntt[base])?;
+                eval::from_ntt(ctx, &mut s)?;
+                s
+            } else {
+                let mut s = eval::multiply_plain_accumulate(ctx, &terms)?;
+                eval::from_ntt(ctx, &mut s)?;
+                let pc =
+                    coeffs
+                        .plain
+                        .get(base)
+                        .and_then(Option::as_ref)
+                        .ok_or(ApsiError::Input(
+                            "Paterson–Stockmeyer constant missing".into(),
+                        ))?;
+                let s = eval::add_plain(ctx, &s, pc)?;
+                if j == 0 {
+                    s
+                } else {
+                    eval::multiply(ctx, &s, &power(powers, base)?.coeff)?
+                }
+            };
+            acc = Some(match acc {
+                None => part,
+                Some(a) => eval::add(ctx, &a, &part)?,
+            });
+        }
+        let acc = acc.ok_or(ApsiError::Input("empty polynomial".into()))?;
+        if acc.size() == 3 {
+            let rk =
+                rk.ok_or_else(|| peer("sent no relinearization keys, which the evaluation needs"))?;
+            eval::relinearize(ctx, &acc, rk)?
+        } else {
+            acc
+        }
+    };
+    acc = eval::mod_switch_to(ctx, &acc, 1)?;
+    Ok(acc)
+}
+
+/// Serves one query of the receiver on `link` from `db`.
+///
+/// # Errors
+/// Link failures; [`ApsiError::PeerMisbehaved`] for anything malformed from the receiver.
+pub fn serve(link: &mut dyn Link, db: &SenderDb) -> Result<ServeStats> {
+    let params = db.params();
+    let ctx = db.context();
+    link.send(&wire::encode_params(params, db.label_len(), db.nonce_len()))?;
+    let msg = link.recv()?;
+    let blinded = wire::decode_oprf_query(&msg, params.table.table_size)?;
+    let mut evaluated = vec![0u8; blinded.len()];
+    db.oprf_key()
+        .mul(&blinded, &mut evaluated)
+        .map_err(|e| peer(format!("sent an invalid blinded point: {e}")))?;
+    let mut reply = Vec::with_capacity(1 + evaluated.len());
+    reply.push(wire::APSI_OPRF_REPLY);
+    reply.extend_from_slice(&evaluated);
+    link.send(&reply)?;
+    let queried = blinded.len() / POINT_LEN;
+    if queried == 0 {
+        return Ok(ServeStats::default());
+    }
+    // Only the powers the fullest bundle needs (a small DB needs far fewer than D).
+    let full = PowersDag::new(params)?;
+    let dag = PowersDag::plan(
+        &params.query.query_powers,
+        &crate::powers::target_powers(db.max_degree().max(1), params.query.ps_low_degree),
+    )?;
+    let np = params.query.query_powers.len();
+    let nidx = params.bundle_idx_count();
+    let head = link.recv()?;
+    let (rk, count) = wire::decode_query_head(ctx, &head, nidx * np)?;
+    if rk.is_none() && params.needs_products(&full) {
+        return Err(peer(
+            "sent no relinearization keys, which these parameters need",
+        ));
+    }
+    let mut sources: Vec<Vec<Ciphertext>> = (0..nidx).map(|_| Vec::with_capacity(np)).collect();
+    for k in 0..count {
+        let msg = link.recv()?;
+        sources[k / np].push(wire::decode_query_ct(ctx, &msg)?);
+    }
+    let powers: Vec<Vec<Option<Power>>> = sources
+        .into_par_iter()
+        .map(|s| compute_powers(ctx, &dag, s, rk.as_ref()))
+        .collect::<Result<Vec<_>>>()?;
+    let jobs: Vec<(usize, usize)> = db
+        .bundles
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| (0..l.len()).map(move |k| (i, k)))
+        .collect();
+    link.send(&wire::encode_result_head(jobs.len()))?;
+    let low = params.query.ps_low_degree;
+    let batch = 2 * rayon::current_num_threads().max(1);
+    for chunk in jobs.chunks(batch) {
+        let msgs = chunk
+            .par_iter()
+            .map(|&(i, k)| {
+                let b = &db.bundles[i][k];
+                let pw = &powers[i];
+                let matching = evaluate(ctx, &b.matching, pw, low, rk.as_ref())?;
+                let labels = b
+                    .labels
+                    .par_iter()
+                    .map(|c| evaluate(ctx, c, pw, low, rk.as_ref()))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(wire::encode_result(
+                    ctx,
+                    &BundleResult {
+                        index: i,
+                        matching,
+                        labels,
+                    },
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for m in msgs {
+            link.send(&m)?;
+        }
+    }
+    Ok(ServeStats {
+        queried,
+        results: jobs.len(),
+    })
+}
