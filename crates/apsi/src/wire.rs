@@ -2,9 +2,8 @@
 //! against the parameters before anything is allocated; ciphertexts go through
 //! `blindjoin-he`'s checked decoders).
 //!
-//! Ids are a private range, 0xA1..=0xA7, not yet in `blindjoin_link::wire::ids` (the lead
-//! registers them): no registered id starts with 0xA_, so they cannot be mistaken for another
-//! protocol's message.
+//! Ids are registered in `blindjoin_link::wire::ids` (0xA1..=0xA7), whose test checks that no
+//! id is a prefix of another.
 //!
 //! | id | direction | body |
 //! |----|-----------|------|
@@ -22,21 +21,23 @@ use blindjoin_crypto::oprf::POINT_LEN;
 use blindjoin_he::{Ciphertext, Context, RelinKeys, SeededCiphertext};
 use blindjoin_link::Reader;
 
+use blindjoin_link::wire::{byte, ids};
+
 /// Sender's parameters and label sizes.
-pub const APSI_PARAMS: u8 = 0xA1;
+pub const APSI_PARAMS: u8 = byte(ids::APSI_PARAMS);
 /// Receiver's blinded items.
-pub const APSI_OPRF_QUERY: u8 = 0xA2;
+pub const APSI_OPRF_QUERY: u8 = byte(ids::APSI_OPRF_QUERY);
 /// Sender's evaluated points.
-pub const APSI_OPRF_REPLY: u8 = 0xA3;
+pub const APSI_OPRF_REPLY: u8 = byte(ids::APSI_OPRF_REPLY);
 /// Receiver's relinearization keys and ciphertext count.
-pub const APSI_QUERY_HEAD: u8 = 0xA4;
+pub const APSI_QUERY_HEAD: u8 = byte(ids::APSI_QUERY_HEAD);
 /// One encrypted query power.
-pub const APSI_QUERY_CT: u8 = 0xA5;
+pub const APSI_QUERY_CT: u8 = byte(ids::APSI_QUERY_CT);
 /// Number of results.
-pub const APSI_RESULT_HEAD: u8 = 0xA6;
+pub const APSI_RESULT_HEAD: u8 = byte(ids::APSI_RESULT_HEAD);
 /// One bundle's result.
-pub const APSI_RESULT: u8 = 0xA7;
-/// Every id of this crate, for the registry.
+pub const APSI_RESULT: u8 = byte(ids::APSI_RESULT);
+/// Every id of this crate, by its registered name.
 pub const ALL: &[(&str, u8)] = &[
     ("APSI_PARAMS", APSI_PARAMS),
     ("APSI_OPRF_QUERY", APSI_OPRF_QUERY),

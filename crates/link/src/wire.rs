@@ -86,6 +86,21 @@ pub mod ids {
     pub const VOLE_REPLY: &[u8] = b"VOLR";
     /// OT: the opening of the VOLE receiver's committed share of the code seed (checked mode).
     pub const VOLE_OPEN: &[u8] = b"VOLO";
+
+    /// Labeled PSI (`blindjoin-apsi`): the sender's parameters and label sizes.
+    pub const APSI_PARAMS: &[u8] = &[0xa1];
+    /// Labeled PSI: the receiver's blinded items.
+    pub const APSI_OPRF_QUERY: &[u8] = &[0xa2];
+    /// Labeled PSI: the sender's evaluated points.
+    pub const APSI_OPRF_REPLY: &[u8] = &[0xa3];
+    /// Labeled PSI: the receiver's relinearization keys and ciphertext count.
+    pub const APSI_QUERY_HEAD: &[u8] = &[0xa4];
+    /// Labeled PSI: one encrypted query power.
+    pub const APSI_QUERY_CT: &[u8] = &[0xa5];
+    /// Labeled PSI: the number of results.
+    pub const APSI_RESULT_HEAD: &[u8] = &[0xa6];
+    /// Labeled PSI: one bundle's result.
+    pub const APSI_RESULT: &[u8] = &[0xa7];
 }
 
 /// Every registered id with its name, for the collision test and for readers.
@@ -123,6 +138,13 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("VOLE_CHECK", ids::VOLE_CHECK),
     ("VOLE_REPLY", ids::VOLE_REPLY),
     ("VOLE_OPEN", ids::VOLE_OPEN),
+    ("APSI_PARAMS", ids::APSI_PARAMS),
+    ("APSI_OPRF_QUERY", ids::APSI_OPRF_QUERY),
+    ("APSI_OPRF_REPLY", ids::APSI_OPRF_REPLY),
+    ("APSI_QUERY_HEAD", ids::APSI_QUERY_HEAD),
+    ("APSI_QUERY_CT", ids::APSI_QUERY_CT),
+    ("APSI_RESULT_HEAD", ids::APSI_RESULT_HEAD),
+    ("APSI_RESULT", ids::APSI_RESULT),
 ];
 
 /// The one-byte id of a one-byte registered id (for the modules that write the id byte
