@@ -38,6 +38,7 @@
 //! ```
 
 mod choice;
+pub mod dp_psi;
 pub mod ecdh;
 pub mod ecdh_3pc;
 mod ecdh_shuffled;
