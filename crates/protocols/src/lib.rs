@@ -48,6 +48,7 @@ mod error;
 pub mod fuzzing;
 mod handshake;
 pub mod kkrt;
+pub mod npc;
 mod positions;
 mod progress;
 pub mod rr22;
