@@ -109,9 +109,18 @@ pub fn hello_all(
     Ok(sizes)
 }
 
+/// What an n-party run gives a party.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NpcOutput {
+    /// The sorted indices into our items of the n-way intersection at the receiver, `None`
+    /// elsewhere.
+    pub intersection: Option<Vec<usize>>,
+    /// Every party's set size (ours included), as announced.
+    pub sizes: Vec<u64>,
+}
+
 /// Runs the n-party PSI. `links` as [`Links`], with a link to every other party; `receiver` is
-/// the index of the party that learns the result. Returns the sorted indices into `items` of the
-/// n-way intersection at the receiver, `None` elsewhere.
+/// the index of the party that learns the result.
 ///
 /// # Errors
 /// Bad indices, a missing link, a setup mismatch, link failures, a misbehaving peer (named), or
@@ -126,7 +135,7 @@ pub fn run_npc(
     opts: &PsiOptions,
     items: &[ItemDigest],
     progress: &dyn Progress,
-) -> Result<Option<Vec<usize>>, ProtocolError> {
+) -> Result<NpcOutput, ProtocolError> {
     let n = links.len();
     if n < 2 || me >= n || receiver >= n {
         return Err(ProtocolError::Config(format!(
@@ -158,14 +167,18 @@ pub fn run_npc(
         .as_slice(),
     );
     let sizes = hello_all(links, me, context, items.len() as u64)?;
-    match variant {
+    let intersection = match variant {
         NpcVariant::Iterated(choice) => iterated::run(
             links, me, receiver, choice, context, &sizes, opts, items, progress,
         ),
         NpcVariant::ZeroShare(curve) => {
             zero_share::run(links, me, receiver, curve, &sizes, opts, items, progress)
         }
-    }
+    }?;
+    Ok(NpcOutput {
+        intersection,
+        sizes,
+    })
 }
 
 /// Names the party behind `link` in errors that would otherwise say only "the peer".

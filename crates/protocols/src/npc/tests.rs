@@ -58,7 +58,8 @@ fn run_all(
                     &PsiOptions::default(),
                     &items,
                     &NoProgress,
-                );
+                )
+                .map(|o| o.intersection);
                 let sent: u64 = mine.iter().flatten().map(|l| l.stats().bytes_sent).sum();
                 (out, sent)
             })
