@@ -6,7 +6,7 @@
 //! index in `link_config.parties`). In each level, with L parties left, the party at position
 //! k < ⌊L/2⌋ runs the two-party protocol as receiver with the party at position L − 1 − k as
 //! sender, on their *current* sets (at first their inputs, later what earlier levels left them);
-//! the middle party of an odd L sits the level out. The back ⌈L/2⌉… positions (k ≥ ⌈L/2⌉) then
+//! the middle party of an odd L sits the level out. The senders (positions k ≥ ⌈L/2⌉) then
 //! drop out, and every remaining party sends every other remaining party the size of its current
 //! set; if any is 0, all stop and the receiver's result is empty. After ⌈log2 n⌉ levels only the
 //! receiver is left, holding the n-way intersection.
@@ -15,9 +15,9 @@
 //! Beyond what each two-party run reveals to its receiver ([`crate::ecdh`], [`crate::kkrt`]):
 //! - the front party of each pair learns, **as items**, the intersection of its current set with
 //!   its partner's: at level 1 the pairwise intersection of its input with one other party's
-//!   input, at level 2 the intersection of four parties' inputs, and so on (with 5 parties
-//!   ordered R, A, B, C, D: R learns R ∩ D, A learns A ∩ C, then R learns R ∩ D ∩ A ∩ C, then
-//!   R ∩ D ∩ A ∩ C ∩ B);
+//!   input, at later levels intersections of more parties (with 5 parties ordered R, A, B, C, D:
+//!   level 1 R learns R ∩ D and A learns A ∩ C, B sits out; level 2 R learns R ∩ D ∩ B, A sits
+//!   out; level 3 R learns R ∩ D ∩ B ∩ A ∩ C);
 //! - every party learns every party's set size (the first exchange), and after each level every
 //!   remaining party learns the size of every remaining party's current set (|A ∩ C| to R and B
 //!   in the example);
