@@ -155,7 +155,7 @@ fn help(
         if a == pos {
             let mut s = Zeroizing::new([0u8; 32]);
             random_bytes(&mut s[..])?;
-            let mut msg = vec![MSG_SEED];
+            let mut msg = Zeroizing::new(vec![MSG_SEED]);
             msg.extend_from_slice(&s[..]);
             link_to(links, helpers[b])?.send(&msg)?;
             seeds.push(s);
