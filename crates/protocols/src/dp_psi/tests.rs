@@ -200,3 +200,36 @@ fn seeded_runs_are_reproducible() {
     let b = run_pair(DpParams::default(), &ys, &xs, seeds, false);
     assert_eq!(a.ok(), b.ok());
 }
+
+/// A receiver that announces a sub-sample larger than its set is refused by Alice.
+#[test]
+fn an_inflated_sub_sample_is_refused() {
+    let (mut lb, mut la) = mem_pair();
+    let params = DpParams::default();
+    let choice = ProtocolChoice::Ecdh { curve: CURVE };
+    let xs = digests("x", 4);
+    let alice = std::thread::spawn(move || {
+        let hello = Hello::new(choice, Role::Sender, false, 4).with_context(params.context());
+        let hs = handshake(&mut la, hello)?;
+        run(
+            &mut la,
+            &hs,
+            CURVE,
+            params,
+            &PsiOptions::default(),
+            None,
+            &xs,
+            &NoProgress,
+        )
+    });
+    let hello = Hello::new(choice, Role::Receiver, false, 3).with_context(params.context());
+    handshake(&mut lb, hello).unwrap();
+    let mut head = vec![MSG_COUNT];
+    put_u64(&mut head, 1 << 40);
+    lb.send(&head).unwrap();
+    let err = alice.join().unwrap().unwrap_err();
+    assert!(
+        matches!(&err, ProtocolError::PeerMisbehaved(m) if m.contains("sub-sample")),
+        "{err}"
+    );
+}

@@ -215,3 +215,125 @@ fn five_by_100k() {
         );
     }
 }
+
+/// A helper whose OKVS is not the size its announced set gives is named, and nothing is
+/// allocated for what it claims.
+#[test]
+fn a_helper_with_a_wrong_okvs_is_named() {
+    let (mut lr, mut lh) = mem_pair();
+    let items: Vec<ItemDigest> = (0..10u32).map(|i| item_digest(&i.to_le_bytes())).collect();
+    let fake = std::thread::spawn(move || {
+        let mut links: Vec<Option<&mut dyn Link>> = vec![Some(&mut lh), None];
+        let ctx = [3u8; 16];
+        // The same context derivation as run_npc.
+        let context = item_digest(
+            [&ctx[..], ZERO.name().as_bytes(), &0usize.to_le_bytes()]
+                .concat()
+                .as_slice(),
+        );
+        hello_all(&mut links, 1, context, 10).unwrap();
+        // An OKVS head claiming 2^40 entries.
+        let mut head = vec![wire::byte(ids::NPC_OKVS)];
+        head.extend_from_slice(&[0u8; 16]);
+        put_u32_le(&mut head, 8);
+        head.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        lh.send(&head).unwrap();
+    });
+    let mut links: Vec<Option<&mut dyn Link>> = vec![None, Some(&mut lr)];
+    let err = run_npc(
+        &mut links,
+        0,
+        0,
+        ZERO,
+        [3; 16],
+        &PsiOptions::default(),
+        &items,
+        &NoProgress,
+    )
+    .unwrap_err();
+    fake.join().unwrap();
+    assert!(
+        matches!(&err, ProtocolError::PeerMisbehaved(m) if m.contains("OKVS")),
+        "{err}"
+    );
+}
+
+/// A party announcing a current set larger than its inputs (iterated variant) is named.
+#[test]
+fn an_inflated_current_size_is_refused() {
+    // Order: R (0), A (1, 3 keys), B (2, 5 keys). Level 1: R runs with B, A sits out; then R
+    // and A swap current sizes, and A lies.
+    let mut m = mesh(3);
+    let d = |i: u32| item_digest(&i.to_le_bytes());
+    let (r_items, b_items): (Vec<ItemDigest>, Vec<ItemDigest>) =
+        ((0..6).map(d).collect(), (0..5).map(d).collect());
+    let mut b_links = std::mem::take(&mut m[2]);
+    let honest_b = std::thread::spawn(move || {
+        let mut refs: Vec<Option<&mut dyn Link>> = b_links
+            .iter_mut()
+            .map(|l| l.as_mut().map(|l| l as &mut dyn Link))
+            .collect();
+        run_npc(
+            &mut refs,
+            2,
+            0,
+            ECDH,
+            [5; 16],
+            &PsiOptions::default(),
+            &b_items,
+            &NoProgress,
+        )
+        .map(|o| o.intersection)
+    });
+    let mut a_links = std::mem::take(&mut m[1]);
+    let liar_a = std::thread::spawn(move || {
+        let mut refs: Vec<Option<&mut dyn Link>> = a_links
+            .iter_mut()
+            .map(|l| l.as_mut().map(|l| l as &mut dyn Link))
+            .collect();
+        let context = item_digest(
+            [
+                &[5u8; 16][..],
+                ECDH.name().as_bytes(),
+                &0usize.to_le_bytes(),
+            ]
+            .concat()
+            .as_slice(),
+        );
+        hello_all(&mut refs, 1, context, 3).unwrap();
+        let mut msg = vec![wire::byte(ids::NPC_SIZE)];
+        msg.extend_from_slice(&1000u64.to_le_bytes());
+        refs[0].as_deref_mut().unwrap().send(&msg).unwrap();
+        // Keep the link open until the receiver has read it.
+        let _ = refs[0].as_deref_mut().unwrap().recv();
+    });
+    let mut refs: Vec<Option<&mut dyn Link>> = m[0]
+        .iter_mut()
+        .map(|l| l.as_mut().map(|l| l as &mut dyn Link))
+        .collect();
+    let err = run_npc(
+        &mut refs,
+        0,
+        0,
+        ECDH,
+        [5; 16],
+        &PsiOptions::default(),
+        &r_items,
+        &NoProgress,
+    )
+    .unwrap_err();
+    drop(refs);
+    drop(m);
+    assert_eq!(honest_b.join().unwrap().unwrap(), None);
+    let _ = liar_a.join();
+    assert!(
+        matches!(&err, ProtocolError::PeerMisbehaved(msg) if msg.contains("1000 keys")),
+        "{err}"
+    );
+}
+
+fn put_u32_le(v: &mut Vec<u8>, x: u32) {
+    v.extend_from_slice(&x.to_le_bytes());
+}
+
+use blindjoin_link::wire::{self, ids};
