@@ -205,8 +205,9 @@ fn psi_csv_plan(
     Ok(PyPlan { plan })
 }
 
-/// Validates a launch config (two-party, three-party or unbalanced) without running it; returns
-/// its kind (`"two-party"`, `"three-party"` or `"unbalanced"`) and its warnings.
+/// Validates a launch config (two-party, three-party, n-party or unbalanced) without running it;
+/// returns its kind (`"two-party"`, `"three-party"`, `"n-party"` or `"unbalanced"`) and its
+/// warnings.
 #[pyfunction]
 #[pyo3(signature = (config_json, source, base_dir))]
 fn check_config(
