@@ -63,9 +63,24 @@ pub fn hello_all(
     context: [u8; 16],
     items: u64,
 ) -> Result<Vec<u64>, ProtocolError> {
-    if items > MAX_ITEMS {
+    hello_all_bounded(links, me, context, items, MAX_ITEMS)
+}
+
+/// [`hello_all`] with sizes bounded by `max` instead of [`MAX_ITEMS`] (the data path swaps row
+/// counts this way, which only fix the bucket count).
+///
+/// # Errors
+/// As [`hello_all`].
+pub fn hello_all_bounded(
+    links: &mut Links<'_>,
+    me: usize,
+    context: [u8; 16],
+    items: u64,
+    max: u64,
+) -> Result<Vec<u64>, ProtocolError> {
+    if items > max {
         return Err(ProtocolError::Config(format!(
-            "n-party PSI takes at most {MAX_ITEMS} unique keys per party"
+            "n-party PSI takes at most {max} unique keys per party"
         )));
     }
     let mut msg = vec![MSG_HELLO];
@@ -93,9 +108,9 @@ pub fn hello_all(
                 l.peer_id()
             )));
         }
-        if n > MAX_ITEMS {
+        if n > max {
             return Err(ProtocolError::PeerMisbehaved(format!(
-                "party {:?} announced {n} keys; n-party PSI takes at most {MAX_ITEMS}",
+                "party {:?} announced {n} keys; n-party PSI takes at most {max}",
                 l.peer_id()
             )));
         }

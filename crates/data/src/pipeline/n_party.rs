@@ -20,7 +20,7 @@ use crate::pipeline::three_party::{ThreePartyOutcome, push_matches};
 use crate::pipeline::two_party::prepare;
 use crate::table::writer::RowWriter;
 use blindjoin_link::{Cancel, Link, LinkError, LinkStats, TcpLink, TcpOptions, establish_many};
-use blindjoin_protocols::npc::{hello_all, run_npc};
+use blindjoin_protocols::npc::{hello_all_bounded, run_npc};
 use blindjoin_protocols::{
     Hello, ItemDigest, NoProgress, Progress, ProtocolChoice, ProtocolError, PsiOptions, Role,
     dp_psi, handshake,
@@ -150,7 +150,7 @@ pub(crate) fn run_on_links<L: Link>(
     let t_hs = Instant::now();
     let totals = {
         let mut refs = dyn_links(links);
-        hello_all(&mut refs, t.me, setup, table.rows)?
+        hello_all_bounded(&mut refs, t.me, setup, table.rows, u64::MAX)?
     };
     stages.connect_s = (start.elapsed().as_secs_f64() - read_s).max(t_hs.elapsed().as_secs_f64());
     let largest = totals.iter().copied().max().unwrap_or(0);
