@@ -171,7 +171,8 @@ def check_config(config: Config) -> List[str]:
 
 def config_kind(config: Config) -> str:
     """Validate a launch config and say which kind of run it is: ``"two-party"``,
-    ``"three-party"`` or ``"unbalanced"``. Raises :class:`ConfigError` like :func:`check_config`."""
+    ``"three-party"``, ``"n-party"`` (n-party PSI and DP-PSI) or ``"unbalanced"``. Raises
+    :class:`ConfigError` like :func:`check_config`."""
     text, source, base = _config_text(config)
     kind, _ = _native.check_config(text, source, base)
     return str(kind)
@@ -274,6 +275,8 @@ def _party_plan(
     precheck: bool = False,
     preprocess_path: Any = None,
     ecdh_secret_key_path: Any = None,
+    dppsi_bob_sub_sampling: Optional[float] = None,
+    dppsi_epsilon: Optional[float] = None,
 ) -> Any:
     """The run plan of party ``me`` for a ``psi_csv`` call, built in Rust (SecretFlow's protocol
     names are mapped there, the receiver's rank included). ``hosts`` holds every party's address
@@ -308,6 +311,8 @@ def _party_plan(
         precheck=precheck,
         preprocess_path=_own_path(preprocess_path, me),
         ecdh_secret_key_path=_own_path(ecdh_secret_key_path, me),
+        dppsi_bob_sub_sampling=dppsi_bob_sub_sampling,
+        dppsi_epsilon=dppsi_epsilon,
     )
 
 
@@ -500,6 +505,10 @@ def psi_csv(
     ``psi_csv`` takes, mapped in Rust: ``ECDH_PSI_2PC``, ``KKRT_PSI_2PC``, ``RR22_PSI_2PC`` /
     ``RR22_FAST_PSI_2PC``, ``RR22_LOWCOMM_PSI_2PC``, ``RR22_MALICIOUS_PSI_2PC`` (or the v2
     names); ``ECDH_PSI_3PC`` with three parties, ``receiver`` receiving, the two others helping;
+    ``ECDH_PSI_NPC`` / ``KKRT_PSI_NPC`` with three or more parties (SecretFlow's tree of
+    two-party runs, which shows some parties intermediate intersections; see docs/protocols.md);
+    ``DP_PSI_2PC`` (DP-PSI: ``receiver`` gets a noised intersection, with
+    ``dppsi_bob_sub_sampling``, default 0.9, and ``dppsi_epsilon``, default 3);
     and unbalanced PSI, ``ECDH_OPRF_UB_PSI_2PC_GEN_CACHE`` / ``_TRANSFER_CACHE`` / ``_OFFLINE``
     / ``_ONLINE`` / ``_SHUFFLE_ONLINE``, where ``receiver`` is the client (small set) except in
     shuffle online (the server, which then gets the result), ``preprocess_path`` is each party's
@@ -507,13 +516,12 @@ def psi_csv(
     ``curve_type`` is the curve of ECDH and unbalanced PSI; ``bucket_size`` the RR22/KKRT keys per
     bucket. A sender with ``broadcast_result=False`` writes no output. ``precheck_input`` is
     SecretFlow's duplicate-key check: blindjoin accepts duplicates (every row of a matching key is
-    written) and says so in a warning. ``dppsi_*`` belong to ``DP_PSI_2PC``, which is not built
-    yet (refused by name). Other legacy keyword arguments are ignored with a warning on the
+    written) and says so in a warning. ``dppsi_*`` are read by ``DP_PSI_2PC`` only. Other legacy
+    keyword arguments are ignored with a warning on the
     ``"blindjoin"`` logger. ``report_path`` applies to a single-party call only.
     """
     if ignored_legacy:
         _log.warning("psi_csv: ignoring unsupported arguments: %s", ", ".join(sorted(ignored_legacy)))
-    _ = (dppsi_bob_sub_sampling, dppsi_epsilon)
     receiver = _party_name(receiver)
     hosts, listen = _cluster_hosts(parties) if parties is not None else (None, {})
     local = _local_parties(self_party, input_path, hosts)
@@ -525,7 +533,8 @@ def psi_csv(
         protocol=protocol, curve_type=curve_type, broadcast_result=broadcast_result, sort=sort,
         bucket_size=bucket_size, connect_timeout_ms=connect_timeout_ms, recv_timeout_ms=recv_timeout_ms,
         precheck=bool(precheck_input), preprocess_path=preprocess_path,
-        ecdh_secret_key_path=ecdh_secret_key_path,
+        ecdh_secret_key_path=ecdh_secret_key_path, dppsi_bob_sub_sampling=dppsi_bob_sub_sampling,
+        dppsi_epsilon=dppsi_epsilon,
     )
     if protocol.strip() == "ECDH_OPRF_UB_PSI_2PC_GEN_CACHE":
         # As SecretFlow's psi_csv: the server (named as receiver) generates its cache alone; the

@@ -119,6 +119,57 @@ def test_ecdh_3pc_names_the_receiver_by_secretflow_argument(tmp_path: Path) -> N
     assert not (tmp_path / "bob_out.csv").exists() and not (tmp_path / "carol_out.csv").exists()
 
 
+@pytest.mark.parametrize("protocol", ["ECDH_PSI_NPC", "KKRT_PSI_NPC"])
+def test_npc_names_reach_the_engine(tmp_path: Path, protocol: str) -> None:
+    parties = ["alice", "bob", "carol", "dave"]
+    sets = tables(
+        tmp_path,
+        {"alice": range(0, 300), "bob": range(100, 400), "carol": range(150, 260), "dave": range(140, 250)},
+    )
+    spu = blindjoin.SPU(cluster_def(parties), LINK_DESC)
+    reports = spu.psi_csv(
+        key={p: ["id"] for p in sets},
+        input_path={p: str(tmp_path / f"{p}.csv") for p in sets},
+        output_path={p: str(tmp_path / f"{p}_out.csv") for p in sets},
+        receiver="carol",
+        protocol=protocol,
+        precheck_input=False,
+        sort=False,
+        broadcast_result=False,
+        curve_type="CURVE_FOURQ",
+    )
+    want = sets["alice"] & sets["bob"] & sets["carol"] & sets["dave"]
+    assert len(want) == 100
+    assert sorted(out_ids(tmp_path / "carol_out.csv")) == sorted(want)
+    assert [r["intersection_count"] for r in reports] == [-1, -1, len(want), -1]
+    assert not any((tmp_path / f"{p}_out.csv").exists() for p in parties if p != "carol")
+
+
+def test_dp_psi_takes_dppsi_arguments(tmp_path: Path) -> None:
+    sets = tables(tmp_path, {"alice": range(0, 300), "bob": range(200, 600)})
+    spu = blindjoin.SPU(cluster_def(["alice", "bob"]), LINK_DESC)
+    common: Dict[str, Any] = dict(
+        key={"alice": ["id"], "bob": ["id"]},
+        input_path={p: str(tmp_path / f"{p}.csv") for p in sets},
+        output_path={p: str(tmp_path / f"{p}_out.csv") for p in sets},
+        receiver="bob",
+        protocol="DP_PSI_2PC",
+        precheck_input=False,
+        sort=False,
+        broadcast_result=False,
+    )
+    # Noise made negligible (every item kept, q = 1/(1+e^60)): the plaintext intersection.
+    reports = spu.psi_csv(dppsi_bob_sub_sampling=1.0, dppsi_epsilon=60.0, **common)
+    want = sets["alice"] & sets["bob"]
+    assert sorted(out_ids(tmp_path / "bob_out.csv")) == sorted(want)
+    assert reports[1]["intersection_count"] == len(want)
+    assert reports[1]["protocol"] == "DP_PSI_2PC"
+    assert not (tmp_path / "alice_out.csv").exists()
+    # An invalid epsilon reaches the engine's check.
+    with pytest.raises(blindjoin.ConfigError, match="epsilon"):
+        spu.psi_csv(dppsi_epsilon=-1.0, **common)
+
+
 def test_whitepaper_unbalanced_offline_then_online(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     # alice: the small set (client, receiver); bob: the large set (server).
     sets = tables(tmp_path, {"alice": range(900, 1100), "bob": range(0, 1000)})
@@ -184,8 +235,8 @@ def test_v1_refusals_name_the_protocol(tmp_path: Path) -> None:
     )
     with pytest.raises(blindjoin.ConfigError, match="withdrawn.*RR22_FAST_PSI_2PC"):
         blindjoin.psi_csv("id", tmp_path / "a.csv", tmp_path / "o.csv", "alice", protocol="BC22_PSI_2PC", **common)
-    for name in ("DP_PSI_2PC", "ECDH_PSI_NPC", "KKRT_PSI_NPC"):
-        with pytest.raises(blindjoin.ConfigError, match=f"{name}.*not supported yet"):
+    for name in ("ECDH_PSI_NPC", "KKRT_PSI_NPC"):
+        with pytest.raises(blindjoin.ConfigError, match=f"{name} needs at least 3"):
             blindjoin.psi_csv("id", tmp_path / "a.csv", tmp_path / "o.csv", "alice", protocol=name, **common)
     # The unbalanced client needs its cache path; the error names psi_csv's argument.
     with pytest.raises(blindjoin.ConfigError, match="preprocess_path: missing"):

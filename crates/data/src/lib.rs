@@ -42,7 +42,9 @@ pub use config::{
     parse_legacy_launch_config, parse_three_party_config, parse_ub_launch_config, protocol_choice,
     psi_csv_plan, psi_csv_protocol, psi_csv_spec,
 };
+pub use config::{N_PARTY_PROTOCOLS, NPartyProtocol, NPartySpec, parse_n_party_config};
 pub use error::{ConfigError, DataError, Fault};
+pub use pipeline::n_party::run_n_party;
 pub use pipeline::report::{Report, Stages, peak_rss_bytes};
 pub use pipeline::three_party::{ThreePartyOutcome, run_three_party};
 pub use pipeline::two_party::{

@@ -2,7 +2,7 @@
 //! [`Plan::run`] the CLI and the Python API both call. A new kind of run (labeled PSI, n-party)
 //! is one config module, one variant here and one pipeline.
 
-use crate::config::ThreePartySpec;
+use crate::config::{NPartySpec, ThreePartySpec};
 use crate::error::{ConfigError, DataError, Fault};
 use crate::pipeline::report::Report;
 use crate::pipeline::three_party::ThreePartyOutcome;
@@ -22,6 +22,8 @@ pub enum Plan {
     ThreeParty(Box<ThreePartySpec>),
     /// Unbalanced PSI, `ub_psi_config`.
     Unbalanced(Box<UbSpec>),
+    /// n parties (`PROTOCOL_NPC`, `ECDH_PSI_NPC`, `KKRT_PSI_NPC`) or DP-PSI (`DP_PSI_2PC`).
+    NParty(Box<NPartySpec>),
 }
 
 /// Link settings given apart from the config (the CLI's `--connect-timeout`, `--recv-timeout`,
@@ -66,6 +68,8 @@ pub enum Outcome {
     ThreeParty(ThreePartyOutcome),
     /// An unbalanced run's report.
     Unbalanced(UbReport),
+    /// An n-party or DP-PSI run's report and per-link traffic.
+    NParty(ThreePartyOutcome),
 }
 
 /// Why a run failed.
@@ -107,6 +111,7 @@ impl Plan {
             Plan::TwoParty(s) => &s.warnings,
             Plan::ThreeParty(t) => &t.spec.warnings,
             Plan::Unbalanced(u) => &u.warnings,
+            Plan::NParty(t) => &t.spec.warnings,
         }
     }
 
@@ -116,6 +121,7 @@ impl Plan {
             Plan::TwoParty(_) => "two-party",
             Plan::ThreeParty(_) => "three-party",
             Plan::Unbalanced(_) => "unbalanced",
+            Plan::NParty(_) => "n-party",
         }
     }
 
@@ -125,6 +131,7 @@ impl Plan {
             Plan::TwoParty(s) => &s.parties.self_id,
             Plan::ThreeParty(t) => &t.spec.parties.self_id,
             Plan::Unbalanced(u) => u.parties.as_ref().map_or("", |p| p.self_id.as_str()),
+            Plan::NParty(t) => &t.spec.parties.self_id,
         }
     }
 
@@ -134,6 +141,7 @@ impl Plan {
             Plan::TwoParty(s) => s.report = Some(path),
             Plan::ThreeParty(t) => t.spec.report = Some(path),
             Plan::Unbalanced(u) => u.report = Some(path),
+            Plan::NParty(t) => t.spec.report = Some(path),
         }
     }
 
@@ -153,6 +161,13 @@ impl Plan {
                     vec![&mut s.tls],
                 ),
                 Plan::ThreeParty(t) => (
+                    &mut t.spec.connect_timeout,
+                    &mut t.spec.recv_timeout,
+                    &mut t.spec.silence_timeout,
+                    &mut t.spec.link_shape,
+                    vec![&mut t.tls_server, &mut t.tls_client],
+                ),
+                Plan::NParty(t) => (
                     &mut t.spec.connect_timeout,
                     &mut t.spec.recv_timeout,
                     &mut t.spec.silence_timeout,
@@ -253,6 +268,7 @@ impl Plan {
                 Outcome::ThreeParty(crate::run_three_party(t, progress, cancel)?)
             }
             Plan::Unbalanced(u) => Outcome::Unbalanced(crate::ub::run_ub(u, progress, cancel)?),
+            Plan::NParty(t) => Outcome::NParty(crate::run_n_party(t, progress, cancel)?),
         })
     }
 
@@ -302,6 +318,7 @@ impl Outcome {
             Outcome::TwoParty(r) => serde_json::to_string_pretty(r),
             Outcome::ThreeParty(o) => serde_json::to_string_pretty(&o.report),
             Outcome::Unbalanced(r) => serde_json::to_string_pretty(r),
+            Outcome::NParty(o) => serde_json::to_string_pretty(&o.report),
         }
     }
 
@@ -317,6 +334,7 @@ impl Outcome {
             }
             Outcome::ThreeParty(o) => three_party_summary(o),
             Outcome::Unbalanced(r) => unbalanced_summary(r),
+            Outcome::NParty(o) => three_party_summary(o).replace("three-way", "n-way"),
         }
     }
 }

@@ -54,22 +54,58 @@ pub(crate) fn accept_peer(
     deadline: Instant,
     cancel: &Cancel,
 ) -> Result<TcpStream, LinkError> {
-    let (done, results) = channel::<(u64, SocketAddr, Result<TcpStream, GreetError>)>();
+    let mut got = accept_peers(listener, std::slice::from_ref(opts), deadline, cancel)?;
+    got.pop()
+        .map(|(_, s)| s)
+        .ok_or_else(|| LinkError::WrongPeer("internal: no greeted connection".into()))
+}
+
+/// Waits on `listener` until one connection has greeted us as each of the peers in
+/// `candidates` (one `TcpOptions` per expected peer, differing in the peer's id), in whatever
+/// order they arrive: `(index into candidates, greeted stream)` for each, or the first fatal
+/// greeting (a party whose ids match none of them, a second connection claiming a peer already
+/// greeted), a cancel, or the deadline. The n-party links ([`crate::many`]) listen this way for
+/// several peers on the one address a party has.
+pub(crate) fn accept_peers(
+    listener: &TcpListener,
+    candidates: &[TcpOptions],
+    deadline: Instant,
+    cancel: &Cancel,
+) -> Result<Vec<(usize, TcpStream)>, LinkError> {
+    type Greeted = Result<(usize, TcpStream), GreetError>;
+    let (done, results) = channel::<(u64, SocketAddr, Greeted)>();
     // Clones of the sockets still greeting, oldest first, to end them early.
     let mut pending: VecDeque<(u64, TcpStream)> = VecDeque::new();
     let mut next_id = 0u64;
     let mut last = String::from("nobody connected");
+    let mut greeted: Vec<(usize, TcpStream)> = Vec::new();
+    let Some(first) = candidates.first() else {
+        return Ok(greeted);
+    };
     std::thread::scope(|scope| {
         let outcome = loop {
             if let Err(e) = cancelled(cancel) {
                 break Err(e);
             }
             let mut settled = None;
-            while let Ok((id, from, greeted)) = results.try_recv() {
+            while let Ok((id, from, result)) = results.try_recv() {
                 pending.retain(|(p, _)| *p != id);
-                match greeted {
-                    Ok(s) => settled = Some(Ok(s)),
-                    // Garbage from a scanner or another program: keep waiting for our peer.
+                match result {
+                    Ok((i, s)) => {
+                        if greeted.iter().any(|(g, _)| *g == i) {
+                            settled = Some(Err(LinkError::WrongPeer(format!(
+                                "a second connection from {from} claims to be party {:?}, \
+                                 already connected",
+                                candidates[i].peer_id
+                            ))));
+                        } else {
+                            greeted.push((i, s));
+                            if greeted.len() == candidates.len() {
+                                settled = Some(Ok(()));
+                            }
+                        }
+                    }
+                    // Garbage from a scanner or another program: keep waiting for our peers.
                     Err(GreetError::NotBlindjoin(why)) => {
                         last = format!("{from} is not a blindjoin peer: {why}")
                     }
@@ -92,8 +128,11 @@ pub(crate) fn accept_peer(
                             std::thread::Builder::new()
                                 .name("link-greeting".into())
                                 .spawn_scoped(scope, move || {
-                                    let _ =
-                                        done.send((next_id, from, greet_as_listener(stream, opts)));
+                                    let _ = done.send((
+                                        next_id,
+                                        from,
+                                        greet_as_listener_among(stream, candidates),
+                                    ));
                                 })
                                 .map(|_| watch)
                         });
@@ -118,10 +157,16 @@ pub(crate) fn accept_peer(
                 }
             };
             if Instant::now() >= deadline {
+                let missing: Vec<&str> = candidates
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !greeted.iter().any(|(g, _)| g == i))
+                    .map(|(_, c)| c.peer_id.as_str())
+                    .collect();
                 break Err(LinkError::ConnectTimeout {
-                    peer: opts.peer_id.clone(),
-                    addr: format!("{} (listening; the peer connects here)", opts.self_addr),
-                    waited: opts.connect_timeout,
+                    peer: missing.join(", "),
+                    addr: format!("{} (listening; the peer connects here)", first.self_addr),
+                    waited: first.connect_timeout,
                     last: last.clone(),
                 });
             }
@@ -135,7 +180,8 @@ pub(crate) fn accept_peer(
             let _ = s.shutdown(Shutdown::Both);
         }
         outcome
-    })
+    })?;
+    Ok(greeted)
 }
 
 /// Why a connection's greeting was refused.
@@ -267,11 +313,42 @@ impl Read for Timed {
     }
 }
 
+#[cfg(test)]
 pub(crate) fn greet_as_listener(
     stream: TcpStream,
     opts: &TcpOptions,
 ) -> Result<TcpStream, GreetError> {
-    greet(stream, opts, false)
+    greet_as_listener_among(stream, std::slice::from_ref(opts)).map(|(_, s)| s)
+}
+
+/// The listener's greeting when any of `candidates` (differing in the peer id) may connect:
+/// reads the connector's greeting, answers as the candidate it names (the first one if it names
+/// none, whose check then fails with both ids), and returns that candidate's index.
+pub(crate) fn greet_as_listener_among(
+    stream: TcpStream,
+    candidates: &[TcpOptions],
+) -> Result<(usize, TcpStream), GreetError> {
+    let mut timed = Timed {
+        stream,
+        deadline: Instant::now() + GREETING_TIMEOUT,
+    };
+    let theirs = read_greeting(&mut timed)?;
+    let i = candidates
+        .iter()
+        .position(|c| c.peer_id == theirs.their_id)
+        .unwrap_or(0);
+    let opts = candidates
+        .get(i)
+        .ok_or_else(|| GreetError::NotBlindjoin("no peer expected".to_string()))?;
+    let mut stream = timed.stream;
+    stream
+        .write_all(&greeting(opts))
+        .map_err(|e| GreetError::NotBlindjoin(e.to_string()))?;
+    check_ids(theirs, opts)?;
+    stream
+        .set_read_timeout(None)
+        .map_err(|e| GreetError::Fatal(io(opts, e)))?;
+    Ok((i, stream))
 }
 
 pub(crate) fn greet_as_connector(

@@ -204,12 +204,24 @@ impl TcpLink {
             Some(cfg) => Some(TlsContext::load(cfg, &opts.peer_id, listener)?),
             None => None,
         };
-        let mut stream = if listener {
+        let stream = if listener {
             let listener = bind(opts)?;
             accept_peer(&listener, opts, deadline, cancel)?
         } else {
             connect_peer(opts, deadline, cancel)?
         };
+        Self::from_greeted(stream, opts, tls, cancel, credit)
+    }
+
+    /// The link on a connection whose greeting matched `opts`: the TLS handshake (with `tls`,
+    /// loaded from `opts.tls`), then the reader and heartbeat threads.
+    pub(crate) fn from_greeted(
+        mut stream: TcpStream,
+        opts: &TcpOptions,
+        tls: Option<TlsContext>,
+        cancel: &Cancel,
+        credit: Arc<Credit>,
+    ) -> Result<TcpLink, LinkError> {
         stream.set_nodelay(true).map_err(|e| io(opts, e))?;
         let reader = stream.try_clone().map_err(|e| io(opts, e))?;
         let socket = stream.try_clone().map_err(|e| io(opts, e))?;
@@ -417,7 +429,7 @@ fn resolve(party: &str, addr: &str) -> Result<Vec<SocketAddr>, LinkError> {
     Ok(addrs)
 }
 
-fn bind(opts: &TcpOptions) -> Result<TcpListener, LinkError> {
+pub(crate) fn bind(opts: &TcpOptions) -> Result<TcpListener, LinkError> {
     let addrs = resolve(&opts.self_id, &opts.self_addr)?;
     let listener = TcpListener::bind(&addrs[..]).map_err(|source| LinkError::Bind {
         addr: opts.self_addr.clone(),
@@ -427,7 +439,7 @@ fn bind(opts: &TcpOptions) -> Result<TcpListener, LinkError> {
     Ok(listener)
 }
 
-fn connect_peer(
+pub(crate) fn connect_peer(
     opts: &TcpOptions,
     deadline: Instant,
     cancel: &Cancel,

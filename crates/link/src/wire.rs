@@ -66,6 +66,19 @@ pub mod ids {
     /// Unbalanced PSI: the server's evaluations.
     pub const UB_EVALUATED: &[u8] = &[0x45];
 
+    /// n-party PSI: the setup digest and set size each party sends every other.
+    pub const NPC_HELLO: &[u8] = &[0x61];
+    /// n-party PSI, zero-sharing variant: a helper pair's shared PRF seed.
+    pub const NPC_SEED: &[u8] = &[0x62];
+    /// n-party PSI, zero-sharing variant: the receiver's blinded points.
+    pub const NPC_BLINDED: &[u8] = &[0x63];
+    /// n-party PSI, zero-sharing variant: a helper's evaluated points.
+    pub const NPC_EVALUATED: &[u8] = &[0x64];
+    /// n-party PSI, zero-sharing variant: a helper's OKVS (head, then bulk).
+    pub const NPC_OKVS: &[u8] = &[0x65];
+    /// n-party PSI, iterated variant: a party's current intersection size.
+    pub const NPC_SIZE: &[u8] = &[0x66];
+
     /// OT: IKNP extension header.
     pub const IKNP: &[u8] = b"IKNP";
     /// OT: KKRT OPRF header.
@@ -128,6 +141,12 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("UB_HELLO", ids::UB_HELLO),
     ("UB_BLINDED", ids::UB_BLINDED),
     ("UB_EVALUATED", ids::UB_EVALUATED),
+    ("NPC_HELLO", ids::NPC_HELLO),
+    ("NPC_SEED", ids::NPC_SEED),
+    ("NPC_BLINDED", ids::NPC_BLINDED),
+    ("NPC_EVALUATED", ids::NPC_EVALUATED),
+    ("NPC_OKVS", ids::NPC_OKVS),
+    ("NPC_SIZE", ids::NPC_SIZE),
     ("IKNP", ids::IKNP),
     ("KKRT_OPRF", ids::KKRT_OPRF),
     ("PPRF_FLIPS", ids::PPRF_FLIPS),

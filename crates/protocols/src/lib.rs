@@ -17,6 +17,9 @@
 //! | `PROTOCOL_RR22` | [`rr22`] | semi-honest (fast, low_comm); malicious outputs (see module) |
 //! | `PROTOCOL_KKRT` | [`kkrt`] | semi-honest (KKRT16 batched OPRF + cuckoo hashing) |
 //! | `ub_psi_config` (unbalanced) | [`ub_oprf`] | semi-honest (2HashDH OPRF, offline cache + online query; driven by the data path's `ub` module, not [`run_psi`]) |
+//! | `DP_PSI_2PC` | [`dp_psi`] | semi-honest ECDH-PSI with an ε-DP output (sub-sampling + randomized response; its own entry, [`dp_psi::run`]) |
+//! | `ECDH_PSI_3PC` | [`ecdh_3pc`] | semi-honest, no two parties colluding (its own entry, [`ecdh_3pc::run_3pc`]) |
+//! | n-party (`PROTOCOL_NPC`, `ECDH_PSI_NPC`, `KKRT_PSI_NPC`) | [`npc`] | zero-sharing OPPRF: semi-honest, no two parties colluding; SecretFlow's tree: the two-party protocol's, with intermediate leaks (its own entry, [`npc::run_npc`]) |
 //!
 //! ```
 //! use blindjoin_crypto::{Curve, item_digest};
@@ -38,6 +41,7 @@
 //! ```
 
 mod choice;
+pub mod dp_psi;
 pub mod ecdh;
 pub mod ecdh_3pc;
 mod ecdh_shuffled;
@@ -47,6 +51,7 @@ mod error;
 pub mod fuzzing;
 mod handshake;
 pub mod kkrt;
+pub mod npc;
 mod positions;
 mod progress;
 pub mod rr22;

@@ -142,9 +142,10 @@ fn plan_from_config(
 /// The plan of one party of SecretFlow's `psi_csv(...)` call: `parties` lists every party with
 /// the address this party uses for it, in the call's order. Every protocol name SecretFlow's
 /// `psi_csv` takes is mapped in Rust ([`blindjoin_data::psi_csv_plan`]): two-party, three-party
-/// (the receiver is `receiver`) and unbalanced (with `preprocess_path`, `ecdh_secret_key_path`).
+/// and n-party (the receiver is `receiver`), DP-PSI (with `dppsi_*`) and unbalanced (with
+/// `preprocess_path`, `ecdh_secret_key_path`).
 #[pyfunction]
-#[pyo3(signature = (self_party, parties, receiver, keys, input_path, output_path, protocol, curve, broadcast_result, sort, bucket_size=None, connect_timeout_ms=None, recv_timeout_ms=None, report_path=None, rr22_mode=None, precheck=false, preprocess_path=None, ecdh_secret_key_path=None))]
+#[pyo3(signature = (self_party, parties, receiver, keys, input_path, output_path, protocol, curve, broadcast_result, sort, bucket_size=None, connect_timeout_ms=None, recv_timeout_ms=None, report_path=None, rr22_mode=None, precheck=false, preprocess_path=None, ecdh_secret_key_path=None, dppsi_bob_sub_sampling=None, dppsi_epsilon=None))]
 #[allow(clippy::too_many_arguments)] // the Python signature: psi_csv's arguments
 fn psi_csv_plan(
     self_party: String,
@@ -165,6 +166,8 @@ fn psi_csv_plan(
     precheck: bool,
     preprocess_path: Option<PathBuf>,
     ecdh_secret_key_path: Option<PathBuf>,
+    dppsi_bob_sub_sampling: Option<f64>,
+    dppsi_epsilon: Option<f64>,
 ) -> PyResult<PyPlan> {
     let rr22_mode = match rr22_mode {
         None => None,
@@ -196,13 +199,16 @@ fn psi_csv_plan(
         precheck,
         preprocess_path,
         ecdh_secret_key_path,
+        dppsi_bob_sub_sampling,
+        dppsi_epsilon,
     })
     .map_err(|e| error::config_err(&e))?;
     Ok(PyPlan { plan })
 }
 
-/// Validates a launch config (two-party, three-party or unbalanced) without running it; returns
-/// its kind (`"two-party"`, `"three-party"` or `"unbalanced"`) and its warnings.
+/// Validates a launch config (two-party, three-party, n-party or unbalanced) without running it;
+/// returns its kind (`"two-party"`, `"three-party"`, `"n-party"` or `"unbalanced"`) and its
+/// warnings.
 #[pyfunction]
 #[pyo3(signature = (config_json, source, base_dir))]
 fn check_config(
@@ -340,6 +346,7 @@ fn run_parsed(
     let json = match result.map_err(Failure::Run)? {
         Outcome::TwoParty(r) => serde_json::to_string(&r),
         Outcome::ThreeParty(o) => serde_json::to_string(&o.report),
+        Outcome::NParty(o) => serde_json::to_string(&o.report),
         Outcome::Unbalanced(r) => serde_json::to_string(&r),
     };
     encoded(json)

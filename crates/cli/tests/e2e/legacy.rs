@@ -288,16 +288,21 @@ fn bc22_exits_2_naming_rr22() {
             "{err}"
         );
     }
-    // A type built by others later is a config error too, by name.
+    // An n-party type with two parties is a config error naming the field.
     let out = Command::new(BIN)
         .args(["run", "--quiet", "--config"])
-        .arg(config(&dir, "alice", r#""psi_type": "DP_PSI_2PC""#, &ports))
+        .arg(config(
+            &dir,
+            "alice",
+            r#""psi_type": "ECDH_PSI_NPC""#,
+            &ports,
+        ))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("DP_PSI_2PC") && err.contains("not supported yet"),
+        err.contains("link_config.parties") && err.contains("at least 3"),
         "{err}"
     );
 }

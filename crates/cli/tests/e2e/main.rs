@@ -12,6 +12,7 @@ mod faults;
 mod file_modes;
 mod integration;
 mod legacy;
+mod n_party;
 mod ops;
 mod recovery;
 mod three_party;

@@ -13,7 +13,7 @@
 //! SecretFlow's `psi_csv(...)` builds a `BucketPsiConfig` from its arguments; so does
 //! [`super::psi_csv`] for the protocols that are not balanced two-party ones.
 
-use super::{Extensions, LinkConfig, invalid, lenient_u64, not_yet, strip_trailing_commas};
+use super::{Extensions, LinkConfig, invalid, lenient_u64, strip_trailing_commas};
 use crate::error::ConfigError;
 use crate::plan::Plan;
 use blindjoin_protocols::rr22::Rr22Mode;
@@ -117,13 +117,13 @@ pub enum PsiType {
     Bc22,
     /// `ECDH_PSI_3PC` (4).
     Ecdh3pc,
-    /// `ECDH_PSI_NPC` (5): not built yet.
+    /// `ECDH_PSI_NPC` (5).
     EcdhNpc,
-    /// `KKRT_PSI_NPC` (6): not built yet.
+    /// `KKRT_PSI_NPC` (6).
     KkrtNpc,
     /// `ECDH_OPRF_UB_PSI_2PC_*` (7 to 11).
     Ub(UbStep),
-    /// `DP_PSI_2PC` (12): not built yet.
+    /// `DP_PSI_2PC` (12).
     DpPsi2pc,
     /// `RR22_FAST_PSI_2PC` (13), `RR22_LOWCOMM_PSI_2PC` (14), `RR22_MALICIOUS_PSI_2PC` (15).
     Rr22(Rr22Mode),
@@ -198,7 +198,8 @@ impl PsiType {
     fn parse(v: Option<&Value>) -> Result<PsiType, ConfigError> {
         let field = format!("{KEY}.psi_type");
         let names = "ECDH_PSI_2PC, KKRT_PSI_2PC, RR22_FAST_PSI_2PC, RR22_LOWCOMM_PSI_2PC, \
-                     RR22_MALICIOUS_PSI_2PC, ECDH_PSI_3PC or ECDH_OPRF_UB_PSI_2PC_{GEN_CACHE, \
+                     RR22_MALICIOUS_PSI_2PC, ECDH_PSI_3PC, ECDH_PSI_NPC, KKRT_PSI_NPC, DP_PSI_2PC or \
+                     ECDH_OPRF_UB_PSI_2PC_{GEN_CACHE, \
                      TRANSFER_CACHE, OFFLINE, ONLINE, SHUFFLE_ONLINE}";
         let found = match v {
             None => None,
@@ -306,15 +307,10 @@ pub fn parse_legacy_launch_config(
     let common = Common::read(b, &cfg, &mut warnings)?;
     let (launch, renames): (Value, &[(&str, &str)]) = match psi_type {
         PsiType::Bc22 => return Err(invalid(&format!("{KEY}.psi_type"), BC22_WITHDRAWN)),
-        // Built elsewhere; each becomes one arm here when its plan exists.
-        PsiType::EcdhNpc | PsiType::KkrtNpc | PsiType::DpPsi2pc => {
-            return Err(not_yet(
-                &format!("{KEY}.psi_type"),
-                psi_type.name(),
-                "this build runs ECDH_PSI_2PC, KKRT_PSI_2PC, RR22_*_PSI_2PC, ECDH_PSI_3PC and \
-                 the ECDH_OPRF_UB_PSI_2PC_* types",
-            ));
-        }
+        PsiType::EcdhNpc | PsiType::KkrtNpc | PsiType::DpPsi2pc => (
+            n_party(psi_type, &common, link, ext, &mut warnings)?,
+            TWO_PARTY_RENAMES,
+        ),
         PsiType::Ecdh2pc | PsiType::Kkrt2pc | PsiType::Rr22(_) => (
             two_party(psi_type, &common, link, ext, &mut warnings)?,
             TWO_PARTY_RENAMES,
@@ -334,6 +330,17 @@ pub fn parse_legacy_launch_config(
             .map_err(|e| rename(e, renames))?
             .map(|t| Plan::ThreeParty(Box::new(t)))
             .ok_or_else(|| invalid(&format!("{KEY}.psi_type"), "ECDH_PSI_3PC: internal error"))?,
+        PsiType::EcdhNpc | PsiType::KkrtNpc | PsiType::DpPsi2pc => {
+            super::parse_n_party_config(&text, source, base_dir)
+                .map_err(|e| rename(e, renames))?
+                .map(|t| Plan::NParty(Box::new(t)))
+                .ok_or_else(|| {
+                    invalid(
+                        &format!("{KEY}.psi_type"),
+                        &format!("{}: internal error", psi_type.name()),
+                    )
+                })?
+        }
         PsiType::Ub(_) => super::parse_ub_launch_config(&text, source, base_dir)
             .map(|u| Plan::Unbalanced(Box::new(u)))
             .map_err(|e| rename(e, renames))?,
@@ -365,6 +372,8 @@ struct Common {
     curve: Option<String>,
     preprocess_path: Option<String>,
     ecdh_secret_key_path: Option<String>,
+    /// `dppsi_params` (`bob_sub_sampling`, `epsilon`), each when set.
+    dppsi: Option<(Option<f64>, Option<f64>)>,
 }
 
 impl Common {
@@ -437,7 +446,8 @@ impl Common {
                 ));
             }
         };
-        if let Some(d) = &b.dppsi_params {
+        let is_dp = PsiType::parse(b.psi_type.as_ref()).ok() == Some(PsiType::DpPsi2pc);
+        if let Some(d) = b.dppsi_params.as_ref().filter(|_| !is_dp) {
             let _ = (d.bob_sub_sampling, d.epsilon);
             warnings.push(format!(
                 "{KEY}.dppsi_params: the parameters of DP_PSI_2PC; ignored for {}",
@@ -462,6 +472,10 @@ impl Common {
             curve,
             preprocess_path: nonempty(&b.preprocess_path),
             ecdh_secret_key_path: nonempty(&b.ecdh_secret_key_path),
+            dppsi: b
+                .dppsi_params
+                .as_ref()
+                .map(|d| (d.bob_sub_sampling, d.epsilon)),
         })
     }
 
@@ -647,6 +661,7 @@ pub(crate) fn warnings_of(plan: &mut Plan) -> &mut Vec<String> {
         Plan::TwoParty(s) => &mut s.warnings,
         Plan::ThreeParty(t) => &mut t.spec.warnings,
         Plan::Unbalanced(u) => &mut u.warnings,
+        Plan::NParty(t) => &mut t.spec.warnings,
     }
 }
 
@@ -777,6 +792,78 @@ fn three_party(
             "ecdh_config": { "curve": curve },
             "broadcast_result": c.broadcast_result,
         },
+        "input_config": io(&c.input),
+        "keys": c.keys,
+        "disable_alignment": !c.need_sort,
+    });
+    if c.output.is_some() {
+        psi["output_config"] = io(&c.output);
+    }
+    Ok(launch("psi_config", psi, link, self_id.as_deref(), ext))
+}
+
+/// `ECDH_PSI_NPC` / `KKRT_PSI_NPC` (n ≥ 3 parties, SecretFlow's tree of two-party runs) and
+/// `DP_PSI_2PC` (two parties): a v2 config for [`super::parse_n_party_config`], the receiver by
+/// `receiver_rank`.
+fn n_party(
+    t: PsiType,
+    c: &Common,
+    link: Option<Value>,
+    ext: Option<Value>,
+    warnings: &mut Vec<String>,
+) -> Result<Value, ConfigError> {
+    let self_id = c.self_link_party.clone();
+    c.is_receiver()?;
+    let dp = t == PsiType::DpPsi2pc;
+    let n = c.ids.len();
+    if (dp && n != 2) || (!dp && n < 3) {
+        return Err(invalid(
+            "link_config.parties",
+            &format!(
+                "has {n} parties; {} needs {}",
+                t.name(),
+                if dp { "exactly 2" } else { "at least 3" }
+            ),
+        ));
+    }
+    let receiver = c.ids.get(c.receiver_rank).ok_or_else(|| {
+        invalid(
+            &format!("{KEY}.receiver_rank"),
+            &format!("{} is not a party index (0 to {})", c.receiver_rank, n - 1),
+        )
+    })?;
+    c.warn_unused(t, warnings);
+    let mut pc = json!({
+        "protocol": t.name(),
+        "receiver": receiver,
+        "broadcast_result": c.broadcast_result,
+    });
+    if t != PsiType::KkrtNpc {
+        let curve = match (&c.curve, dp) {
+            (Some(curve), _) => curve.clone(),
+            // SecretFlow's DP-PSI runs on Curve25519 unless told otherwise.
+            (None, true) => "CURVE_25519".to_string(),
+            (None, false) => {
+                return Err(invalid(
+                    &format!("{KEY}.curve_type"),
+                    "required for ECDH_PSI_NPC; e.g. \"CURVE_FOURQ\" or \"CURVE_25519\"",
+                ));
+            }
+        };
+        pc["ecdh_config"] = json!({ "curve": curve });
+    }
+    if let Some((p1, eps)) = c.dppsi.filter(|_| dp) {
+        let mut d = json!({});
+        if let Some(p1) = p1 {
+            d["bob_sub_sampling"] = json!(p1);
+        }
+        if let Some(eps) = eps {
+            d["epsilon"] = json!(eps);
+        }
+        pc["dppsi_params"] = d;
+    }
+    let mut psi = json!({
+        "protocol_config": pc,
         "input_config": io(&c.input),
         "keys": c.keys,
         "disable_alignment": !c.need_sort,

@@ -894,6 +894,9 @@ pub use legacy::{is_legacy_launch_config, parse_legacy_launch_config};
 mod psi_csv;
 pub use psi_csv::{PsiCsvCall, psi_csv_plan, psi_csv_protocol, psi_csv_spec};
 
+mod n_party;
+pub use n_party::{N_PARTY_PROTOCOLS, NPartyProtocol, NPartySpec, parse_n_party_config};
+
 mod three_party;
 pub use three_party::{THREE_PARTY_PROTOCOLS, ThreePartySpec, parse_three_party_config};
 
@@ -921,6 +924,9 @@ pub(crate) fn parse_any_launch_config(
     }
     if let Some(t) = parse_three_party_config(text, source, base_dir)? {
         return Ok(Plan::ThreeParty(Box::new(t)));
+    }
+    if let Some(t) = parse_n_party_config(text, source, base_dir)? {
+        return Ok(Plan::NParty(Box::new(t)));
     }
     if is_ub_launch_config(text) {
         return parse_ub_launch_config(text, source, base_dir)

@@ -56,6 +56,10 @@ pub struct PsiCsvCall {
     pub preprocess_path: Option<PathBuf>,
     /// Unbalanced PSI: the server's key file (`ecdh_secret_key_path`).
     pub ecdh_secret_key_path: Option<PathBuf>,
+    /// DP-PSI: `dppsi_bob_sub_sampling` (default 0.9; used by `DP_PSI_2PC` only).
+    pub dppsi_bob_sub_sampling: Option<f64>,
+    /// DP-PSI: `dppsi_epsilon` (default 3; used by `DP_PSI_2PC` only).
+    pub dppsi_epsilon: Option<f64>,
 }
 
 /// The protocol a `psi_csv` name asks for.
@@ -141,6 +145,17 @@ pub fn psi_csv_plan(call: PsiCsvCall) -> Result<Plan, ConfigError> {
     }
     if let Some(p) = path(&call.ecdh_secret_key_path) {
         cfg["ecdh_secret_key_path"] = p.into();
+    }
+    // SecretFlow's psi_csv passes dppsi_* with every protocol; only DP-PSI reads them.
+    if PsiType::from_name(call.protocol.trim()) == Some(PsiType::DpPsi2pc) {
+        let mut d = json!({});
+        if let Some(p1) = call.dppsi_bob_sub_sampling {
+            d["bob_sub_sampling"] = p1.into();
+        }
+        if let Some(eps) = call.dppsi_epsilon {
+            d["epsilon"] = eps.into();
+        }
+        cfg["dppsi_params"] = d;
     }
     let parties: Vec<_> = call
         .parties
@@ -304,6 +319,8 @@ mod tests {
             precheck: false,
             preprocess_path: None,
             ecdh_secret_key_path: None,
+            dppsi_bob_sub_sampling: None,
+            dppsi_epsilon: None,
         }
     }
 
@@ -416,13 +433,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("protocol:") && e.contains("RR22"), "{e}");
-        let e = psi_csv_plan(call("alice", "DP_PSI_2PC"))
+        // DP-PSI takes dppsi_*; the n-party names need three parties or more.
+        let mut c = call("alice", "DP_PSI_2PC");
+        c.dppsi_epsilon = Some(1.5);
+        let Plan::NParty(p) = psi_csv_plan(c).unwrap() else {
+            panic!("not DP-PSI")
+        };
+        assert_eq!(p.protocol.name(), "DP_PSI_2PC");
+        assert_eq!(
+            p.protocol,
+            crate::config::NPartyProtocol::Dp {
+                curve: Curve::FourQ,
+                params: blindjoin_protocols::dp_psi::DpParams {
+                    bob_sub_sampling: 0.9,
+                    epsilon: 1.5
+                }
+            }
+        );
+        let e = psi_csv_plan(call("alice", "KKRT_PSI_NPC"))
             .unwrap_err()
             .to_string();
-        assert!(
-            e.contains("DP_PSI_2PC") && e.contains("not supported yet"),
-            "{e}"
-        );
+        assert!(e.contains("at least 3"), "{e}");
         // The two-party names stay on the direct path.
         assert_eq!(
             psi_csv_plan(call("alice", "RR22_MALICIOUS_PSI_2PC"))

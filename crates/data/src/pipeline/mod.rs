@@ -6,6 +6,7 @@
 
 pub mod bucket;
 pub mod join;
+pub(crate) mod n_party;
 pub(crate) mod process;
 pub(crate) mod recovery;
 pub(crate) mod report;

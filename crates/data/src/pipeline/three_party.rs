@@ -364,7 +364,7 @@ pub(crate) fn run_on_links<L: Link>(
 
 /// Appends a bucket's matched groups (`found`, indices into `ends`) to `runs`: by key when
 /// aligned, else by row number, so merging the buckets' runs gives one global order.
-fn push_matches(
+pub(crate) fn push_matches(
     runs: &mut Runs,
     rows: &GroupBucket<'_>,
     ends: &[usize],

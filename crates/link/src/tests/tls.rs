@@ -297,3 +297,56 @@ fn tls_on_one_side_only_fails_on_both_sides() {
         );
     }
 }
+
+/// The n-party mesh carries TLS on every link: four parties, each with its own certificate from
+/// one CA, all connect (listeners as TLS servers, connectors as clients) and exchange messages.
+#[test]
+fn tls_reaches_every_link_of_an_n_party_mesh() {
+    use crate::{Cancel, PartyAddr, establish_many};
+    let dir = tmp("mesh");
+    let ca = ca(&dir, "main");
+    let ids = ["p0", "p1", "p2", "p3"];
+    let parties: Vec<PartyAddr> = ids
+        .iter()
+        .map(|id| PartyAddr {
+            id: id.to_string(),
+            addr: format!("127.0.0.1:{}", free_port()),
+        })
+        .collect();
+    let handles: Vec<_> = ids
+        .iter()
+        .enumerate()
+        .map(|(me, id)| {
+            let cfg = party(&dir, id, Names::San(id), &ca, &ca, false);
+            let parties = parties.clone();
+            std::thread::spawn(move || {
+                let base = opts("x", 0, "y", 0);
+                let mut links = establish_many(
+                    &parties,
+                    me,
+                    &base,
+                    Some(cfg.clone()),
+                    Some(cfg),
+                    &Cancel::new(),
+                )
+                .unwrap();
+                for l in links.iter_mut().flatten() {
+                    l.send(format!("from {me}").as_bytes()).unwrap();
+                }
+                for (p, l) in links.iter_mut().enumerate() {
+                    if let Some(l) = l {
+                        assert_eq!(l.recv().unwrap(), format!("from {p}").into_bytes());
+                    }
+                }
+                let mut order: Vec<usize> = (0..4).filter(|&p| p != me).collect();
+                order.sort_by_key(|&p| (p.min(me), p.max(me)));
+                for p in order {
+                    links[p].as_mut().unwrap().close().unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}

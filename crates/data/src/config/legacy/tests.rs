@@ -375,15 +375,94 @@ fn bc22_is_refused_as_withdrawn_naming_rr22() {
 }
 
 #[test]
-fn types_not_built_yet_say_so_by_name() {
-    for t in ["ECDH_PSI_NPC", "KKRT_PSI_NPC", "DP_PSI_2PC"] {
-        let e = parse(&cfg(&format!(r#""psi_type": "{t}", {IO}"#), "alice")).unwrap_err();
-        assert!(
-            matches!(&e, ConfigError::NotYetSupported { field, value, .. }
-                if field == "legacy_psi_config.psi_type" && value == t),
-            "{e}"
-        );
+fn npc_types_pick_the_receiver_by_rank_and_run_secretflows_tree() {
+    use crate::config::NPartyProtocol;
+    use blindjoin_protocols::npc::NpcVariant;
+    let text = |t: &str, me: &str, rank: u32| {
+        format!(
+            r#"{{"legacy_psi_config": {{"psi_type": "{t}", "receiver_rank": {rank},
+  "curve_type": "CURVE_25519", {IO}}},
+  "link_config": {{"parties": [{{"id": "a", "host": "127.0.0.1:1"}}, {{"id": "b", "host": "127.0.0.1:2"}},
+    {{"id": "c", "host": "127.0.0.1:3"}}, {{"id": "d", "host": "127.0.0.1:4"}},
+    {{"id": "e", "host": "127.0.0.1:5"}}]}},
+  "self_link_party": "{me}"}}"#
+        )
+    };
+    for (t, want) in [
+        (
+            "ECDH_PSI_NPC",
+            NpcVariant::Iterated(ProtocolChoice::Ecdh {
+                curve: Curve::Curve25519,
+            }),
+        ),
+        ("KKRT_PSI_NPC", NpcVariant::Iterated(ProtocolChoice::Kkrt)),
+    ] {
+        for (me, rank) in [("a", 0), ("d", 3), ("b", 4)] {
+            let Plan::NParty(p) = parse(&text(t, me, rank)).unwrap() else {
+                panic!("not n-party")
+            };
+            assert_eq!(p.protocol, NPartyProtocol::Npc(want));
+            assert_eq!(p.receiver, rank as usize);
+            assert_eq!(p.parties.len(), 5);
+            assert_eq!(p.spec.keys, vec!["id".to_string(), "k2".to_string()]);
+        }
+        let e = err(&text(t, "a", 5));
+        assert!(e.contains("legacy_psi_config.receiver_rank"), "{e}");
+        let e = err(&text(t, "a", 0).replace(
+            r#""receiver_rank": 0"#,
+            r#""receiver_rank": 0, "broadcast_result": true"#,
+        ));
+        assert!(e.contains("legacy_psi_config.broadcast_result"), "{e}");
+        // Two parties are not n-party.
+        let e = err(&cfg(&format!(r#""psi_type": "{t}", {IO}"#), "alice"));
+        assert!(e.contains("at least 3"), "{e}");
     }
+}
+
+#[test]
+fn dp_psi_takes_its_parameters() {
+    use crate::config::NPartyProtocol;
+    use blindjoin_protocols::dp_psi::DpParams;
+    let Plan::NParty(p) =
+        parse(&cfg(&format!(r#""psi_type": "DP_PSI_2PC", {IO}"#), "bob")).unwrap()
+    else {
+        panic!("not DP-PSI")
+    };
+    assert_eq!(
+        p.protocol,
+        NPartyProtocol::Dp {
+            curve: Curve::Curve25519,
+            params: DpParams::default()
+        }
+    );
+    assert_eq!(p.receiver, 0);
+    assert!(!p.is_receiver());
+    let text = cfg(
+        &format!(
+            r#""psi_type": 12, "receiver_rank": 1, "curve_type": "CURVE_FOURQ",
+    "dppsi_params": {{ "bob_sub_sampling": 0.5, "epsilon": 2 }}, {IO}"#
+        ),
+        "bob",
+    );
+    let Plan::NParty(p) = parse(&text).unwrap() else {
+        panic!("not DP-PSI")
+    };
+    assert!(p.is_receiver());
+    assert_eq!(
+        p.protocol,
+        NPartyProtocol::Dp {
+            curve: Curve::FourQ,
+            params: DpParams {
+                bob_sub_sampling: 0.5,
+                epsilon: 2.0
+            }
+        }
+    );
+    assert!(
+        p.spec.warnings.iter().all(|w| !w.contains("dppsi")),
+        "{:?}",
+        p.spec.warnings
+    );
 }
 
 #[test]

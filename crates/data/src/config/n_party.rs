@@ -1,0 +1,416 @@
+//! n-party and DP-PSI configs: the SecretFlow v2 launch config with `link_config.parties` of n
+//! entries, `protocol_config.receiver` = the receiver's party id, and `protocol_config.protocol`:
+//!
+//! | protocol | runs | parties |
+//! |---|---|---|
+//! | `PROTOCOL_NPC` (blindjoin's) | the zero-sharing OPPRF protocol: the receiver learns only the n-way intersection (`blindjoin_protocols::npc::zero_share`); OPRF curve `CURVE_FOURQ` (default) or `CURVE_RISTRETTO255` | n ≥ 2 |
+//! | `PROTOCOL_ECDH_NPC` / `ECDH_PSI_NPC` | SecretFlow's tree of two-party ECDH runs, leaking intermediate intersections (`npc::iterated`) | n ≥ 2 |
+//! | `PROTOCOL_KKRT_NPC` / `KKRT_PSI_NPC` | the same with KKRT | n ≥ 2 |
+//! | `PROTOCOL_DP` / `DP_PSI_2PC` | DP-PSI (`blindjoin_protocols::dp_psi`), `protocol_config.dppsi_params` (`bob_sub_sampling` 0.9, `epsilon` 3 by default) | 2 |
+//!
+//! The shared settings are parsed by the two-party parser on a rewritten copy, as for three
+//! parties ([`super::three_party`]); refused, each with the reason: join types other than inner,
+//! `broadcast_result` (the helpers would learn the intersection), recovery, cardinality-only,
+//! thresholds, `min_intersection`, `check_hash_digest`, and a user secret key.
+
+use super::{LinkConfig, invalid, strip_trailing_commas, tls_config};
+use crate::error::ConfigError;
+use crate::pipeline::join::JoinType;
+use crate::spec::RunSpec;
+use blindjoin_link::{PartyAddr, TlsConfig};
+use blindjoin_protocols::dp_psi::DpParams;
+use blindjoin_protocols::npc::NpcVariant;
+use blindjoin_protocols::{Curve, ProtocolChoice, Reveal};
+use serde_json::Value;
+use std::path::Path;
+
+/// The `protocol_config.protocol` names this module parses.
+pub const N_PARTY_PROTOCOLS: [&str; 7] = [
+    "PROTOCOL_NPC",
+    "PROTOCOL_ECDH_NPC",
+    "ECDH_PSI_NPC",
+    "PROTOCOL_KKRT_NPC",
+    "KKRT_PSI_NPC",
+    "PROTOCOL_DP",
+    "DP_PSI_2PC",
+];
+
+/// What runs among the parties.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NPartyProtocol {
+    /// An n-party PSI.
+    Npc(NpcVariant),
+    /// DP-PSI between two parties on this curve.
+    Dp {
+        /// The ECDH curve.
+        curve: Curve,
+        /// `dppsi_params`.
+        params: DpParams,
+    },
+}
+
+impl NPartyProtocol {
+    /// The name in reports.
+    pub fn name(&self) -> String {
+        match self {
+            NPartyProtocol::Npc(NpcVariant::ZeroShare(_)) => "PROTOCOL_NPC".into(),
+            NPartyProtocol::Npc(NpcVariant::Iterated(ProtocolChoice::Kkrt)) => {
+                "KKRT_PSI_NPC".into()
+            }
+            NPartyProtocol::Npc(NpcVariant::Iterated(_)) => "ECDH_PSI_NPC".into(),
+            NPartyProtocol::Dp { .. } => "DP_PSI_2PC".into(),
+        }
+    }
+}
+
+/// One party's n-party (or DP-PSI) run.
+#[derive(Clone, Debug)]
+pub struct NPartySpec {
+    /// The settings shared with two-party runs (input, output, keys, timeouts, ...).
+    pub spec: RunSpec,
+    /// The parties, in `link_config.parties` order.
+    pub parties: Vec<PartyAddr>,
+    /// This party's index in `parties`.
+    pub me: usize,
+    /// The receiver's index in `parties`.
+    pub receiver: usize,
+    /// The protocol.
+    pub protocol: NPartyProtocol,
+    /// TLS files where this party listens (`server_ssl_opts`), with `enable_ssl`.
+    pub tls_server: Option<TlsConfig>,
+    /// TLS files where this party connects (`client_ssl_opts`), with `enable_ssl`.
+    pub tls_client: Option<TlsConfig>,
+}
+
+impl NPartySpec {
+    /// The string all parties must agree on: the protocol, the ids in order, the receiver and
+    /// the key-column count.
+    pub fn setup(&self) -> String {
+        let ids: Vec<&str> = self.parties.iter().map(|p| p.id.as_str()).collect();
+        let params = match self.protocol {
+            NPartyProtocol::Dp { curve, params } => format!(
+                "{curve}/{:016x}/{:016x}",
+                params.bob_sub_sampling.to_bits(),
+                params.epsilon.to_bits()
+            ),
+            NPartyProtocol::Npc(v) => v.name(),
+        };
+        format!(
+            "{params}\0{}>{}\0{}",
+            ids.join(","),
+            self.parties[self.receiver].id,
+            self.spec.keys.len()
+        )
+    }
+
+    /// Whether this party is the receiver.
+    pub fn is_receiver(&self) -> bool {
+        self.me == self.receiver
+    }
+}
+
+/// Parses `text` as an n-party or DP-PSI config, or returns `Ok(None)` when it names none of
+/// [`N_PARTY_PROTOCOLS`].
+///
+/// # Errors
+/// As [`super::parse_launch_config`], plus the checks in the module doc.
+pub fn parse_n_party_config(
+    text: &str,
+    source: &str,
+    base_dir: &Path,
+) -> Result<Option<NPartySpec>, ConfigError> {
+    let (cleaned, _) = strip_trailing_commas(text);
+    let Ok(mut v) = serde_json::from_str::<Value>(&cleaned) else {
+        return Ok(None);
+    };
+    let pc = &v["psi_config"]["protocol_config"];
+    let named = pc["protocol"]
+        .as_str()
+        .map(str::trim)
+        .unwrap_or_default()
+        .to_string();
+    let named = named.as_str();
+    if !N_PARTY_PROTOCOLS.contains(&named) {
+        return Ok(None);
+    }
+    let field = |f: &str| format!("psi_config.protocol_config.{f}");
+    let receiver_id = match &pc["receiver"] {
+        Value::String(s) if !s.trim().is_empty() => s.trim().to_string(),
+        _ => {
+            return Err(invalid(
+                &field("receiver"),
+                &format!(
+                    "missing; {named} needs the id of the party that receives the result (one \
+                     of link_config.parties)"
+                ),
+            ));
+        }
+    };
+    let curve_name = pc["ecdh_config"]["curve"]
+        .as_str()
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && *c != "CURVE_INVALID_TYPE")
+        .map(str::to_string);
+    let curve = |default: Option<Curve>| -> Result<Curve, ConfigError> {
+        match (&curve_name, default) {
+            (Some(c), _) => c
+                .parse::<Curve>()
+                .map_err(|e| invalid(&field("ecdh_config.curve"), &e.to_string())),
+            (None, Some(d)) => Ok(d),
+            (None, None) => Err(invalid(
+                &field("ecdh_config.curve"),
+                &format!("required for {named}; e.g. \"CURVE_FOURQ\" or \"CURVE_25519\""),
+            )),
+        }
+    };
+    let protocol = match named {
+        "PROTOCOL_NPC" => {
+            let c = curve(Some(Curve::FourQ))?;
+            if !blindjoin_crypto::oprf::supports(c) {
+                return Err(invalid(
+                    &field("ecdh_config.curve"),
+                    &format!(
+                        "{named} needs a prime-order group for its OPRF: CURVE_FOURQ or \
+                         CURVE_RISTRETTO255, not {c}"
+                    ),
+                ));
+            }
+            NPartyProtocol::Npc(NpcVariant::ZeroShare(c))
+        }
+        "PROTOCOL_ECDH_NPC" | "ECDH_PSI_NPC" => {
+            NPartyProtocol::Npc(NpcVariant::Iterated(ProtocolChoice::Ecdh {
+                curve: curve(None)?,
+            }))
+        }
+        "PROTOCOL_KKRT_NPC" | "KKRT_PSI_NPC" => {
+            NPartyProtocol::Npc(NpcVariant::Iterated(ProtocolChoice::Kkrt))
+        }
+        _ => {
+            let d = &pc["dppsi_params"];
+            let num = |k: &str, default: f64| -> Result<f64, ConfigError> {
+                match &d[k] {
+                    Value::Null => Ok(default),
+                    x => x.as_f64().ok_or_else(|| {
+                        invalid(
+                            &field(&format!("dppsi_params.{k}")),
+                            &format!("expected a number, got {x}"),
+                        )
+                    }),
+                }
+            };
+            let dflt = DpParams::default();
+            let params = DpParams {
+                bob_sub_sampling: num("bob_sub_sampling", dflt.bob_sub_sampling)?,
+                epsilon: num("epsilon", dflt.epsilon)?,
+            };
+            params
+                .validate()
+                .map_err(|e| invalid(&field("dppsi_params"), &e.to_string()))?;
+            NPartyProtocol::Dp {
+                curve: curve(Some(Curve::Curve25519))?,
+                params,
+            }
+        }
+    };
+    let self_id = v["self_link_party"]
+        .as_str()
+        .ok_or_else(|| {
+            invalid(
+                "self_link_party",
+                "missing; set it to this party's id from link_config.parties",
+            )
+        })?
+        .to_string();
+    let link: LinkConfig =
+        serde_json::from_value(v["link_config"].clone()).map_err(|e| ConfigError::Syntax {
+            path: source.to_string(),
+            message: format!("field `link_config`: {e}"),
+        })?;
+    let n = link.parties.len();
+    let dp = matches!(protocol, NPartyProtocol::Dp { .. });
+    if (dp && n != 2) || n < 2 {
+        return Err(invalid(
+            "link_config.parties",
+            &format!(
+                "has {n} parties; {named} needs {}",
+                if dp { "exactly 2" } else { "at least 2" }
+            ),
+        ));
+    }
+    let parties: Vec<PartyAddr> = link
+        .parties
+        .iter()
+        .map(|p| PartyAddr {
+            id: p.id.clone(),
+            addr: p.host.clone(),
+        })
+        .collect();
+    let ids: Vec<String> = parties.iter().map(|p| p.id.clone()).collect();
+    for (i, id) in ids.iter().enumerate() {
+        if ids[i + 1..].contains(id) {
+            return Err(invalid(
+                "link_config.parties",
+                &format!("the id {id:?} appears twice; give each party its own id"),
+            ));
+        }
+    }
+    let find = |id: &str, f: &str| {
+        ids.iter().position(|x| x == id).ok_or_else(|| {
+            invalid(
+                f,
+                &format!("{id:?} is not one of the ids in link_config.parties {ids:?}"),
+            )
+        })
+    };
+    let me = find(&self_id, "self_link_party")?;
+    let receiver = find(&receiver_id, &field("receiver"))?;
+    let role = if me == receiver {
+        blindjoin_protocols::Role::Receiver
+    } else {
+        blindjoin_protocols::Role::Sender
+    };
+    if let Some(given) = pc["role"].as_str().map(str::trim).filter(|r| !r.is_empty())
+        && given != role.config_name()
+        && given != "ROLE_UNSPECIFIED"
+    {
+        return Err(invalid(
+            &field("role"),
+            &format!(
+                "{given} contradicts receiver = {receiver_id:?} for party {self_id:?}; it must \
+                 be {role} (or left out)"
+            ),
+        ));
+    }
+    if let Some(j) = v["psi_config"]["advanced_join_type"]
+        .as_str()
+        .map(str::trim)
+        && !matches!(
+            j,
+            "" | "ADVANCED_JOIN_TYPE_UNSPECIFIED" | "ADVANCED_JOIN_TYPE_INNER_JOIN"
+        )
+    {
+        return Err(invalid(
+            "psi_config.advanced_join_type",
+            &format!("{named}: {j} is not available; {NOT_INNER}"),
+        ));
+    }
+    if pc["broadcast_result"].as_bool() == Some(true) {
+        return Err(invalid(
+            &field("broadcast_result"),
+            &format!("{named}: {NO_BROADCAST}"),
+        ));
+    }
+    if v["psi_config"]["check_hash_digest"].as_bool() == Some(true) {
+        return Err(invalid(
+            "psi_config.check_hash_digest",
+            &format!(
+                "{named}: only the receiver learns the result, so there is nothing to compare; \
+                 set it to false"
+            ),
+        ));
+    }
+
+    // The two-party parser reads the rest, on a copy that names two-party ECDH (or KKRT) and one
+    // peer.
+    let peer = (me + 1) % n;
+    if let Some(pc) = v["psi_config"]["protocol_config"].as_object_mut() {
+        pc.remove("receiver");
+        pc.remove("dppsi_params");
+        match protocol {
+            NPartyProtocol::Npc(NpcVariant::Iterated(ProtocolChoice::Kkrt)) => {
+                pc.insert("protocol".into(), "PROTOCOL_KKRT".into());
+                pc.remove("ecdh_config");
+            }
+            NPartyProtocol::Npc(NpcVariant::ZeroShare(c))
+            | NPartyProtocol::Npc(NpcVariant::Iterated(ProtocolChoice::Ecdh { curve: c }))
+            | NPartyProtocol::Dp { curve: c, .. } => {
+                pc.insert("protocol".into(), "PROTOCOL_ECDH".into());
+                pc.insert(
+                    "ecdh_config".into(),
+                    serde_json::json!({ "curve": c.config_name() }),
+                );
+            }
+            NPartyProtocol::Npc(NpcVariant::Iterated(_)) => {
+                pc.insert("protocol".into(), "PROTOCOL_RR22".into());
+            }
+        }
+        pc.insert("role".into(), role.config_name().into());
+    }
+    if let Some(lc) = v["link_config"].as_object_mut() {
+        let two = serde_json::json!([
+            {"id": parties[me].id, "host": parties[me].addr},
+            {"id": parties[peer].id, "host": parties[peer].addr},
+        ]);
+        lc.insert("parties".into(), two);
+    }
+    let spec = super::parse_launch_config(&v.to_string(), source, base_dir)?;
+    refuse_unsupported(&spec, named)?;
+
+    let resolve = |p: &str| super::resolve_path(base_dir, p);
+    let (tls_server, tls_client) = if link.enable_ssl.unwrap_or(false) {
+        let (c, s) = (link.client_ssl_opts.as_ref(), link.server_ssl_opts.as_ref());
+        (
+            Some(tls_config(c, s, true, &resolve)?),
+            Some(tls_config(c, s, false, &resolve)?),
+        )
+    } else {
+        (None, None)
+    };
+    let mut spec = spec;
+    if let NPartyProtocol::Npc(NpcVariant::Iterated(_)) = protocol {
+        spec.warnings.push(format!(
+            "{named} runs SecretFlow's tree of two-party runs: some parties learn intermediate \
+             intersections (docs/protocols.md); PROTOCOL_NPC reveals only the final one"
+        ));
+    }
+    Ok(Some(NPartySpec {
+        spec,
+        parties,
+        me,
+        receiver,
+        protocol,
+        tls_server,
+        tls_client,
+    }))
+}
+
+const NOT_INNER: &str = "only the inner join; only the receiver learns anything, so no party \
+                         could pad or pair rows for an outer join or a difference";
+const NO_BROADCAST: &str = "must be false; the other parties learn only set sizes, and \
+                            broadcasting would hand them the intersection";
+
+/// The two-party features that have no meaning, or no implementation, here.
+fn refuse_unsupported(spec: &RunSpec, named: &str) -> Result<(), ConfigError> {
+    let no = |field: &str, why: &str| Err(invalid(field, &format!("{named}: {why}")));
+    if spec.join.join != JoinType::Inner {
+        return no("psi_config.advanced_join_type", NOT_INNER);
+    }
+    if spec.broadcast_result {
+        return no("psi_config.protocol_config.broadcast_result", NO_BROADCAST);
+    }
+    if spec.recovery.is_some() {
+        return no(
+            "psi_config.recovery_config",
+            "recovery is not built for these runs; set enabled = false",
+        );
+    }
+    if spec.reveal != Reveal::Intersection {
+        return no(
+            "psi_config.intersection_threshold / blindjoin.cardinality_only",
+            "not available for this protocol",
+        );
+    }
+    if spec.min_intersection.is_some() {
+        return no("blindjoin.min_intersection", "not built for these runs");
+    }
+    if spec.secret_key_path.is_some() {
+        return no(
+            "blindjoin.secret_key_path",
+            "every party's key is random per run in this protocol",
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
