@@ -413,12 +413,15 @@ impl UbCase {
         let key = OprfScalar::from_seed(self.curve, b"blindjoin fuzz ub-oprf key").ok()?;
         let server = items("server", self.server);
         let tl = ub_oprf::tag_len(self.server as u64);
-        let (values, _) = ub_oprf::evaluate_server_set(&key, &server, tl, &NoProgress).ok()?;
+        let values = ub_oprf::evaluate_server_set(&key, &server, tl, false, &NoProgress)
+            .ok()?
+            .values;
         let meta = CacheMeta {
             curve: self.curve,
             count: self.server as u64,
             tag_len: tl,
             key_check: key.key_check_value().ok()?,
+            labels: None,
         };
         let mut client = items("client", self.client);
         for (c, s) in client.iter_mut().zip(server.iter()).step_by(2) {
@@ -445,7 +448,7 @@ pub fn run_hostile_ub(data: &[u8]) {
     feed(&mut peer, &msgs);
     match case.step {
         UbStep::RecvCache => {
-            if let Ok((got, values)) = ub_oprf::recv_cache(&mut me, UB_MAX_CACHE_BYTES) {
+            if let Ok((got, values, _)) = ub_oprf::recv_cache(&mut me, UB_MAX_CACHE_BYTES) {
                 let bytes = got.count * got.tag_len as u64;
                 assert!(bytes <= UB_MAX_CACHE_BYTES, "accepted {bytes} cache bytes");
                 assert_eq!(values.len() as u64, bytes, "cache size");
@@ -508,7 +511,7 @@ pub fn ub_seed(case: UbCase) -> Vec<u8> {
     let peer_client = client.clone();
     let peer = std::thread::spawn(move || {
         let _ = match step {
-            UbStep::RecvCache => ub_oprf::send_cache(&mut b, &peer_meta, &peer_cache).map(|_| ()),
+            UbStep::RecvCache => ub_oprf::send_cache(&mut b, &peer_meta, &peer_cache, None).map(|_| ()),
             UbStep::OnlineClient => {
                 ub_oprf::online_server(&mut b, &key, &peer_meta, opts, &NoProgress).map(|_| ())
             }

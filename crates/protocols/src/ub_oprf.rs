@@ -45,6 +45,10 @@ use blindjoin_link::wire::{self, ids};
 use blindjoin_link::{Link, Reader, put_bytes_u16, put_u64, recv_bulk, send_bulk};
 use rayon::prelude::*;
 
+pub mod labels;
+
+use labels::{MAC_LEN, MAX_SEALED_LEN, SALT_LEN, SealedLabels};
+
 /// Statistical security λ of the false-match bound.
 const STAT_SEC: u32 = 40;
 /// log2 of the largest client set the tag length is sized for.
@@ -65,8 +69,12 @@ const MSG_CACHE_TAGS: u8 = wire::byte(ids::UB_CACHE_TAGS);
 const MSG_HELLO: u8 = wire::byte(ids::UB_HELLO);
 const MSG_BLINDED: u8 = wire::byte(ids::UB_BLINDED);
 const MSG_EVALUATED: u8 = wire::byte(ids::UB_EVALUATED);
-/// Wire version of this protocol's messages.
-const WIRE_VERSION: u8 = 1;
+/// Wire version of this protocol's messages (2: the cache may carry sealed labels).
+const WIRE_VERSION: u8 = 2;
+/// Most label columns a cache may carry.
+pub const MAX_LABEL_COLUMNS: usize = 4096;
+/// Longest label column name, in bytes.
+pub const MAX_LABEL_NAME: usize = 1024;
 
 /// ℓ in bytes for a server set of `n_server` items (see the module doc).
 pub fn tag_len(n_server: u64) -> usize {
@@ -86,11 +94,26 @@ pub struct CacheMeta {
     pub tag_len: usize,
     /// [`OprfScalar::key_check_value`] of the key the cache was made with.
     pub key_check: [u8; 16],
+    /// The sealed labels the cache carries, if any ([`labels`]).
+    pub labels: Option<LabelMeta>,
 }
 
-/// The offline evaluation: `(values, order)` where `values` holds the ℓ-byte `F_k(y)` of every
-/// item in increasing order and `order[p]` is the index into `items` of the value at position
-/// `p` (the server's secret permutation).
+/// What a cache's labels are: the salt of their keys, the server's label column names (in the
+/// order each item's label lists its rows' values), and their total sealed size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LabelMeta {
+    /// The per-cache salt of every label key.
+    pub salt: [u8; SALT_LEN],
+    /// The label columns, in order.
+    pub columns: Vec<String>,
+    /// Total bytes of all sealed labels (each item's is at least [`MAC_LEN`]).
+    pub bytes: u64,
+}
+
+/// The offline evaluation: `(values, order, points)` where `values` holds the ℓ-byte `F_k(y)` of
+/// every item in increasing order, `order[p]` is the index into `items` of the value at position
+/// `p` (the server's secret permutation), and, when `keep_points`, `points[i]` is `H(y_i)^k` of
+/// `items[i]` (what its label key is derived from, [`labels::LabelKey::derive`]).
 ///
 /// # Errors
 /// Too many items, or a crypto failure.
@@ -98,8 +121,9 @@ pub fn evaluate_server_set(
     key: &OprfScalar,
     items: &[ItemDigest],
     tag_len: usize,
+    keep_points: bool,
     progress: &dyn Progress,
-) -> Result<(Vec<u8>, Vec<u32>), ProtocolError> {
+) -> Result<ServerSet, ProtocolError> {
     if items.len() as u64 > MAX_SERVER_ITEMS {
         return Err(ProtocolError::Config(format!(
             "unbalanced PSI caches at most {MAX_SERVER_ITEMS} unique keys"
@@ -118,9 +142,17 @@ pub fn evaluate_server_set(
     // Chunks bound the 32-byte points in memory at once.
     const CHUNK: usize = 1 << 16;
     let mut points = vec![0u8; CHUNK.min(items.len()) * POINT_LEN];
+    let mut kept: Vec<[u8; POINT_LEN]> = Vec::new();
     for (its, vals) in items.chunks(CHUNK).zip(values.chunks_mut(CHUNK * tag_len)) {
         let pts = &mut points[..its.len() * POINT_LEN];
         key.hash_and_mul(its, pts)?;
+        if keep_points {
+            kept.extend(pts.chunks_exact(POINT_LEN).map(|p| {
+                let mut a = [0u8; POINT_LEN];
+                a.copy_from_slice(p);
+                a
+            }));
+        }
         pts.par_chunks(POINT_LEN)
             .zip(vals.par_chunks_mut(tag_len))
             .for_each(|(p, v)| v.copy_from_slice(&tag(p)[..tag_len]));
@@ -134,7 +166,21 @@ pub fn evaluate_server_set(
         .par_chunks_mut(tag_len)
         .zip(order.par_iter())
         .for_each(|(s, &i)| s.copy_from_slice(value(i)));
-    Ok((sorted, order))
+    Ok(ServerSet {
+        values: sorted,
+        order,
+        points: keep_points.then_some(kept),
+    })
+}
+
+/// What [`evaluate_server_set`] returns.
+pub struct ServerSet {
+    /// The ℓ-byte values, increasing.
+    pub values: Vec<u8>,
+    /// `order[p]`: the item at position `p`.
+    pub order: Vec<u32>,
+    /// `H(y_i)^k` per item, in the items' order, when asked for.
+    pub points: Option<Vec<[u8; POINT_LEN]>>,
 }
 
 fn put_meta(msg: &mut Vec<u8>, meta: &CacheMeta) {
@@ -143,6 +189,18 @@ fn put_meta(msg: &mut Vec<u8>, meta: &CacheMeta) {
     put_u64(msg, meta.count);
     msg.push(meta.tag_len as u8);
     msg.extend_from_slice(&meta.key_check);
+    match &meta.labels {
+        None => msg.push(0),
+        Some(l) => {
+            msg.push(1);
+            msg.extend_from_slice(&l.salt);
+            msg.extend_from_slice(&(l.columns.len() as u16).to_le_bytes());
+            for c in &l.columns {
+                put_bytes_u16(msg, c.as_bytes());
+            }
+            put_u64(msg, l.bytes);
+        }
+    }
 }
 
 fn read_meta(r: &mut Reader<'_>) -> Result<CacheMeta, ProtocolError> {
@@ -161,6 +219,41 @@ fn read_meta(r: &mut Reader<'_>) -> Result<CacheMeta, ProtocolError> {
     let tag_len = r.u8()? as usize;
     let mut key_check = [0u8; 16];
     key_check.copy_from_slice(r.take(16)?);
+    let labels = match r.u8()? {
+        0 => None,
+        1 => {
+            let mut salt = [0u8; SALT_LEN];
+            salt.copy_from_slice(r.take(SALT_LEN)?);
+            let n = u16::from_le_bytes([r.u8()?, r.u8()?]) as usize;
+            if n > MAX_LABEL_COLUMNS {
+                return Err(ProtocolError::PeerMisbehaved(format!(
+                    "announces {n} label columns (limit {MAX_LABEL_COLUMNS})"
+                )));
+            }
+            let mut columns = Vec::with_capacity(n);
+            for _ in 0..n {
+                columns.push(r.str_u16(MAX_LABEL_NAME)?.to_owned());
+            }
+            let bytes = r.u64()?;
+            if bytes < count.saturating_mul(MAC_LEN as u64)
+                || bytes > count.saturating_mul(MAX_SEALED_LEN as u64)
+            {
+                return Err(ProtocolError::PeerMisbehaved(format!(
+                    "announces {bytes} bytes of labels for {count} values"
+                )));
+            }
+            Some(LabelMeta {
+                salt,
+                columns,
+                bytes,
+            })
+        }
+        other => {
+            return Err(ProtocolError::PeerMisbehaved(format!(
+                "sent label flag {other} in the cache header"
+            )));
+        }
+    };
     if count > MAX_SERVER_ITEMS || !(MIN_TAG_LEN..=MAX_TAG_LEN).contains(&tag_len) {
         return Err(ProtocolError::PeerMisbehaved(format!(
             "announces a cache of {count} values of {tag_len} bytes (limits: {MAX_SERVER_ITEMS} \
@@ -172,17 +265,20 @@ fn read_meta(r: &mut Reader<'_>) -> Result<CacheMeta, ProtocolError> {
         count,
         tag_len,
         key_check,
+        labels,
     })
 }
 
-/// Transfer, server side: the cache's metadata, then its values.
+/// Transfer, server side: the cache's metadata, then its values, then (when the cache has
+/// labels) each position's sealed-label length and the sealed labels.
 ///
 /// # Errors
-/// Link failures; `values` not of the announced size.
+/// Link failures; `values` or `labels` not of the announced size.
 pub fn send_cache(
     link: &mut dyn Link,
     meta: &CacheMeta,
     values: &[u8],
+    labels: Option<&SealedLabels>,
 ) -> Result<(), ProtocolError> {
     if values.len() as u64 != meta.count * meta.tag_len as u64 {
         return Err(ProtocolError::Unreachable(
@@ -193,34 +289,69 @@ pub fn send_cache(
     put_meta(&mut head, meta);
     link.send(&head)?;
     send_bulk(link, MSG_CACHE_TAGS, values)?;
+    match (&meta.labels, labels) {
+        (None, None) => {}
+        (Some(m), Some(l)) if l.len() as u64 == meta.count && l.data.len() as u64 == m.bytes => {
+            send_bulk(link, MSG_CACHE_TAGS, &l.lengths_le())?;
+            send_bulk(link, MSG_CACHE_TAGS, &l.data)?;
+        }
+        _ => {
+            return Err(ProtocolError::Unreachable(
+                "the cache's labels do not match its metadata",
+            ));
+        }
+    }
     Ok(())
 }
 
-/// Transfer, client side: the metadata and the values. `max_bytes` bounds what we accept to
-/// store; memory grows only as values arrive. The values must be in increasing order (what
-/// [`evaluate_server_set`] makes), which [`online_client`]'s lookup relies on.
+/// Transfer, client side: the metadata, the values and the sealed labels if any. `max_bytes`
+/// bounds what we accept to store (values, label lengths and labels together); memory grows
+/// only as data arrives. The values must be in increasing order (what [`evaluate_server_set`]
+/// makes), which [`online_client`]'s lookup relies on.
 ///
 /// # Errors
-/// Link failures, a malformed or oversized cache, values out of order.
+/// Link failures, a malformed or oversized cache, values out of order, label lengths that do
+/// not add up to what the header announced.
 pub fn recv_cache(
     link: &mut dyn Link,
     max_bytes: u64,
-) -> Result<(CacheMeta, Vec<u8>), ProtocolError> {
+) -> Result<(CacheMeta, Vec<u8>, Option<SealedLabels>), ProtocolError> {
     let head = link.recv()?;
     let mut r = Reader::new(&head, "cache header");
     expect_type(&mut r, MSG_CACHE_HEAD)?;
     let meta = read_meta(&mut r)?;
     r.finish()?;
     let bytes = meta.count * meta.tag_len as u64;
-    if bytes > max_bytes {
+    let label_bytes = meta
+        .labels
+        .as_ref()
+        .map_or(0, |l| l.bytes.saturating_add(4 * meta.count));
+    let total = bytes.saturating_add(label_bytes);
+    if total > max_bytes {
         return Err(ProtocolError::PeerMisbehaved(format!(
-            "announces a cache of {bytes} bytes; this client accepts at most {max_bytes}"
+            "announces a cache of {total} bytes; this client accepts at most {max_bytes}"
         )));
     }
     let values = recv_bulk(link, MSG_CACHE_TAGS, bytes as usize, "cache values")?;
     check_sorted(&values, meta.tag_len)
         .map_err(|p| ProtocolError::PeerMisbehaved(format!("cache value {p} is out of order")))?;
-    Ok((meta, values))
+    let labels = match &meta.labels {
+        None => None,
+        Some(m) => {
+            let lens = recv_bulk(
+                link,
+                MSG_CACHE_TAGS,
+                4 * meta.count as usize,
+                "label lengths",
+            )?;
+            let offsets = SealedLabels::offsets_from_le(&lens, m.bytes).map_err(|e| {
+                ProtocolError::PeerMisbehaved(format!("sent label lengths that {e}"))
+            })?;
+            let data = recv_bulk(link, MSG_CACHE_TAGS, m.bytes as usize, "sealed labels")?;
+            Some(SealedLabels { offsets, data })
+        }
+    };
+    Ok((meta, values, labels))
 }
 
 /// `Err(p)` if value `p` is smaller than value `p − 1`.
@@ -276,6 +407,21 @@ pub struct OnlineOutput {
     pub count: Option<u64>,
     /// The peer's set size.
     pub peer_count: u64,
+    /// Client, when it learns the result: each matched item with its cache positions and its
+    /// evaluated point `H(x)^k` (to open its labels, [`labels::LabelKey::derive`]), in the
+    /// order of `intersection`.
+    pub hits: Vec<Hit>,
+}
+
+/// One of the client's matched items.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hit {
+    /// Index into the client's items.
+    pub item: usize,
+    /// The cache positions holding its value (one unless the server's values collide).
+    pub positions: Vec<u32>,
+    /// `H(x)^k`.
+    pub point: [u8; POINT_LEN],
 }
 
 fn hello(meta: &CacheMeta, opts: OnlineOptions, n_client: u64) -> Vec<u8> {
@@ -403,6 +549,7 @@ pub fn online_client(
     // matched cache positions.
     let mut mine = Vec::new();
     let mut positions: Vec<u32> = Vec::new();
+    let mut hits: Vec<Hit> = Vec::new();
     let mut next = 0usize;
     while next < items.len() {
         let msg = link.recv()?;
@@ -419,15 +566,28 @@ pub fn online_client(
         }
         let mut unblinded = vec![0u8; pts.len()];
         r.mul_inverse(pts, &mut unblinded)?;
-        let hits: Vec<(usize, Vec<u32>)> = unblinded
+        let found: Vec<Hit> = unblinded
             .par_chunks(POINT_LEN)
             .enumerate()
-            .filter_map(|(j, p)| find(cache, tl, &tag(p)[..tl]).map(|h| (next + j, h)))
+            .filter_map(|(j, p)| {
+                find(cache, tl, &tag(p)[..tl]).map(|h| {
+                    let mut point = [0u8; POINT_LEN];
+                    point.copy_from_slice(p);
+                    Hit {
+                        item: next + j,
+                        positions: h,
+                        point,
+                    }
+                })
+            })
             .collect();
-        for (i, h) in hits {
+        for h in found {
             // Without the shuffle, position i of the reply is our item i.
-            mine.push(i);
-            positions.extend(h);
+            mine.push(h.item);
+            positions.extend_from_slice(&h.positions);
+            if opts.client_get_result {
+                hits.push(h);
+            }
         }
         next += k;
         progress.advance(k as u64);
@@ -442,6 +602,7 @@ pub fn online_client(
         intersection: opts.client_get_result.then_some(mine),
         count: Some(count),
         peer_count: meta.count,
+        hits,
     })
 }
 
@@ -576,6 +737,7 @@ pub fn online_server_serve(
         count: intersection.as_ref().map(|p| p.len() as u64),
         intersection,
         peer_count: n_client as u64,
+        hits: Vec::new(),
     })
 }
 
@@ -591,8 +753,10 @@ mod tests {
         range.map(|i| item_digest(&i.to_le_bytes())).collect()
     }
 
-    /// Offline, transfer, online over an in-memory link; returns (client's, server's) items in
-    /// the intersection (the server's mapped through its permutation) and the client's count.
+    /// Offline, transfer, online over an in-memory link, with each server item `i` labelled
+    /// `label(i)`; returns (client's, server's) items in the intersection (the server's mapped
+    /// through its permutation) and the client's count, after checking that the client opens
+    /// exactly its matches' labels.
     fn run(
         curve: Curve,
         server: &[ItemDigest],
@@ -601,22 +765,61 @@ mod tests {
     ) -> (Option<Vec<usize>>, Option<Vec<usize>>, u64) {
         let key = OprfScalar::from_seed(curve, b"0123456789abcdef0123456789abcdef").unwrap();
         let tl = tag_len(server.len() as u64);
-        let (values, order) = evaluate_server_set(&key, server, tl, &NoProgress).unwrap();
+        let set = evaluate_server_set(&key, server, tl, true, &NoProgress).unwrap();
+        let (values, order) = (set.values, set.order);
+        let points = set.points.unwrap();
+        let label = |i: usize| format!("label of {i}").repeat(i % 3).into_bytes();
+        let salt = [3u8; SALT_LEN];
+        let mut sealed = SealedLabels::default();
+        for &i in &order {
+            let k = labels::LabelKey::derive(&points[i as usize], &salt);
+            sealed.push(&labels::seal(&k, &label(i as usize)));
+        }
+        if order.is_empty() {
+            sealed.offsets.push(0);
+        }
         let meta = CacheMeta {
             curve,
             count: server.len() as u64,
             tag_len: tl,
             key_check: key.key_check_value().unwrap(),
+            labels: Some(LabelMeta {
+                salt,
+                columns: vec!["v".into()],
+                bytes: sealed.data.len() as u64,
+            }),
         };
         let (mut ls, mut lc) = mem_pair();
         let client = client.to_vec();
         let t = std::thread::spawn(move || {
-            let (meta, cache) = recv_cache(&mut lc, 1 << 30).unwrap();
-            online_client(&mut lc, &meta, &cache, &client, opts, &NoProgress).unwrap()
+            let (meta, cache, labels) = recv_cache(&mut lc, 1 << 30).unwrap();
+            let out = online_client(&mut lc, &meta, &cache, &client, opts, &NoProgress).unwrap();
+            (out, meta, labels.unwrap(), client)
         });
-        send_cache(&mut ls, &meta, &values).unwrap();
+        send_cache(&mut ls, &meta, &values, Some(&sealed)).unwrap();
         let s = online_server(&mut ls, &key, &meta, opts, &NoProgress).unwrap();
-        let c = t.join().unwrap();
+        let (c, cmeta, clabels, client) = t.join().unwrap();
+        assert_eq!(cmeta, meta);
+        assert_eq!(
+            c.hits.len(),
+            if opts.client_get_result {
+                c.count.unwrap() as usize
+            } else {
+                0
+            }
+        );
+        for h in &c.hits {
+            let p = h.positions[0] as usize;
+            let k = labels::LabelKey::derive(&h.point, &salt);
+            let opened = labels::open(&k, clabels.get(p).unwrap()).unwrap();
+            let server_i = server.iter().position(|d| *d == client[h.item]).unwrap();
+            assert_eq!(opened, label(server_i));
+            // Any other position's label does not open under this item's key.
+            if clabels.len() > 1 {
+                let q = (p + 1) % clabels.len();
+                assert_eq!(labels::open(&k, clabels.get(q).unwrap()), None);
+            }
+        }
         let theirs = s.intersection.map(|ps| {
             let mut v: Vec<usize> = ps.into_iter().map(|p| order[p] as usize).collect();
             v.sort_unstable();
@@ -703,6 +906,7 @@ mod tests {
             count,
             tag_len: 12,
             key_check,
+            labels: None,
         }
     }
 
@@ -729,10 +933,72 @@ mod tests {
     }
 
     #[test]
+    fn hostile_label_sections_get_typed_errors() {
+        let with_labels = |count: u64, bytes: u64| CacheMeta {
+            labels: Some(LabelMeta {
+                salt: [0; SALT_LEN],
+                columns: vec!["a".into()],
+                bytes,
+            }),
+            ..meta(count, [0; 16])
+        };
+        let values = |n: usize| -> Vec<u8> {
+            (0..n as u32)
+                .flat_map(|i| {
+                    let mut v = vec![0u8; 8];
+                    v.extend(i.to_be_bytes());
+                    v
+                })
+                .collect()
+        };
+        // Lengths that do not add up, one below the MAC, one above the limit.
+        for lens in [
+            [20u32, 20],
+            [16, 25],
+            [8, 32],
+            [MAX_SEALED_LEN as u32 + 1, 0],
+        ] {
+            let (mut ls, mut lc) = mem_pair();
+            let m = with_labels(2, 40);
+            let mut head = vec![MSG_CACHE_HEAD];
+            put_meta(&mut head, &m);
+            ls.send(&head).unwrap();
+            send_bulk(&mut ls, MSG_CACHE_TAGS, &values(2)).unwrap();
+            let le: Vec<u8> = lens.iter().flat_map(|l| l.to_le_bytes()).collect();
+            send_bulk(&mut ls, MSG_CACHE_TAGS, &le).unwrap();
+            send_bulk(&mut ls, MSG_CACHE_TAGS, &[0u8; 40]).unwrap();
+            let r = recv_cache(&mut lc, 1 << 20);
+            if lens == [20, 20] {
+                let (_, _, l) = r.unwrap();
+                assert_eq!(l.unwrap().get(1).unwrap().len(), 20);
+            } else {
+                assert!(
+                    matches!(r, Err(ProtocolError::PeerMisbehaved(_))),
+                    "{lens:?}"
+                );
+            }
+        }
+        // Announced label bytes beyond what the client stores, or too few for the count.
+        for (bytes, max) in [(1u64 << 40, 1u64 << 41), (1 << 20, 1000), (10, 1 << 20)] {
+            let (mut ls, mut lc) = mem_pair();
+            let mut head = vec![MSG_CACHE_HEAD];
+            put_meta(&mut head, &with_labels(2, bytes));
+            ls.send(&head).unwrap();
+            assert!(
+                matches!(
+                    recv_cache(&mut lc, max),
+                    Err(ProtocolError::PeerMisbehaved(_))
+                ),
+                "{bytes}"
+            );
+        }
+    }
+
+    #[test]
     fn hostile_peers_get_typed_errors() {
         // A cache header announcing more than the client accepts.
         let (mut ls, mut lc) = mem_pair();
-        send_cache(&mut ls, &meta(1 << 20, [0; 16]), &vec![0u8; 12 << 20]).unwrap();
+        send_cache(&mut ls, &meta(1 << 20, [0; 16]), &vec![0u8; 12 << 20], None).unwrap();
         assert!(matches!(
             recv_cache(&mut lc, 1000),
             Err(ProtocolError::PeerMisbehaved(_))
@@ -741,7 +1007,7 @@ mod tests {
         let (mut ls, mut lc) = mem_pair();
         let mut vals = vec![0u8; 24];
         vals[0] = 9;
-        send_cache(&mut ls, &meta(2, [0; 16]), &vals).unwrap();
+        send_cache(&mut ls, &meta(2, [0; 16]), &vals, None).unwrap();
         assert!(matches!(
             recv_cache(&mut lc, 1000),
             Err(ProtocolError::PeerMisbehaved(_))

@@ -12,7 +12,7 @@ use super::{
 use crate::error::ConfigError;
 use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, TableFormat};
 use crate::ub::budget::{DEFAULT_MAX_QUERY_ITEMS, FIELD as MAX_QUERY_ITEMS};
-use crate::ub::{DEFAULT_MAX_CACHE_BYTES, UbMode, UbRole, UbSpec};
+use crate::ub::{DEFAULT_MAX_CACHE_BYTES, LabelChoice, UbMode, UbRole, UbSpec};
 use blindjoin_crypto::Curve;
 use blindjoin_link::DEFAULT_SILENCE_TIMEOUT;
 use serde::Deserialize;
@@ -67,6 +67,7 @@ pub(super) struct UbExtensions {
     peer_silence_timeout_ms: Option<Value>,
     max_cache_bytes: Option<Value>,
     max_query_items: Option<Value>,
+    label_columns: Option<Value>,
 }
 
 /// Whether `text` is an unbalanced-PSI launch config (has a top-level `ub_psi_config`). Cheap
@@ -423,6 +424,69 @@ pub fn parse_ub_launch_config(
         })
     };
     let e = ext.as_ref();
+    let label_columns = match e.and_then(|e| e.label_columns.as_ref()) {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => LabelChoice::None,
+        Some(Value::Bool(true)) => LabelChoice::AllNonKey,
+        Some(Value::Array(items)) => {
+            let mut cols: Vec<String> = Vec::with_capacity(items.len());
+            for v in items {
+                let Some(c) = v.as_str() else {
+                    return Err(invalid(
+                        "blindjoin.label_columns",
+                        &format!("{v} is not a column name; give a list of names, or true"),
+                    ));
+                };
+                if cols.iter().any(|x| x == c) {
+                    return Err(invalid(
+                        "blindjoin.label_columns",
+                        &format!("{c:?} is listed twice"),
+                    ));
+                }
+                cols.push(c.to_string());
+            }
+            if cols.is_empty() {
+                LabelChoice::None
+            } else {
+                LabelChoice::Columns(cols)
+            }
+        }
+        Some(other) => {
+            return Err(invalid(
+                "blindjoin.label_columns",
+                &format!(
+                    "{other}; give true (every non-key column), false, or a list of column names"
+                ),
+            ));
+        }
+    };
+    if label_columns != LabelChoice::None
+        && role == UbRole::Server
+        && mode.generates()
+        && mode.queries()
+        && !client_get_result
+    {
+        return Err(invalid(
+            "blindjoin.label_columns",
+            "set with client_get_result false (the shuffle variant): the client could open the \
+             labels of the matched positions though it must not learn the result; leave \
+             label_columns out, or let the client get the result",
+        ));
+    }
+    if label_columns != LabelChoice::None {
+        if role == UbRole::Client {
+            warnings.push(
+                "blindjoin.label_columns: ignored on the client (the server chooses the label \
+                 columns when it generates its cache)"
+                    .into(),
+            );
+        } else if !mode.generates() {
+            warnings.push(
+                "blindjoin.label_columns: ignored in this mode (the labels are chosen when the \
+                 cache is generated: MODE_OFFLINE_GEN_CACHE, MODE_OFFLINE, MODE_FULL)"
+                    .into(),
+            );
+        }
+    }
     Ok(UbSpec {
         mode,
         role,
@@ -457,6 +521,7 @@ pub fn parse_ub_launch_config(
             Some(v) => lenient_u64(v, "blindjoin.max_cache_bytes")?,
         },
         max_query_items,
+        label_columns,
         warnings,
     })
 }
@@ -521,6 +586,45 @@ mod tests {
         assert_eq!((s.mode, s.curve), (UbMode::Full, Curve::Ristretto255));
         assert!(is_ub_launch_config(&cfg(online, "")));
         assert!(!is_ub_launch_config(r#"{"psi_config": {}}"#));
+    }
+
+    #[test]
+    fn label_columns_parse() {
+        let with = |v: &str| {
+            cfg(
+                SERVER_GEN,
+                &format!(r#", "blindjoin": {{"label_columns": {v}}}"#),
+            )
+        };
+        assert_eq!(
+            parse(&cfg(SERVER_GEN, "")).unwrap().label_columns,
+            LabelChoice::None
+        );
+        assert_eq!(
+            parse(&with("true")).unwrap().label_columns,
+            LabelChoice::AllNonKey
+        );
+        for none in ["false", "[]", "null"] {
+            assert_eq!(parse(&with(none)).unwrap().label_columns, LabelChoice::None);
+        }
+        assert_eq!(
+            parse(&with(r#"["b", "a"]"#)).unwrap().label_columns,
+            LabelChoice::Columns(vec!["b".into(), "a".into()])
+        );
+        for bad in [r#"["a", "a"]"#, "[1]", "\"a\"", "3"] {
+            let e = parse(&with(bad)).unwrap_err().to_string();
+            assert!(e.contains("blindjoin.label_columns"), "{bad}: {e}");
+        }
+        // Labels with the shuffle variant in one run: refused.
+        let full_shuffle = SERVER_GEN.replace("MODE_OFFLINE_GEN_CACHE", "MODE_FULL")
+            + r#", "server_get_result": true, "output_config": {"path": "o.csv"}"#;
+        let e = parse(&cfg(
+            &full_shuffle,
+            r#", "blindjoin": {"label_columns": true}"#,
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("shuffle"), "{e}");
     }
 
     #[test]

@@ -9,8 +9,14 @@
 //! | 8 | count: values in the cache, LE |
 //! | 1 | ℓ: bytes per value |
 //! | 16 | key-check value ([`OprfScalar::key_check_value`](blindjoin_crypto::oprf::OprfScalar::key_check_value)) |
+//! | 1 | labels: 0 none, 1 present |
+//! | 32 | labels only: the salt of the label keys |
+//! | 2 + Σ(2 + n) | labels only: column count, LE, then each name's length (LE u16) and name |
+//! | 8 | labels only: total sealed bytes, LE |
 //! | count·ℓ | the values `F_k(y)`, in increasing order |
 //! | count·16 | server only: the item digest at each position (the secret permutation) |
+//! | count·4 | labels only: each position's sealed-label length, LE |
+//! | bytes | labels only: the sealed labels, in position order ([`blindjoin_protocols::ub_oprf::labels`]) |
 //! | 32 | SHA-256 of everything above |
 //!
 //! No key material: a wrong key file is caught by comparing key-check values. Files are
@@ -22,16 +28,18 @@
 use super::UbError;
 use crate::table::output::AtomicFile;
 use blindjoin_crypto::{Curve, ItemDigest};
+use blindjoin_protocols::ub_oprf::labels::{SALT_LEN, SealedLabels};
 use blindjoin_protocols::ub_oprf::{
-    CacheMeta, MAX_SERVER_ITEMS, MAX_TAG_LEN, MIN_TAG_LEN, check_sorted,
+    CacheMeta, LabelMeta, MAX_LABEL_COLUMNS, MAX_LABEL_NAME, MAX_SERVER_ITEMS, MAX_TAG_LEN,
+    MIN_TAG_LEN, check_sorted,
 };
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::Path;
 
 const MAGIC: &[u8; 8] = b"BJUBCACH";
-/// The cache format version this build reads and writes.
-pub const FORMAT_VERSION: u16 = 1;
+/// The cache format version this build reads and writes (2: sealed labels).
+pub const FORMAT_VERSION: u16 = 2;
 const KIND_SERVER: u8 = 1;
 const KIND_CLIENT: u8 = 2;
 const MAX_CURVE_NAME: usize = 32;
@@ -45,6 +53,8 @@ pub struct ServerCache {
     pub values: Vec<u8>,
     /// The item digest at each position.
     pub digests: Vec<ItemDigest>,
+    /// Each position's sealed label, when the cache has labels.
+    pub labels: Option<SealedLabels>,
 }
 
 /// The client's copy: the values only.
@@ -54,6 +64,8 @@ pub struct ClientCache {
     pub meta: CacheMeta,
     /// `count·ℓ` bytes, increasing.
     pub values: Vec<u8>,
+    /// Each position's sealed label, when the cache has labels.
+    pub labels: Option<SealedLabels>,
 }
 
 fn header(kind: u8, meta: &CacheMeta) -> Vec<u8> {
@@ -67,7 +79,38 @@ fn header(kind: u8, meta: &CacheMeta) -> Vec<u8> {
     h.extend_from_slice(&meta.count.to_le_bytes());
     h.push(meta.tag_len as u8);
     h.extend_from_slice(&meta.key_check);
+    match &meta.labels {
+        None => h.push(0),
+        Some(l) => {
+            h.push(1);
+            h.extend_from_slice(&l.salt);
+            h.extend_from_slice(&(l.columns.len() as u16).to_le_bytes());
+            for c in &l.columns {
+                h.extend_from_slice(&(c.len() as u16).to_le_bytes());
+                h.extend_from_slice(c.as_bytes());
+            }
+            h.extend_from_slice(&l.bytes.to_le_bytes());
+        }
+    }
     h
+}
+
+/// The label parts of a cache file: each position's length, then the sealed labels.
+fn label_parts(
+    path: &Path,
+    meta: &CacheMeta,
+    labels: Option<&SealedLabels>,
+) -> Result<(Vec<u8>, Vec<u8>), UbError> {
+    match (&meta.labels, labels) {
+        (None, None) => Ok((Vec::new(), Vec::new())),
+        (Some(m), Some(l)) if l.len() as u64 == meta.count && l.data.len() as u64 == m.bytes => {
+            Ok((l.lengths_le(), l.data.clone()))
+        }
+        _ => Err(bad(
+            path,
+            "internal error: the labels do not match the header".into(),
+        )),
+    }
 }
 
 /// Writes a cache: 0600, as every output ([`AtomicFile`]); the server's cache maps each of its
@@ -101,6 +144,7 @@ pub fn write_server(
     meta: &CacheMeta,
     values: &[u8],
     digests: &[ItemDigest],
+    labels: Option<&SealedLabels>,
 ) -> Result<(), UbError> {
     if values.len() as u64 != meta.count * meta.tag_len as u64 || digests.len() as u64 != meta.count
     {
@@ -109,9 +153,16 @@ pub fn write_server(
             "internal error: sizes do not match the header".into(),
         ));
     }
+    let (lens, data) = label_parts(path, meta, labels)?;
     write(
         path,
-        &[&header(KIND_SERVER, meta), values, digests.as_flattened()],
+        &[
+            &header(KIND_SERVER, meta),
+            values,
+            digests.as_flattened(),
+            &lens,
+            &data,
+        ],
     )
 }
 
@@ -119,14 +170,20 @@ pub fn write_server(
 ///
 /// # Errors
 /// As [`write_server`].
-pub fn write_client(path: &Path, meta: &CacheMeta, values: &[u8]) -> Result<(), UbError> {
+pub fn write_client(
+    path: &Path,
+    meta: &CacheMeta,
+    values: &[u8],
+    labels: Option<&SealedLabels>,
+) -> Result<(), UbError> {
     if values.len() as u64 != meta.count * meta.tag_len as u64 {
         return Err(bad(
             path,
             "internal error: sizes do not match the header".into(),
         ));
     }
-    write(path, &[&header(KIND_CLIENT, meta), values])
+    let (lens, data) = label_parts(path, meta, labels)?;
+    write(path, &[&header(KIND_CLIENT, meta), values, &lens, &data])
 }
 
 const REGENERATE: &str = "regenerate it: on the server run MODE_OFFLINE_GEN_CACHE (or \
@@ -145,7 +202,7 @@ fn bad(path: &Path, problem: String) -> UbError {
 /// # Errors
 /// [`UbError::Cache`] for a missing, truncated, tampered or foreign file.
 pub fn read_server(path: &Path) -> Result<ServerCache, UbError> {
-    let (meta, body) = read(path, KIND_SERVER)?;
+    let (meta, body, labels) = read(path, KIND_SERVER)?;
     let vlen = (meta.count as usize) * meta.tag_len;
     let (values, digests) = body.split_at(vlen);
     let digests = digests
@@ -160,6 +217,7 @@ pub fn read_server(path: &Path) -> Result<ServerCache, UbError> {
         meta,
         values: values.to_vec(),
         digests,
+        labels,
     })
 }
 
@@ -168,12 +226,17 @@ pub fn read_server(path: &Path) -> Result<ServerCache, UbError> {
 /// # Errors
 /// As [`read_server`].
 pub fn read_client(path: &Path) -> Result<ClientCache, UbError> {
-    let (meta, values) = read(path, KIND_CLIENT)?;
-    Ok(ClientCache { meta, values })
+    let (meta, values, labels) = read(path, KIND_CLIENT)?;
+    Ok(ClientCache {
+        meta,
+        values,
+        labels,
+    })
 }
 
-/// The header and the body (values, and the digests for a server cache) of a checked file.
-fn read(path: &Path, kind: u8) -> Result<(CacheMeta, Vec<u8>), UbError> {
+/// The header, the body (values, and the digests for a server cache) and the labels of a
+/// checked file.
+fn read(path: &Path, kind: u8) -> Result<(CacheMeta, Vec<u8>, Option<SealedLabels>), UbError> {
     let what = if kind == KIND_SERVER {
         "server"
     } else {
@@ -189,10 +252,20 @@ fn read(path: &Path, kind: u8) -> Result<(CacheMeta, Vec<u8>), UbError> {
         .metadata()
         .map_err(|e| bad(path, format!("cannot read the {what} cache: {e}")))?
         .len();
+    // Everything read is hashed as it comes, header included.
+    let mut hash = Sha256::new();
+    let take = |f: &mut std::fs::File, n: usize, hash: &mut Sha256| -> Result<Vec<u8>, UbError> {
+        let mut b = vec![0u8; n];
+        f.read_exact(&mut b)
+            .map_err(|_| bad(path, "truncated header".into()))?;
+        hash.update(&b);
+        Ok(b)
+    };
     // The fixed part of the header, up to the curve name's length.
     let mut head = [0u8; 12];
     f.read_exact(&mut head)
         .map_err(|_| bad(path, format!("not a blindjoin {what} cache (too short)")))?;
+    hash.update(head);
     if &head[..8] != MAGIC {
         return Err(bad(
             path,
@@ -223,9 +296,7 @@ fn read(path: &Path, kind: u8) -> Result<(CacheMeta, Vec<u8>), UbError> {
     if name_len == 0 || name_len > MAX_CURVE_NAME {
         return Err(bad(path, "damaged header (curve name length)".into()));
     }
-    let mut rest = vec![0u8; name_len + 8 + 1 + 16];
-    f.read_exact(&mut rest)
-        .map_err(|_| bad(path, "truncated header".into()))?;
+    let rest = take(&mut f, name_len + 8 + 1 + 16 + 1, &mut hash)?;
     let name = std::str::from_utf8(&rest[..name_len])
         .map_err(|_| bad(path, "damaged header (curve name)".into()))?;
     let curve: Curve = name
@@ -236,16 +307,56 @@ fn read(path: &Path, kind: u8) -> Result<(CacheMeta, Vec<u8>), UbError> {
     let count = u64::from_le_bytes(c8);
     let tag_len = rest[name_len + 8] as usize;
     let mut key_check = [0u8; 16];
-    key_check.copy_from_slice(&rest[name_len + 9..]);
+    key_check.copy_from_slice(&rest[name_len + 9..name_len + 25]);
     if count > MAX_SERVER_ITEMS || !(MIN_TAG_LEN..=MAX_TAG_LEN).contains(&tag_len) {
         return Err(bad(
             path,
             format!("damaged header ({count} values of {tag_len} bytes)"),
         ));
     }
+    let mut header_len = (12 + rest.len()) as u64;
+    let labels_meta = match rest[name_len + 25] {
+        0 => None,
+        1 => {
+            let b = take(&mut f, SALT_LEN + 2, &mut hash)?;
+            let mut salt = [0u8; SALT_LEN];
+            salt.copy_from_slice(&b[..SALT_LEN]);
+            let n = u16::from_le_bytes([b[SALT_LEN], b[SALT_LEN + 1]]) as usize;
+            header_len += b.len() as u64;
+            if n > MAX_LABEL_COLUMNS {
+                return Err(bad(path, format!("damaged header ({n} label columns)")));
+            }
+            let mut columns = Vec::with_capacity(n);
+            for _ in 0..n {
+                let l = take(&mut f, 2, &mut hash)?;
+                let l = u16::from_le_bytes([l[0], l[1]]) as usize;
+                if l > MAX_LABEL_NAME {
+                    return Err(bad(path, "damaged header (label column name)".into()));
+                }
+                let name = take(&mut f, l, &mut hash)?;
+                header_len += 2 + l as u64;
+                columns.push(
+                    String::from_utf8(name)
+                        .map_err(|_| bad(path, "damaged header (label column name)".into()))?,
+                );
+            }
+            let b = take(&mut f, 8, &mut hash)?;
+            header_len += 8;
+            let mut c8 = [0u8; 8];
+            c8.copy_from_slice(&b);
+            Some(LabelMeta {
+                salt,
+                columns,
+                bytes: u64::from_le_bytes(c8),
+            })
+        }
+        _ => return Err(bad(path, "damaged header (label flag)".into())),
+    };
     let per = tag_len as u64 + if kind == KIND_SERVER { 16 } else { 0 };
-    let header_len = (12 + rest.len()) as u64;
-    let want = header_len + count * per + 32;
+    let label_len = labels_meta
+        .as_ref()
+        .map_or(0u64, |l| (4u64 * count).saturating_add(l.bytes));
+    let want = (header_len + count * per + 32).saturating_add(label_len);
     if file_len != want {
         return Err(bad(
             path,
@@ -258,15 +369,30 @@ fn read(path: &Path, kind: u8) -> Result<(CacheMeta, Vec<u8>), UbError> {
     let mut body = vec![0u8; (count * per) as usize];
     f.read_exact(&mut body)
         .map_err(|e| bad(path, format!("cannot read the {what} cache: {e}")))?;
-    let mut sum = [0u8; 32];
-    f.read_exact(&mut sum)
-        .map_err(|e| bad(path, format!("cannot read the {what} cache: {e}")))?;
-    let mut hash = Sha256::new();
-    hash.update(head);
-    hash.update(&rest);
     for chunk in body.chunks(1 << 20) {
         hash.update(chunk);
     }
+    let labels = match &labels_meta {
+        None => None,
+        Some(m) => {
+            let mut lens = vec![0u8; 4 * count as usize];
+            f.read_exact(&mut lens)
+                .map_err(|e| bad(path, format!("cannot read the {what} cache: {e}")))?;
+            hash.update(&lens);
+            let offsets = SealedLabels::offsets_from_le(&lens, m.bytes)
+                .map_err(|e| bad(path, format!("damaged labels: the lengths {e}")))?;
+            let mut data = vec![0u8; m.bytes as usize];
+            f.read_exact(&mut data)
+                .map_err(|e| bad(path, format!("cannot read the {what} cache: {e}")))?;
+            for chunk in data.chunks(1 << 20) {
+                hash.update(chunk);
+            }
+            Some(SealedLabels { offsets, data })
+        }
+    };
+    let mut sum = [0u8; 32];
+    f.read_exact(&mut sum)
+        .map_err(|e| bad(path, format!("cannot read the {what} cache: {e}")))?;
     if hash.finalize().as_slice() != sum {
         return Err(bad(
             path,
@@ -278,11 +404,12 @@ fn read(path: &Path, kind: u8) -> Result<(CacheMeta, Vec<u8>), UbError> {
         count,
         tag_len,
         key_check,
+        labels: labels_meta,
     };
     let vlen = (count as usize) * tag_len;
     check_sorted(&body[..vlen], tag_len)
         .map_err(|p| bad(path, format!("value {p} is out of order")))?;
-    Ok((meta, body))
+    Ok((meta, body, labels))
 }
 
 /// Checks that a cache was made under the key with key-check value `kcv`.
@@ -326,6 +453,7 @@ mod tests {
             count: n,
             tag_len: 12,
             key_check: [5; 16],
+            labels: None,
         };
         let mut values: Vec<u8> = Vec::new();
         for i in 0..n {
@@ -341,16 +469,16 @@ mod tests {
         for n in [0, 1, 1000] {
             let (meta, values, digests) = sample(n);
             let p = tmp(&format!("s{n}"));
-            write_server(&p, &meta, &values, &digests).unwrap();
+            write_server(&p, &meta, &values, &digests, None).unwrap();
             let s = read_server(&p).unwrap();
             assert_eq!(
-                (s.meta, s.values, s.digests),
-                (meta.clone(), values.clone(), digests)
+                (s.meta, s.values, s.digests, s.labels),
+                (meta.clone(), values.clone(), digests, None)
             );
             let q = tmp(&format!("c{n}"));
-            write_client(&q, &meta, &values).unwrap();
+            write_client(&q, &meta, &values, None).unwrap();
             let c = read_client(&q).unwrap();
-            assert_eq!((c.meta, c.values), (meta, values));
+            assert_eq!((c.meta, c.values, c.labels), (meta, values, None));
             // The kinds are not interchangeable.
             assert!(read_client(&p).is_err());
             assert!(read_server(&q).is_err());
@@ -361,7 +489,7 @@ mod tests {
     fn tampering_truncation_and_wrong_keys_are_caught() {
         let (meta, values, digests) = sample(100);
         let p = tmp("tamper");
-        write_server(&p, &meta, &values, &digests).unwrap();
+        write_server(&p, &meta, &values, &digests, None).unwrap();
         let good = std::fs::read(&p).unwrap();
         let expect_err = |bytes: &[u8], needle: &str| {
             std::fs::write(&p, bytes).unwrap();
@@ -396,7 +524,7 @@ mod tests {
         // Out of order values with a valid checksum.
         let mut v = values.clone();
         v.swap(11, 12 * 50 + 11);
-        write_server(&p, &meta, &v, &digests).unwrap();
+        write_server(&p, &meta, &v, &digests, None).unwrap();
         assert!(read_server(&p).unwrap_err().to_string().contains("order"));
         // A wrong key.
         let e = check_key(&p, &meta, &[6; 16], Path::new("other.key")).unwrap_err();
@@ -405,14 +533,47 @@ mod tests {
         assert!(read_server(&tmp("missing")).is_err());
     }
 
+    #[test]
+    fn labels_round_trip_and_damage_is_caught() {
+        for n in [0u64, 1, 50] {
+            let (mut meta, values, digests) = sample(n);
+            let mut l = SealedLabels::default();
+            l.offsets.push(0);
+            for i in 0..n {
+                l.push(&vec![i as u8; 16 + i as usize]);
+            }
+            meta.labels = Some(LabelMeta {
+                salt: [9; SALT_LEN],
+                columns: vec!["score".into(), "ré gion".into()],
+                bytes: l.data.len() as u64,
+            });
+            let (p, q) = (tmp(&format!("ls{n}")), tmp(&format!("lc{n}")));
+            write_server(&p, &meta, &values, &digests, Some(&l)).unwrap();
+            write_client(&q, &meta, &values, Some(&l)).unwrap();
+            let s = read_server(&p).unwrap();
+            assert_eq!((&s.meta, s.labels.as_ref()), (&meta, Some(&l)));
+            let c = read_client(&q).unwrap();
+            assert_eq!((&c.meta, c.labels.as_ref()), (&meta, Some(&l)));
+            // Labels that do not match the header are not written.
+            assert!(write_client(&q, &meta, &values, None).is_err());
+            let good = std::fs::read(&q).unwrap();
+            for at in [40, good.len() - 33] {
+                let mut b = good.clone();
+                b[at] ^= 1;
+                std::fs::write(&q, &b).unwrap();
+                assert!(read_client(&q).is_err());
+            }
+        }
+    }
+
     #[cfg(unix)]
     #[test]
     fn caches_are_0600() {
         use std::os::unix::fs::PermissionsExt;
         let (meta, values, digests) = sample(3);
         let (p, q) = (tmp("mode-s"), tmp("mode-c"));
-        write_server(&p, &meta, &values, &digests).unwrap();
-        write_client(&q, &meta, &values).unwrap();
+        write_server(&p, &meta, &values, &digests, None).unwrap();
+        write_client(&q, &meta, &values, None).unwrap();
         for f in [p, q] {
             let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600, "{}", f.display());
@@ -424,8 +585,8 @@ mod tests {
         // The header holds exactly magic, version, kind, curve, count, ℓ and the key check.
         let (meta, values, digests) = sample(0);
         let p = tmp("nokey");
-        write_server(&p, &meta, &values, &digests).unwrap();
+        write_server(&p, &meta, &values, &digests, None).unwrap();
         let b = std::fs::read(&p).unwrap();
-        assert_eq!(b.len(), 12 + 11 + 8 + 1 + 16 + 32);
+        assert_eq!(b.len(), 12 + 11 + 8 + 1 + 16 + 1 + 32);
     }
 }

@@ -7,6 +7,7 @@
 pub mod budget;
 pub mod cache;
 pub mod key;
+pub mod labels;
 mod run;
 
 pub use run::run_ub;
@@ -96,6 +97,18 @@ impl UbRole {
     }
 }
 
+/// Which of the server's columns its cache carries as labels (`blindjoin.label_columns`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum LabelChoice {
+    /// None (the default: the client's output is its own rows, as SecretFlow's).
+    #[default]
+    None,
+    /// Every non-key column, in the table's order (`true`).
+    AllNonKey,
+    /// These columns, in this order (a list).
+    Columns(Vec<String>),
+}
+
 /// One party's validated unbalanced-PSI run.
 #[derive(Clone, Debug)]
 pub struct UbSpec {
@@ -145,6 +158,8 @@ pub struct UbSpec {
     /// Server: the most client items its key may evaluate over all online runs
     /// ([`budget`]; `blindjoin.max_query_items`).
     pub max_query_items: u64,
+    /// Server: the label columns its cache carries (`blindjoin.label_columns`, [`labels`]).
+    pub label_columns: LabelChoice,
     /// Warnings for the user.
     pub warnings: Vec<String>,
 }
