@@ -381,6 +381,7 @@ impl UbCase {
             opts: OnlineOptions {
                 client_get_result,
                 server_get_result,
+                threshold: None,
             },
             client: usize::from(b(1)) % (MAX_ITEMS + 1),
             server: usize::from(b(2)) % (MAX_ITEMS + 1),

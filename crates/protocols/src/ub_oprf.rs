@@ -377,12 +377,15 @@ pub struct OnlineOptions {
     /// The server learns its items in the intersection. With `client_get_result = false`, the
     /// shuffle variant runs.
     pub server_get_result: bool,
+    /// Threshold mode: at most this many keys of the intersection are revealed (SecretFlow's
+    /// `intersection_threshold`); `None` reveals all. See [`online_client`].
+    pub threshold: Option<u64>,
 }
 
 impl OnlineOptions {
-    /// Whether the shuffle variant runs.
+    /// Whether the server shuffles its evaluations (the shuffle variant and threshold mode).
     pub fn shuffled(self) -> bool {
-        !self.client_get_result
+        !self.client_get_result || self.threshold.is_some()
     }
 
     fn check(self) -> Result<(), ProtocolError> {
@@ -390,6 +393,13 @@ impl OnlineOptions {
             return Err(ProtocolError::Config(
                 "client_get_result and server_get_result are both false: nobody would learn \
                  anything; set one of them"
+                    .into(),
+            ));
+        }
+        if self.threshold == Some(0) || (self.threshold.is_some() && !self.client_get_result) {
+            return Err(ProtocolError::Config(
+                "threshold mode needs a threshold above 0 and client_get_result: the client \
+                 learns the revealed keys"
                     .into(),
             ));
         }
@@ -429,6 +439,7 @@ fn hello(meta: &CacheMeta, opts: OnlineOptions, n_client: u64) -> Vec<u8> {
     put_meta(&mut msg, meta);
     msg.push(u8::from(opts.client_get_result));
     msg.push(u8::from(opts.server_get_result));
+    put_u64(&mut msg, opts.threshold.unwrap_or(0));
     put_u64(&mut msg, n_client);
     msg
 }
@@ -447,6 +458,7 @@ fn exchange_hello(
     expect_type(&mut r, MSG_HELLO)?;
     let theirs = read_meta(&mut r)?;
     let (cg, sg) = (r.u8()? != 0, r.u8()? != 0);
+    let their_threshold = Some(r.u64()?).filter(|&t| t > 0);
     let their_n = r.u64()?;
     r.finish()?;
     let (our_role, their_role) = if server {
@@ -492,6 +504,14 @@ fn exchange_hello(
             "who gets the result",
             show(opts.client_get_result, opts.server_get_result),
             show(cg, sg),
+        ));
+    }
+    if their_threshold != opts.threshold {
+        let show = |t: Option<u64>| t.map_or("none".to_string(), |t| t.to_string());
+        return Err(mismatch(
+            "intersection_threshold",
+            show(opts.threshold),
+            show(their_threshold),
         ));
     }
     if server {
@@ -595,6 +615,9 @@ pub fn online_client(
     positions.sort_unstable();
     positions.dedup();
     let count = mine.len() as u64;
+    if let Some(t) = opts.threshold {
+        return threshold_client(link, meta, items.len(), t, &hits, opts);
+    }
     if opts.server_get_result {
         crate::positions::send(link, &positions, meta.count as usize)?;
     }
@@ -662,7 +685,8 @@ pub fn online_server_hello(
 
 /// The rest of the server's online phase, after [`online_server_hello`] returned `n_client`:
 /// evaluates the client's `n_client` blinded points under `key` and, with `server_get_result`,
-/// receives the matched cache positions.
+/// receives the matched cache positions; in threshold mode, reveals at most the threshold's
+/// number of the client's matches to it ([`threshold_server`]).
 ///
 /// # Errors
 /// Link failures, a misbehaving client (more or fewer points than announced, bad points).
@@ -709,8 +733,9 @@ pub fn online_server_serve(
         next += k;
         progress.advance(k as u64);
     }
+    let mut pi = Vec::new();
     if opts.shuffled() {
-        let pi = random_permutation(n_client)?;
+        pi = random_permutation(n_client)?;
         for chunk in pi.chunks(ONLINE_BATCH) {
             let mut msg = Vec::with_capacity(1 + chunk.len() * POINT_LEN);
             msg.push(MSG_EVALUATED);
@@ -719,8 +744,12 @@ pub fn online_server_serve(
             }
             link.send(&msg)?;
         }
-        drop(held);
     }
+    if let Some(t) = opts.threshold {
+        drop(held);
+        return threshold_server(link, meta, opts, t, &pi);
+    }
+    drop(held);
     let intersection = if opts.server_get_result {
         let p = crate::positions::receive(link, meta.count as usize)?;
         if p.len() > n_client {
@@ -736,6 +765,109 @@ pub fn online_server_serve(
     Ok(OnlineOutput {
         count: intersection.as_ref().map(|p| p.len() as u64),
         intersection,
+        peer_count: n_client as u64,
+        hits: Vec::new(),
+    })
+}
+
+/// Threshold mode, client side, after the shuffled evaluations came back: `hits` are the slots
+/// of the reply that match (their `item` is the slot). Sends the slots; receives the slots the
+/// server chose (`min(t, matches)` of them) and, in their order, which of our items each is;
+/// with `server_get_result`, sends the chosen items' cache positions.
+fn threshold_client(
+    link: &mut dyn Link,
+    meta: &CacheMeta,
+    n_items: usize,
+    t: u64,
+    hits: &[Hit],
+    opts: OnlineOptions,
+) -> Result<OnlineOutput, ProtocolError> {
+    let slots: Vec<u32> = hits.iter().map(|h| h.item as u32).collect();
+    crate::positions::send(link, &slots, n_items)?;
+    let count = hits.len() as u64;
+    let want = t.min(count) as usize;
+    let chosen = crate::positions::receive_at_most(link, n_items, want)?;
+    if chosen.len() != want {
+        return Err(ProtocolError::PeerMisbehaved(format!(
+            "revealed {} keys where min(threshold {t}, {count} matches) = {want} were due",
+            chosen.len()
+        )));
+    }
+    let raw = recv_bulk(link, MSG_EVALUATED, 4 * want, "revealed items")?;
+    let mut revealed: Vec<usize> = Vec::with_capacity(want);
+    let mut positions: Vec<u32> = Vec::new();
+    for (slot, c) in chosen.iter().zip(raw.chunks_exact(4)) {
+        let item = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
+        let hit = hits
+            .binary_search_by_key(slot, |h| h.item)
+            .ok()
+            .and_then(|k| hits.get(k));
+        let Some(hit) = hit.filter(|_| item < n_items) else {
+            return Err(ProtocolError::PeerMisbehaved(format!(
+                "revealed slot {slot} (item {item}), which is not a match of ours"
+            )));
+        };
+        revealed.push(item);
+        positions.extend_from_slice(&hit.positions);
+    }
+    revealed.sort_unstable();
+    if revealed.windows(2).any(|w| w[0] == w[1]) {
+        return Err(ProtocolError::PeerMisbehaved(
+            "revealed the same item twice".into(),
+        ));
+    }
+    if opts.server_get_result {
+        positions.sort_unstable();
+        positions.dedup();
+        crate::positions::send(link, &positions, meta.count as usize)?;
+    }
+    Ok(OnlineOutput {
+        intersection: Some(revealed),
+        count: Some(count),
+        peer_count: meta.count,
+        hits: Vec::new(),
+    })
+}
+
+/// Threshold mode, server side, after the shuffled evaluations went out: receives the slots
+/// the client found matching, picks `min(t, claimed)` of them uniformly at random, and sends
+/// them with which of the client's items each is (`pi[slot]`); with `server_get_result`,
+/// receives the chosen keys' cache positions (at most that many). The server cannot check the
+/// claims (its evaluations are still blinded by the client's `r`): a client that deviates can
+/// have at most `t` of its items' slots mapped, never more. Returns the claimed count.
+fn threshold_server(
+    link: &mut dyn Link,
+    meta: &CacheMeta,
+    opts: OnlineOptions,
+    t: u64,
+    pi: &[usize],
+) -> Result<OnlineOutput, ProtocolError> {
+    let n_client = pi.len();
+    let claimed =
+        crate::positions::receive_at_most(link, n_client, n_client.min(meta.count as usize))?;
+    let want = t.min(claimed.len() as u64) as usize;
+    let pick = random_permutation(claimed.len())?;
+    let mut chosen: Vec<usize> = pick.iter().take(want).map(|&k| claimed[k]).collect();
+    chosen.sort_unstable();
+    let slots: Vec<u32> = chosen.iter().map(|&s| s as u32).collect();
+    crate::positions::send(link, &slots, n_client)?;
+    let items: Vec<u8> = chosen
+        .iter()
+        .flat_map(|&s| (pi[s] as u32).to_le_bytes())
+        .collect();
+    send_bulk(link, MSG_EVALUATED, &items)?;
+    let intersection = if opts.server_get_result {
+        Some(crate::positions::receive_at_most(
+            link,
+            meta.count as usize,
+            want,
+        )?)
+    } else {
+        None
+    };
+    Ok(OnlineOutput {
+        intersection,
+        count: Some(claimed.len() as u64),
         peer_count: n_client as u64,
         hits: Vec::new(),
     })
@@ -802,7 +934,7 @@ mod tests {
         assert_eq!(cmeta, meta);
         assert_eq!(
             c.hits.len(),
-            if opts.client_get_result {
+            if !opts.shuffled() {
                 c.count.unwrap() as usize
             } else {
                 0
@@ -843,14 +975,17 @@ mod tests {
     const BOTH: OnlineOptions = OnlineOptions {
         client_get_result: true,
         server_get_result: true,
+        threshold: None,
     };
     const CLIENT: OnlineOptions = OnlineOptions {
         client_get_result: true,
         server_get_result: false,
+        threshold: None,
     };
     const SHUFFLE: OnlineOptions = OnlineOptions {
         client_get_result: false,
         server_get_result: true,
+        threshold: None,
     };
 
     #[test]
@@ -883,6 +1018,65 @@ mod tests {
     }
 
     #[test]
+    fn threshold_reveals_at_most_t_keys_all_in_the_intersection() {
+        let cases = [
+            (set(0..1000), set(500..1500)),
+            (set(0..1000), set(5000..5100)),
+            (set(0..1), set(0..1)),
+            (set(0..300), set(0..300)),
+            (set(0..0), set(0..4)),
+        ];
+        for (server, client) in &cases {
+            let (mine, _) = plain(server, client);
+            for t in [1u64, 7, 10_000] {
+                for sg in [false, true] {
+                    let opts = OnlineOptions {
+                        client_get_result: true,
+                        server_get_result: sg,
+                        threshold: Some(t),
+                    };
+                    let (c, s, count) = run(Curve::FourQ, server, client, opts);
+                    let c = c.unwrap();
+                    // The real count, and min(t, count) keys, all in the intersection.
+                    assert_eq!(count, mine.len() as u64);
+                    assert_eq!(c.len() as u64, t.min(count));
+                    assert!(c.iter().all(|i| mine.contains(i)));
+                    assert!(c.windows(2).all(|w| w[0] < w[1]));
+                    // The server learns the same keys (as its own items), or nothing.
+                    match s {
+                        Some(s) => {
+                            let mut theirs: Vec<ItemDigest> =
+                                s.iter().map(|&i| server[i]).collect();
+                            let mut ours: Vec<ItemDigest> = c.iter().map(|&i| client[i]).collect();
+                            theirs.sort_unstable();
+                            ours.sort_unstable();
+                            assert_eq!(theirs, ours);
+                        }
+                        None => assert!(!sg),
+                    }
+                }
+            }
+        }
+        // Both sides must agree on the threshold.
+        let (mut ls, mut lc) = mem_pair();
+        let key = OprfScalar::random(Curve::FourQ).unwrap();
+        let t5 = OnlineOptions {
+            threshold: Some(5),
+            ..CLIENT
+        };
+        let t6 = OnlineOptions {
+            threshold: Some(6),
+            ..CLIENT
+        };
+        let t = std::thread::spawn(move || {
+            online_client(&mut lc, &meta(0, [1; 16]), &[], &[], t5, &NoProgress)
+        });
+        let s = online_server(&mut ls, &key, &meta(0, [1; 16]), t6, &NoProgress);
+        assert!(matches!(s, Err(ProtocolError::Mismatch { .. })), "{s:?}");
+        assert!(t.join().unwrap().is_err());
+    }
+
+    #[test]
     fn tag_length_bounds_false_matches() {
         assert_eq!(tag_len(1 << 24), 12);
         assert_eq!(tag_len(1 << 20), 12);
@@ -896,8 +1090,18 @@ mod tests {
         let none = OnlineOptions {
             client_get_result: false,
             server_get_result: false,
+            threshold: None,
         };
         assert!(none.check().is_err());
+        // A threshold of 0, or one the client does not learn, is refused too.
+        for (t, c) in [(Some(0), true), (Some(3), false)] {
+            let o = OnlineOptions {
+                client_get_result: c,
+                server_get_result: true,
+                threshold: t,
+            };
+            assert!(o.check().is_err(), "{o:?}");
+        }
     }
 
     fn meta(count: u64, key_check: [u8; 16]) -> CacheMeta {

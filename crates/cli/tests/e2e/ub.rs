@@ -673,3 +673,41 @@ fn labels_join_the_servers_columns_to_the_clients_rows() {
     assert!(err_s.contains("blindjoin.label_columns"), "{err_s}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Threshold unbalanced PSI (SecretFlow's `intersection_threshold` / `count_path`), full mode,
+/// both parties learning the result: at most T keys are revealed, all in the intersection, the
+/// server's revealed keys are the client's, and both write `real_count,final_count`; with T
+/// above the intersection's size, all of it.
+#[test]
+fn threshold_reveals_at_most_t_keys_and_writes_the_counts() {
+    let dir = tmp("ub", "threshold");
+    tables(&dir);
+    let p = ports();
+    let both = r#","server_get_result": true, "client_get_result": true"#;
+    for (t, want) in [(10u64, 10usize), (1000, 101)] {
+        let th = format!(r#", "intersection_threshold": {t}, "count_path": "count_ME.csv""#);
+        let fs = SERVER.replace("server_cache", "server_cache_t") + both + &th.replace("ME", "s");
+        let fc = CLIENT.replace("client_cache", "client_cache_t") + both + &th.replace("ME", "c");
+        config(&dir, "ts.json", "ROLE_SERVER", "MODE_FULL", p, &fs);
+        config(&dir, "tc.json", "ROLE_CLIENT", "MODE_FULL", p, &fc);
+        let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "ts.json", "tc.json");
+        assert!(ok_s && ok_c, "{err_s}\n{err_c}");
+        let mut got = ids(&dir.join("client_out.csv"), 1);
+        got.dedup();
+        assert_eq!(got.len(), want, "T = {t}");
+        let all = expected();
+        assert!(got.iter().all(|k| all.contains(k)), "{got:?}");
+        let mut theirs = ids(&dir.join("server_out.csv"), 0);
+        theirs.dedup();
+        assert_eq!(theirs, got);
+        for side in ["s", "c"] {
+            let counts = std::fs::read_to_string(dir.join(format!("count_{side}.csv"))).unwrap();
+            assert_eq!(
+                counts,
+                format!("real_count,final_count\n101,{want}\n"),
+                "{side}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

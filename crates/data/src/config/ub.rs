@@ -298,21 +298,44 @@ pub fn parse_ub_launch_config(
             ));
         }
     }
-    if let Some(t) = ub.intersection_threshold.filter(|&t| t > 0) {
-        return Err(not_yet(
-            &f("intersection_threshold"),
-            &t.to_string(),
-            "unbalanced PSI reveals the whole intersection; use psi_config with PROTOCOL_ECDH \
-             for threshold PSI",
-        ));
+    // Threshold mode (SecretFlow's threshold UB-PSI): at most T keys of the intersection are
+    // revealed, to the client (and to the server with server_get_result).
+    let threshold = ub.intersection_threshold.filter(|&t| t > 0);
+    if let Some(t) = threshold {
+        if !mode.queries() {
+            warnings.push(format!(
+                "ub_psi_config.intersection_threshold: {t} is ignored in {} (it applies to the \
+                 online query: MODE_ONLINE, MODE_FULL)",
+                mode.config_name()
+            ));
+        } else if !client_get_result {
+            return Err(invalid(
+                &f("intersection_threshold"),
+                &format!(
+                    "{t} with client_get_result false: threshold mode reveals at most {t} keys \
+                     of the intersection to the client; set client_get_result true (both \
+                     parties)"
+                ),
+            ));
+        }
     }
-    if let Some(p) = ub.count_path.as_deref().filter(|p| !p.is_empty()) {
-        return Err(not_yet(
-            &f("count_path"),
-            p,
-            "it belongs to intersection_threshold, which unbalanced PSI does not support",
-        ));
-    }
+    let threshold = threshold.filter(|_| mode.queries());
+    let count_path = match ub
+        .count_path
+        .as_deref()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        Some(p) if threshold.is_some() => Some(resolve(p)),
+        Some(p) => {
+            warnings.push(format!(
+                "ub_psi_config.count_path: {p:?} is ignored: it is written in threshold mode \
+                 (intersection_threshold above 0, MODE_ONLINE or MODE_FULL)"
+            ));
+            None
+        }
+        None => None,
+    };
     let _ = (&ub.input_attr, &ub.output_attr);
     if let Some(d) = &ub.debug_options {
         if d.trace_path.is_some() {
@@ -463,13 +486,13 @@ pub fn parse_ub_launch_config(
         && role == UbRole::Server
         && mode.generates()
         && mode.queries()
-        && !client_get_result
+        && (!client_get_result || threshold.is_some())
     {
         return Err(invalid(
             "blindjoin.label_columns",
-            "set with client_get_result false (the shuffle variant): the client could open the \
-             labels of the matched positions though it must not learn the result; leave \
-             label_columns out, or let the client get the result",
+            "set with client_get_result false (the shuffle variant) or intersection_threshold: \
+             the client could open the labels of every matched position though it must not \
+             learn those keys; leave label_columns out",
         ));
     }
     if label_columns != LabelChoice::None {
@@ -522,6 +545,8 @@ pub fn parse_ub_launch_config(
         },
         max_query_items,
         label_columns,
+        threshold,
+        count_path,
         warnings,
     })
 }
@@ -586,6 +611,40 @@ mod tests {
         assert_eq!((s.mode, s.curve), (UbMode::Full, Curve::Ristretto255));
         assert!(is_ub_launch_config(&cfg(online, "")));
         assert!(!is_ub_launch_config(r#"{"psi_config": {}}"#));
+    }
+
+    #[test]
+    fn threshold_and_count_path() {
+        let online = r#""mode": "MODE_ONLINE", "role": "ROLE_CLIENT",
+            "input_config": {"path": "client.csv"}, "keys": ["id"], "cache_path": "c",
+            "client_get_result": true, "output_config": {"path": "out.csv"}"#;
+        let s = parse(&cfg(
+            &(online.to_string() + r#", "intersection_threshold": 10, "count_path": "n.csv""#),
+            "",
+        ))
+        .unwrap();
+        assert_eq!(s.threshold, Some(10));
+        assert_eq!(s.count_path.as_deref(), Some(Path::new("/base/n.csv")));
+        // 0 is SecretFlow's "not configured"; count_path alone is ignored with a warning.
+        let s = parse(&cfg(
+            &(online.to_string() + r#", "intersection_threshold": 0, "count_path": "n.csv""#),
+            "",
+        ))
+        .unwrap();
+        assert_eq!((s.threshold, s.count_path), (None, None));
+        assert!(s.warnings.iter().any(|w| w.contains("count_path")));
+        // In a mode without a query: ignored, with a warning.
+        let s = parse(&cfg(
+            &(SERVER_GEN.to_string() + r#", "intersection_threshold": 3"#),
+            "",
+        ))
+        .unwrap();
+        assert_eq!(s.threshold, None);
+        assert!(
+            s.warnings
+                .iter()
+                .any(|w| w.contains("intersection_threshold"))
+        );
     }
 
     #[test]
@@ -696,14 +755,10 @@ mod tests {
                 "advanced_join_type",
             ),
             (
-                SERVER_GEN.to_string() + r#", "intersection_threshold": 5"#,
+                SERVER_GEN.replace("MODE_OFFLINE_GEN_CACHE", "MODE_ONLINE")
+                    + r#", "intersection_threshold": 5, "server_get_result": true, "output_config": {"path": "o.csv"}"#,
                 "",
                 "intersection_threshold",
-            ),
-            (
-                SERVER_GEN.to_string() + r#", "count_path": "c.csv""#,
-                "",
-                "count_path",
             ),
             (SERVER_GEN.to_string() + r#", "bogus": 1"#, "", "bogus"),
             (

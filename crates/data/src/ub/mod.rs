@@ -160,6 +160,11 @@ pub struct UbSpec {
     pub max_query_items: u64,
     /// Server: the label columns its cache carries (`blindjoin.label_columns`, [`labels`]).
     pub label_columns: LabelChoice,
+    /// Threshold mode: at most this many keys of the intersection are revealed
+    /// (`intersection_threshold`; online and full only).
+    pub threshold: Option<u64>,
+    /// Where the parties that learn the count write `real_count,final_count` in threshold mode.
+    pub count_path: Option<PathBuf>,
     /// Warnings for the user.
     pub warnings: Vec<String>,
 }
@@ -306,8 +311,12 @@ pub struct UbReport {
     /// the cap `blindjoin.max_query_items` ([`budget`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_query_items: Option<u64>,
-    /// |X ∩ Y| in unique keys, when this party learns it (-1 otherwise).
+    /// Keys of the intersection this party learned (at most the threshold in threshold mode;
+    /// -1 when it learns none).
     pub intersection_key_count: i64,
+    /// Threshold mode: |X ∩ Y| in unique keys, before the threshold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub real_intersection_key_count: Option<u64>,
     /// Rows of this party's output (-1 when it writes none).
     pub intersection_count: i64,
     /// The output file.

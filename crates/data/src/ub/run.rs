@@ -412,14 +412,15 @@ fn server(
     let opts = OnlineOptions {
         client_get_result: spec.client_get_result,
         server_get_result: spec.server_get_result,
+        threshold: spec.threshold,
     };
     if cache.meta.labels.is_some() && opts.shuffled() {
         return Err(UbError::Data(DataError::Config(ConfigError::Invalid {
             field: "blindjoin.label_columns".into(),
             message: "the cache carries sealed labels, and with client_get_result false (the \
-                      shuffle variant) the client could still open the labels of the matched \
-                      positions though it must not learn the result; regenerate the cache with \
-                      label_columns [] for this mode"
+                      shuffle variant) or intersection_threshold the client could open the \
+                      labels of every matched position though it must not learn those keys; \
+                      regenerate the cache without label_columns for this mode"
                 .into(),
         })));
     }
@@ -435,6 +436,14 @@ fn server(
     let out = online_server_serve(l, &key, &cache.meta, opts, n_client, progress)?;
     report.online = Some(clock.stop(Some(l)));
     report.client_key_count = Some(out.peer_count);
+    if let (Some(t), Some(real)) = (spec.threshold, out.count) {
+        let revealed = out
+            .intersection
+            .as_ref()
+            .map_or(t.min(real), |p| p.len() as u64);
+        report.real_intersection_key_count = Some(real);
+        write_counts(spec, real, revealed)?;
+    }
     if let (Some(positions), Some(kd)) = (out.intersection, keyed.as_ref()) {
         let matched: HashSet<ItemDigest> = positions
             .iter()
@@ -450,6 +459,18 @@ fn server(
         }
         report.intersection_key_count = matched.len() as i64;
         write_matches(spec, kd, &matched, None, report)?;
+    }
+    Ok(())
+}
+
+/// Threshold mode: writes `real_count,final_count` (the intersection's unique keys, and those
+/// revealed) to `count_path` when one is set, as the balanced threshold run does.
+fn write_counts(spec: &UbSpec, real: u64, revealed: u64) -> Result<(), UbError> {
+    if let Some(p) = &spec.count_path {
+        write_atomic(
+            p,
+            format!("real_count,final_count\n{real},{revealed}\n").as_bytes(),
+        )?;
     }
     Ok(())
 }
@@ -525,10 +546,17 @@ fn client(
     let opts = OnlineOptions {
         client_get_result: spec.client_get_result,
         server_get_result: spec.server_get_result,
+        threshold: spec.threshold,
     };
     let clock = PhaseClock::start(Some(l));
     let out = online_client(l, &cache.meta, &cache.values, &kd.unique, opts, progress)?;
     report.online = Some(clock.stop(Some(l)));
+    if let (Some(_), Some(real), Some(revealed)) =
+        (spec.threshold, out.count, out.intersection.as_ref())
+    {
+        report.real_intersection_key_count = Some(real);
+        write_counts(spec, real, revealed.len() as u64)?;
+    }
     if let Some(mine) = out.intersection {
         let matched: HashSet<ItemDigest> = mine.iter().map(|&i| kd.unique[i]).collect();
         report.intersection_key_count = matched.len() as i64;
