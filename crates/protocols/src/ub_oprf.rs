@@ -1013,8 +1013,19 @@ mod tests {
         }
         let (server, client) = (set(0..300), set(250..400));
         let (mine, theirs) = plain(&server, &client);
-        let (c, s, _) = run(Curve::Ristretto255, &server, &client, BOTH);
-        assert_eq!((c.unwrap(), s.unwrap()), (mine, theirs));
+        for curve in [
+            Curve::Ristretto255,
+            Curve::Sm2,
+            Curve::Secp256k1,
+            Curve::P256,
+        ] {
+            for opts in [BOTH, SHUFFLE] {
+                let (c, s, count) = run(curve, &server, &client, opts);
+                assert_eq!(count, mine.len() as u64, "{curve}");
+                assert_eq!(c, opts.client_get_result.then(|| mine.clone()), "{curve}");
+                assert_eq!(s, Some(theirs.clone()), "{curve}");
+            }
+        }
     }
 
     #[test]

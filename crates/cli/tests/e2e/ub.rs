@@ -711,3 +711,38 @@ fn threshold_reveals_at_most_t_keys_and_writes_the_counts() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Unbalanced PSI on SM2 and secp256k1 (prime-order groups, points as x-coordinates): full
+/// mode, both parties learning the result, against the plaintext intersection.
+#[test]
+fn full_mode_on_sm2_and_secp256k1() {
+    let dir = tmp("ub", "curves");
+    tables(&dir);
+    let both = r#","server_get_result": true, "client_get_result": true"#;
+    for curve in ["CURVE_SM2", "CURVE_SECP256K1"] {
+        let p = ports();
+        let fs = SERVER
+            .replace("server_cache", "sc")
+            .replace("server.key", "k.key")
+            + both;
+        let fc = CLIENT.replace("client_cache", "cc") + both;
+        config(&dir, "fs.json", "ROLE_SERVER", "MODE_FULL", p, &fs);
+        config(&dir, "fc.json", "ROLE_CLIENT", "MODE_FULL", p, &fc);
+        for name in ["fs.json", "fc.json"] {
+            let text = std::fs::read_to_string(dir.join(name)).unwrap().replacen(
+                "\"self_link_party\"",
+                &format!("\"blindjoin\": {{\"curve\": \"{curve}\"}}, \"self_link_party\""),
+                1,
+            );
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "fs.json", "fc.json");
+        assert!(ok_s && ok_c, "{curve}\n{err_s}\n{err_c}");
+        assert_eq!(ids(&dir.join("client_out.csv"), 1), expected(), "{curve}");
+        let mut want = expected();
+        want.push("7".into());
+        assert_eq!(ids(&dir.join("server_out.csv"), 0), want, "{curve}");
+        std::fs::remove_file(dir.join("k.key")).unwrap();
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

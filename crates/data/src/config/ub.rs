@@ -150,8 +150,9 @@ pub fn parse_ub_launch_config(
                 return Err(invalid(
                     "blindjoin.curve",
                     &format!(
-                        "{name}: unbalanced PSI needs a prime-order group; use CURVE_FOURQ \
-                         (default) or CURVE_RISTRETTO255"
+                        "{name}: the OPRF of unbalanced PSI needs a prime-order group, and \
+                         Curve25519 has cofactor 8; use CURVE_FOURQ (default), \
+                         CURVE_RISTRETTO255, CURVE_SECP256K1, CURVE_SM2 or CURVE_P256"
                     ),
                 ));
             }
@@ -609,6 +610,18 @@ mod tests {
         ))
         .unwrap();
         assert_eq!((s.mode, s.curve), (UbMode::Full, Curve::Ristretto255));
+        for (name, curve) in [
+            ("CURVE_SM2", Curve::Sm2),
+            ("CURVE_SECP256K1", Curve::Secp256k1),
+            ("CURVE_P256", Curve::P256),
+        ] {
+            let s = parse(&cfg(
+                online,
+                &format!(r#", "blindjoin": {{"curve": "{name}"}}"#),
+            ))
+            .unwrap();
+            assert_eq!(s.curve, curve);
+        }
         assert!(is_ub_launch_config(&cfg(online, "")));
         assert!(!is_ub_launch_config(r#"{"psi_config": {}}"#));
     }
