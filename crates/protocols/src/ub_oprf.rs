@@ -542,12 +542,52 @@ pub fn online_client(
     opts: OnlineOptions,
     progress: &dyn Progress,
 ) -> Result<OnlineOutput, ProtocolError> {
-    opts.check()?;
     if cache.len() as u64 != meta.count * meta.tag_len as u64 {
         return Err(ProtocolError::Unreachable(
             "the client cache does not match its metadata",
         ));
     }
+    online_client_with(link, meta, &mut SortedValues(cache), items, opts, progress)
+}
+
+/// Where the client looks its values up: the cache's sorted ℓ-byte values, in memory
+/// ([`SortedValues`]) or streamed from a file (`crates/data`'s client cache), so that the
+/// client's memory need not grow with the server's set.
+pub trait CacheLookup {
+    /// For each of `tags` (ℓ-byte values, back to back, in any order), the positions of the
+    /// cache holding it (empty for none), in `tags`' order.
+    ///
+    /// # Errors
+    /// The cache cannot be read.
+    fn positions(&mut self, tags: &[u8], tag_len: usize) -> Result<Vec<Vec<u32>>, ProtocolError>;
+}
+
+/// A cache's sorted values in memory: binary search.
+pub struct SortedValues<'a>(pub &'a [u8]);
+
+impl CacheLookup for SortedValues<'_> {
+    fn positions(&mut self, tags: &[u8], tl: usize) -> Result<Vec<Vec<u32>>, ProtocolError> {
+        Ok(tags
+            .par_chunks(tl)
+            .map(|t| find(self.0, tl, t).unwrap_or_default())
+            .collect())
+    }
+}
+
+/// [`online_client`] with the cache behind `lookup`, which is asked once, after all the
+/// evaluations are in.
+///
+/// # Errors
+/// As [`online_client`], and the lookup's.
+pub fn online_client_with(
+    link: &mut dyn Link,
+    meta: &CacheMeta,
+    lookup: &mut dyn CacheLookup,
+    items: &[ItemDigest],
+    opts: OnlineOptions,
+    progress: &dyn Progress,
+) -> Result<OnlineOutput, ProtocolError> {
+    opts.check()?;
     if items.len() as u64 > MAX_CLIENT_ITEMS {
         return Err(ProtocolError::Config(format!(
             "the online phase takes at most {MAX_CLIENT_ITEMS} unique keys"
@@ -563,13 +603,11 @@ pub fn online_client(
         link.send(&msg)?;
         progress.advance(chunk.len() as u64);
     }
-    progress.stage("unblinding and looking up", items.len() as u64);
+    progress.stage("unblinding", items.len() as u64);
     let tl = meta.tag_len;
-    // Matched client items (in their order; in the shuffle variant they stay unknown) and the
-    // matched cache positions.
-    let mut mine = Vec::new();
-    let mut positions: Vec<u32> = Vec::new();
-    let mut hits: Vec<Hit> = Vec::new();
+    // Every evaluation, unblinded, in the reply's order (the client's item order, or the
+    // server's shuffled order).
+    let mut unblinded = vec![0u8; items.len() * POINT_LEN];
     let mut next = 0usize;
     while next < items.len() {
         let msg = link.recv()?;
@@ -584,33 +622,44 @@ pub fn online_client(
                 items.len() - next
             )));
         }
-        let mut unblinded = vec![0u8; pts.len()];
-        r.mul_inverse(pts, &mut unblinded)?;
-        let found: Vec<Hit> = unblinded
-            .par_chunks(POINT_LEN)
-            .enumerate()
-            .filter_map(|(j, p)| {
-                find(cache, tl, &tag(p)[..tl]).map(|h| {
-                    let mut point = [0u8; POINT_LEN];
-                    point.copy_from_slice(p);
-                    Hit {
-                        item: next + j,
-                        positions: h,
-                        point,
-                    }
-                })
-            })
-            .collect();
-        for h in found {
-            // Without the shuffle, position i of the reply is our item i.
-            mine.push(h.item);
-            positions.extend_from_slice(&h.positions);
-            if opts.client_get_result {
-                hits.push(h);
-            }
-        }
+        r.mul_inverse(
+            pts,
+            &mut unblinded[next * POINT_LEN..(next + k) * POINT_LEN],
+        )?;
         next += k;
         progress.advance(k as u64);
+    }
+    progress.stage("looking up", 0);
+    let mut tags = vec![0u8; items.len() * tl];
+    tags.par_chunks_mut(tl)
+        .zip(unblinded.par_chunks(POINT_LEN))
+        .for_each(|(t, p)| t.copy_from_slice(&tag(p)[..tl]));
+    let found = lookup.positions(&tags, tl)?;
+    drop(tags);
+    if found.len() != items.len() {
+        return Err(ProtocolError::Unreachable("the lookup lost items"));
+    }
+    // Matched client items (in their order; in the shuffle variant, slots of the reply) and
+    // the matched cache positions.
+    let mut mine = Vec::new();
+    let mut positions: Vec<u32> = Vec::new();
+    let mut hits: Vec<Hit> = Vec::new();
+    for (j, h) in found.into_iter().enumerate() {
+        if h.is_empty() || h.iter().any(|&p| p as u64 >= meta.count) {
+            continue;
+        }
+        // Without the shuffle, position j of the reply is our item j.
+        mine.push(j);
+        positions.extend_from_slice(&h);
+        if opts.client_get_result {
+            let mut point = [0u8; POINT_LEN];
+            point.copy_from_slice(&unblinded[j * POINT_LEN..(j + 1) * POINT_LEN]);
+            hits.push(Hit {
+                item: j,
+                positions: h,
+                point,
+            });
+        }
     }
     positions.sort_unstable();
     positions.dedup();

@@ -234,9 +234,18 @@ pub fn read_client(path: &Path) -> Result<ClientCache, UbError> {
     })
 }
 
-/// The header, the body (values, and the digests for a server cache) and the labels of a
-/// checked file.
-fn read(path: &Path, kind: u8) -> Result<(CacheMeta, Vec<u8>, Option<SealedLabels>), UbError> {
+/// A cache file whose header was read and checked, positioned at its body, with the hash of
+/// the header so far and the file's length checked against what the header announces.
+struct Opened {
+    f: std::fs::File,
+    hash: Sha256,
+    meta: CacheMeta,
+    header_len: u64,
+    what: &'static str,
+}
+
+/// Opens a cache file of `kind` and checks its header and its length.
+fn read_header(path: &Path, kind: u8) -> Result<Opened, UbError> {
     let what = if kind == KIND_SERVER {
         "server"
     } else {
@@ -366,16 +375,42 @@ fn read(path: &Path, kind: u8) -> Result<(CacheMeta, Vec<u8>, Option<SealedLabel
             ),
         ));
     }
-    let mut body = vec![0u8; (count * per) as usize];
+    Ok(Opened {
+        f,
+        hash,
+        meta: CacheMeta {
+            curve,
+            count,
+            tag_len,
+            key_check,
+            labels: labels_meta,
+        },
+        header_len,
+        what,
+    })
+}
+
+/// The header, the body (values, and the digests for a server cache) and the labels of a
+/// checked file, in memory.
+fn read(path: &Path, kind: u8) -> Result<(CacheMeta, Vec<u8>, Option<SealedLabels>), UbError> {
+    let Opened {
+        mut f,
+        mut hash,
+        meta,
+        what,
+        ..
+    } = read_header(path, kind)?;
+    let per = meta.tag_len as u64 + if kind == KIND_SERVER { 16 } else { 0 };
+    let mut body = vec![0u8; (meta.count * per) as usize];
     f.read_exact(&mut body)
         .map_err(|e| bad(path, format!("cannot read the {what} cache: {e}")))?;
     for chunk in body.chunks(1 << 20) {
         hash.update(chunk);
     }
-    let labels = match &labels_meta {
+    let labels = match &meta.labels {
         None => None,
         Some(m) => {
-            let mut lens = vec![0u8; 4 * count as usize];
+            let mut lens = vec![0u8; 4 * meta.count as usize];
             f.read_exact(&mut lens)
                 .map_err(|e| bad(path, format!("cannot read the {what} cache: {e}")))?;
             hash.update(&lens);
@@ -399,19 +434,254 @@ fn read(path: &Path, kind: u8) -> Result<(CacheMeta, Vec<u8>, Option<SealedLabel
             "the checksum does not match: the file is damaged or was modified".into(),
         ));
     }
-    let meta = CacheMeta {
-        curve,
-        count,
-        tag_len,
-        key_check,
-        labels: labels_meta,
-    };
-    let vlen = (count as usize) * tag_len;
-    check_sorted(&body[..vlen], tag_len)
+    let vlen = (meta.count as usize) * meta.tag_len;
+    check_sorted(&body[..vlen], meta.tag_len)
         .map_err(|p| bad(path, format!("value {p} is out of order")))?;
     Ok((meta, body, labels))
 }
 
+/// A cache file checked whole (checksum, order, label lengths) by streaming it once, then read
+/// in place: the online phase looks values up by one sequential pass, and fetches digests and
+/// labels at given positions, so memory does not grow with the server's set.
+pub struct CacheFile {
+    /// Curve, count, ℓ, key check, labels.
+    pub meta: CacheMeta,
+    path: std::path::PathBuf,
+    f: std::fs::File,
+    values_at: u64,
+    digests_at: Option<u64>,
+    lens_at: u64,
+    data_at: u64,
+}
+
+/// Bytes read at once when streaming a cache.
+const STREAM_CHUNK: usize = 1 << 20;
+
+/// Opens and checks the server cache at `path` without loading it.
+///
+/// # Errors
+/// As [`read_server`].
+pub fn open_server(path: &Path) -> Result<CacheFile, UbError> {
+    open(path, KIND_SERVER)
+}
+
+/// Opens and checks the client cache at `path` without loading it.
+///
+/// # Errors
+/// As [`read_client`].
+pub fn open_client(path: &Path) -> Result<CacheFile, UbError> {
+    open(path, KIND_CLIENT)
+}
+
+fn open(path: &Path, kind: u8) -> Result<CacheFile, UbError> {
+    let Opened {
+        f,
+        mut hash,
+        meta,
+        header_len,
+        what,
+    } = read_header(path, kind)?;
+    let tl = meta.tag_len;
+    let n = meta.count;
+    let io = |e: std::io::Error| bad(path, format!("cannot read the {what} cache: {e}"));
+    let mut r = std::io::BufReader::with_capacity(STREAM_CHUNK, &f);
+    // Values: hashed and checked in order, one at a time.
+    let mut prev = [0u8; MAX_TAG_LEN];
+    let mut cur = [0u8; MAX_TAG_LEN];
+    for p in 0..n {
+        r.read_exact(&mut cur[..tl]).map_err(io)?;
+        hash.update(&cur[..tl]);
+        if p > 0 && cur[..tl] < prev[..tl] {
+            return Err(bad(path, format!("value {p} is out of order")));
+        }
+        prev[..tl].copy_from_slice(&cur[..tl]);
+    }
+    let mut buf = vec![0u8; STREAM_CHUNK];
+    let mut stream = |len: u64, hash: &mut Sha256, r: &mut std::io::BufReader<&std::fs::File>| {
+        let mut left = len;
+        while left > 0 {
+            let k = left.min(STREAM_CHUNK as u64) as usize;
+            r.read_exact(&mut buf[..k]).map_err(io)?;
+            hash.update(&buf[..k]);
+            left -= k as u64;
+        }
+        Ok::<(), UbError>(())
+    };
+    if kind == KIND_SERVER {
+        stream(16 * n, &mut hash, &mut r)?;
+    }
+    if let Some(m) = &meta.labels {
+        let mut total = 0u64;
+        let mut l4 = [0u8; 4];
+        for p in 0..n {
+            r.read_exact(&mut l4).map_err(io)?;
+            hash.update(l4);
+            let len = u32::from_le_bytes(l4) as usize;
+            if !(blindjoin_protocols::ub_oprf::labels::MAC_LEN
+                ..=blindjoin_protocols::ub_oprf::labels::MAX_SEALED_LEN)
+                .contains(&len)
+            {
+                return Err(bad(
+                    path,
+                    format!("damaged labels: label {p} has {len} bytes"),
+                ));
+            }
+            total += len as u64;
+        }
+        if total != m.bytes {
+            return Err(bad(
+                path,
+                format!("damaged labels: {total} bytes, the header says {}", m.bytes),
+            ));
+        }
+        stream(m.bytes, &mut hash, &mut r)?;
+    }
+    let mut sum = [0u8; 32];
+    r.read_exact(&mut sum).map_err(io)?;
+    if hash.finalize().as_slice() != sum {
+        return Err(bad(
+            path,
+            "the checksum does not match: the file is damaged or was modified".into(),
+        ));
+    }
+    drop(r);
+    let values_at = header_len;
+    let after_values = values_at + n * tl as u64;
+    let (digests_at, lens_at) = if kind == KIND_SERVER {
+        (Some(after_values), after_values + 16 * n)
+    } else {
+        (None, after_values)
+    };
+    Ok(CacheFile {
+        meta,
+        path: path.to_path_buf(),
+        f,
+        values_at,
+        digests_at,
+        lens_at,
+        data_at: lens_at + 4 * n,
+    })
+}
+
+impl CacheFile {
+    fn read_at(&self, buf: &mut [u8], at: u64) -> Result<(), UbError> {
+        use std::os::unix::fs::FileExt;
+        self.f
+            .read_exact_at(buf, at)
+            .map_err(|e| bad(&self.path, format!("cannot read the cache: {e}")))
+    }
+
+    /// Server cache: the item digest at position `p`.
+    ///
+    /// # Errors
+    /// Not a server cache, `p` out of range, an I/O failure.
+    pub fn digest_at(&self, p: usize) -> Result<ItemDigest, UbError> {
+        let at = self
+            .digests_at
+            .filter(|_| (p as u64) < self.meta.count)
+            .ok_or_else(|| {
+                bad(
+                    &self.path,
+                    "internal error: no digest at this position".into(),
+                )
+            })?;
+        let mut d = [0u8; 16];
+        self.read_at(&mut d, at + 16 * p as u64)?;
+        Ok(d)
+    }
+
+    /// The sealed labels at `positions` (each below the count), read in place: one pass over
+    /// the label lengths, then one read per label.
+    ///
+    /// # Errors
+    /// No labels in this cache, an I/O failure.
+    pub fn labels_at(
+        &self,
+        positions: &[u32],
+    ) -> Result<std::collections::HashMap<u32, Vec<u8>>, UbError> {
+        let mut want: Vec<u32> = positions.to_vec();
+        want.sort_unstable();
+        want.dedup();
+        let mut out = std::collections::HashMap::with_capacity(want.len());
+        if self.meta.labels.is_none() || want.is_empty() {
+            return Ok(out);
+        }
+        let mut f = &self.f;
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(self.lens_at))
+            .map_err(|e| bad(&self.path, format!("cannot read the cache: {e}")))?;
+        let mut r = std::io::BufReader::with_capacity(STREAM_CHUNK, f);
+        let mut offset = 0u64;
+        let mut next = 0usize;
+        let mut l4 = [0u8; 4];
+        let mut spans = Vec::with_capacity(want.len());
+        for p in 0..self.meta.count {
+            if next == want.len() {
+                break;
+            }
+            r.read_exact(&mut l4)
+                .map_err(|e| bad(&self.path, format!("cannot read the cache: {e}")))?;
+            let len = u32::from_le_bytes(l4) as u64;
+            if want[next] as u64 == p {
+                spans.push((want[next], offset, len));
+                next += 1;
+            }
+            offset += len;
+        }
+        for (p, at, len) in spans {
+            let mut blob = vec![0u8; len as usize];
+            self.read_at(&mut blob, self.data_at + at)?;
+            out.insert(p, blob);
+        }
+        Ok(out)
+    }
+}
+
+impl blindjoin_protocols::ub_oprf::CacheLookup for CacheFile {
+    /// One sequential pass over the values, merged with the sorted tags.
+    fn positions(
+        &mut self,
+        tags: &[u8],
+        tl: usize,
+    ) -> Result<Vec<Vec<u32>>, blindjoin_protocols::ProtocolError> {
+        use blindjoin_protocols::ProtocolError;
+        if tl != self.meta.tag_len || tl == 0 || !tags.len().is_multiple_of(tl) {
+            return Err(ProtocolError::Unreachable(
+                "tags of another length than the cache's",
+            ));
+        }
+        let m = tags.len() / tl;
+        let tag = |i: usize| &tags[i * tl..(i + 1) * tl];
+        let mut order: Vec<usize> = (0..m).collect();
+        order.sort_unstable_by(|&a, &b| tag(a).cmp(tag(b)));
+        let mut out = vec![Vec::new(); m];
+        let io = |e: std::io::Error| {
+            ProtocolError::Config(format!(
+                "cannot read the cache {}: {e}",
+                self.path.display()
+            ))
+        };
+        let mut f = &self.f;
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(self.values_at)).map_err(io)?;
+        let mut r = std::io::BufReader::with_capacity(STREAM_CHUNK, f);
+        let mut v = [0u8; MAX_TAG_LEN];
+        let mut i = 0usize;
+        for p in 0..self.meta.count {
+            if i == m {
+                break;
+            }
+            r.read_exact(&mut v[..tl]).map_err(io)?;
+            while i < m && tag(order[i]) < &v[..tl] {
+                i += 1;
+            }
+            let mut j = i;
+            while j < m && tag(order[j]) == &v[..tl] {
+                out[order[j]].push(p as u32);
+                j += 1;
+            }
+        }
+        Ok(out)
+    }
+}
 /// Checks that a cache was made under the key with key-check value `kcv`.
 ///
 /// # Errors
@@ -562,6 +832,58 @@ mod tests {
                 b[at] ^= 1;
                 std::fs::write(&q, &b).unwrap();
                 assert!(read_client(&q).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn files_read_in_place_agree_with_memory() {
+        use blindjoin_protocols::ub_oprf::{CacheLookup, SortedValues};
+        for n in [0u64, 1, 3000] {
+            let (mut meta, values, digests) = sample(n);
+            let mut l = SealedLabels::default();
+            l.offsets.push(0);
+            for i in 0..n {
+                l.push(&vec![i as u8; 16 + (i % 7) as usize]);
+            }
+            meta.labels = Some(LabelMeta {
+                salt: [1; SALT_LEN],
+                columns: vec!["a".into()],
+                bytes: l.data.len() as u64,
+            });
+            let (p, q) = (tmp(&format!("fs{n}")), tmp(&format!("fc{n}")));
+            write_server(&p, &meta, &values, &digests, Some(&l)).unwrap();
+            write_client(&q, &meta, &values, Some(&l)).unwrap();
+            let mut s = open_server(&p).unwrap();
+            let mut c = open_client(&q).unwrap();
+            assert_eq!((&s.meta, &c.meta), (&meta, &meta));
+            // Tags present (some twice), absent, below and above every value.
+            let mut tags: Vec<u8> = Vec::new();
+            for i in [0u64, 5, n.saturating_sub(1), 5, 10_000] {
+                tags.extend_from_slice(&[0, 0, 0, 0]);
+                tags.extend_from_slice(&i.to_be_bytes());
+            }
+            tags.extend_from_slice(&[0xff; 12]);
+            let want = SortedValues(&values).positions(&tags, 12).unwrap();
+            assert_eq!(c.positions(&tags, 12).unwrap(), want);
+            assert_eq!(s.positions(&tags, 12).unwrap(), want);
+            for i in (0..n).step_by(97) {
+                assert_eq!(s.digest_at(i as usize).unwrap(), digests[i as usize]);
+            }
+            assert!(c.digest_at(0).is_err());
+            let pos: Vec<u32> = (0..n as u32).step_by(13).collect();
+            let got = c.labels_at(&pos).unwrap();
+            assert_eq!(got.len(), pos.len());
+            for p in &pos {
+                assert_eq!(got[p], l.get(*p as usize).unwrap());
+            }
+            // Damage anywhere is caught when the file is opened.
+            let good = std::fs::read(&q).unwrap();
+            for at in [45, good.len() / 2, good.len() - 1] {
+                let mut b = good.clone();
+                b[at] ^= 1;
+                std::fs::write(&q, &b).unwrap();
+                assert!(open_client(&q).is_err(), "{n} {at}");
             }
         }
     }

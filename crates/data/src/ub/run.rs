@@ -18,8 +18,8 @@ use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
 use blindjoin_protocols::ub_oprf::LabelMeta;
 use blindjoin_protocols::ub_oprf::labels::{LabelKey, SALT_LEN, SealedLabels, open, seal};
 use blindjoin_protocols::ub_oprf::{
-    CacheMeta, OnlineOptions, evaluate_server_set, online_client, online_server_hello,
-    online_server_serve, recv_cache, send_cache, tag_len,
+    CacheMeta, OnlineOptions, evaluate_server_set, online_client, online_client_with,
+    online_server_hello, online_server_serve, recv_cache, send_cache, tag_len,
 };
 use blindjoin_protocols::{Progress, ProtocolError};
 use rayon::prelude::*;
@@ -252,6 +252,7 @@ fn server(
 ) -> Result<(), UbError> {
     let mut keyed: Option<Keyed> = None;
     let mut key: Option<OprfScalar> = None;
+    let mut server_file: Option<cache::CacheFile> = None;
     let cache: ServerCache = if spec.mode.generates() {
         let clock = PhaseClock::start(None);
         let k = match &spec.secret_key_path {
@@ -353,7 +354,21 @@ fn server(
             labels: sealed,
         }
     } else {
-        let c = cache::read_server(&spec.cache_path)?;
+        // Online alone reads the cache in place (checked whole by one streaming pass): the
+        // server's memory then does not grow with its set. Transfer sends it from memory.
+        let c = if spec.mode == UbMode::Online {
+            let f = cache::open_server(&spec.cache_path)?;
+            let c = ServerCache {
+                meta: f.meta.clone(),
+                values: Vec::new(),
+                digests: Vec::new(),
+                labels: None,
+            };
+            server_file = Some(f);
+            c
+        } else {
+            cache::read_server(&spec.cache_path)?
+        };
         if let Some(p) = &spec.secret_key_path {
             let k = key::load_or_create(p, spec.curve, false)?.0;
             cache::check_key(&spec.cache_path, &c.meta, &k.key_check_value()?, p)?;
@@ -445,10 +460,16 @@ fn server(
         write_counts(spec, real, revealed)?;
     }
     if let (Some(positions), Some(kd)) = (out.intersection, keyed.as_ref()) {
-        let matched: HashSet<ItemDigest> = positions
-            .iter()
-            .filter_map(|&p| cache.digests.get(p).copied())
-            .collect();
+        let matched: HashSet<ItemDigest> = match &server_file {
+            Some(f) => positions
+                .iter()
+                .map(|&p| f.digest_at(p))
+                .collect::<Result<_, _>>()?,
+            None => positions
+                .iter()
+                .filter_map(|&p| cache.digests.get(p).copied())
+                .collect(),
+        };
         let present: HashSet<&ItemDigest> = kd.unique.iter().collect();
         if let Some(missing) = matched.iter().find(|d| !present.contains(d)) {
             let _ = missing;
@@ -486,6 +507,7 @@ fn client(
     peer: &mut Peer,
     report: &mut UbReport,
 ) -> Result<(), UbError> {
+    let mut client_file: Option<cache::CacheFile> = None;
     let cache: ClientCache = if spec.mode.transfers() {
         let l = peer.get()?;
         let clock = PhaseClock::start(Some(l));
@@ -509,9 +531,17 @@ fn client(
             labels,
         }
     } else {
+        // Read in place (checked whole by one streaming pass, looked up by another): the
+        // client's memory does not grow with the server's set.
         let prep = Instant::now();
-        let c = cache::read_client(&spec.cache_path)?;
+        let f = cache::open_client(&spec.cache_path)?;
         report.online_prepare_s = Some(prep.elapsed().as_secs_f64());
+        let c = ClientCache {
+            meta: f.meta.clone(),
+            values: Vec::new(),
+            labels: None,
+        };
+        client_file = Some(f);
         c
     };
     report.cache_count = cache.meta.count;
@@ -549,7 +579,10 @@ fn client(
         threshold: spec.threshold,
     };
     let clock = PhaseClock::start(Some(l));
-    let out = online_client(l, &cache.meta, &cache.values, &kd.unique, opts, progress)?;
+    let out = match client_file.as_mut() {
+        Some(f) => online_client_with(l, &cache.meta, f, &kd.unique, opts, progress)?,
+        None => online_client(l, &cache.meta, &cache.values, &kd.unique, opts, progress)?,
+    };
     report.online = Some(clock.stop(Some(l)));
     if let (Some(_), Some(real), Some(revealed)) =
         (spec.threshold, out.count, out.intersection.as_ref())
@@ -560,9 +593,24 @@ fn client(
     if let Some(mine) = out.intersection {
         let matched: HashSet<ItemDigest> = mine.iter().map(|&i| kd.unique[i]).collect();
         report.intersection_key_count = matched.len() as i64;
-        let opened = match (&cache.meta.labels, &cache.labels) {
-            (Some(m), Some(sealed)) => Some((m, open_labels(&kd, &out.hits, m, sealed)?)),
-            _ => None,
+        let opened = match &cache.meta.labels {
+            Some(m) => {
+                let at: Vec<u32> = out
+                    .hits
+                    .iter()
+                    .flat_map(|h| h.positions.iter().copied())
+                    .collect();
+                let sealed: HashMap<u32, Vec<u8>> = match (&client_file, &cache.labels) {
+                    (Some(f), _) => f.labels_at(&at)?,
+                    (None, Some(l)) => at
+                        .iter()
+                        .filter_map(|&p| l.get(p as usize).map(|b| (p, b.to_vec())))
+                        .collect(),
+                    (None, None) => HashMap::new(),
+                };
+                Some((m, open_labels(&kd, &out.hits, m, &sealed)?))
+            }
+            None => None,
         };
         let labels = opened.as_ref().map(|(m, rows)| (&m.columns[..], rows));
         write_matches(spec, &kd, &matched, labels, report)?;
@@ -579,7 +627,7 @@ fn open_labels(
     kd: &Keyed,
     hits: &[blindjoin_protocols::ub_oprf::Hit],
     meta: &LabelMeta,
-    sealed: &SealedLabels,
+    sealed: &HashMap<u32, Vec<u8>>,
 ) -> Result<HashMap<ItemDigest, LabelRows>, UbError> {
     hits.par_iter()
         .map(|h| {
@@ -587,7 +635,7 @@ fn open_labels(
             let plain = h
                 .positions
                 .iter()
-                .find_map(|&p| sealed.get(p as usize).and_then(|s| open(&key, s)))
+                .find_map(|&p| sealed.get(&p).and_then(|s| open(&key, s)))
                 .ok_or_else(|| {
                     ProtocolError::PeerMisbehaved(
                         "sent a cache whose label for a matched key does not open (damaged or \
