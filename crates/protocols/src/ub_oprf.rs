@@ -1137,6 +1137,52 @@ mod tests {
     }
 
     #[test]
+    fn a_threshold_server_revealing_unclaimed_or_too_few_slots_is_refused() {
+        // The client holds items 0..4 of the server's 0..10; the hostile server answers with
+        // honest evaluations, then reveals a slot the client did not claim, or none.
+        let key = OprfScalar::from_seed(Curve::FourQ, &[1; 32]).unwrap();
+        let server = set(0..10);
+        let tl = tag_len(10);
+        let values = evaluate_server_set(&key, &server, tl, false, &NoProgress)
+            .unwrap()
+            .values;
+        let m = CacheMeta {
+            count: 10,
+            tag_len: tl,
+            key_check: key.key_check_value().unwrap(),
+            ..meta(0, [0; 16])
+        };
+        let opts = OnlineOptions {
+            threshold: Some(2),
+            ..CLIENT
+        };
+        let client: Vec<ItemDigest> = set(0..4).into_iter().chain(set(50..54)).collect();
+        for reveal in [vec![], vec![5u32, 7]] {
+            let (mut ls, mut lc) = mem_pair();
+            let (mc, vc, cc) = (m.clone(), values.clone(), client.clone());
+            let t = std::thread::spawn(move || {
+                online_client(&mut lc, &mc, &vc, &cc, opts, &NoProgress)
+            });
+            let n = online_server_hello(&mut ls, &m, opts).unwrap() as usize;
+            let msg = ls.recv().unwrap();
+            let mut out = vec![MSG_EVALUATED];
+            out.resize(1 + n * POINT_LEN, 0);
+            key.mul(&msg[1..], &mut out[1..]).unwrap();
+            ls.send(&out).unwrap();
+            let claimed = crate::positions::receive(&mut ls, n).unwrap();
+            assert_eq!(claimed, vec![0, 1, 2, 3]);
+            crate::positions::send(&mut ls, &reveal, n).unwrap();
+            let items: Vec<u8> = reveal.iter().flat_map(|&s| s.to_le_bytes()).collect();
+            send_bulk(&mut ls, MSG_EVALUATED, &items).unwrap();
+            let r = t.join().unwrap();
+            assert!(
+                matches!(r, Err(ProtocolError::PeerMisbehaved(_))),
+                "{reveal:?}: {r:?}"
+            );
+        }
+    }
+
+    #[test]
     fn tag_length_bounds_false_matches() {
         assert_eq!(tag_len(1 << 24), 12);
         assert_eq!(tag_len(1 << 20), 12);
