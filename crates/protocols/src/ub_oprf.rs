@@ -354,6 +354,130 @@ pub fn recv_cache(
     Ok((meta, values, labels))
 }
 
+/// Where [`recv_cache_into`] puts the cache as it arrives, section by section.
+pub trait CacheSink {
+    /// The checked header, before any data.
+    ///
+    /// # Errors
+    /// The sink cannot start (e.g. its file cannot be created).
+    fn begin(&mut self, meta: &CacheMeta) -> Result<(), ProtocolError>;
+    /// The next bytes of the values, then of the label lengths, then of the sealed labels (in
+    /// that order, each section whole before the next).
+    ///
+    /// # Errors
+    /// The sink cannot take them.
+    fn bytes(&mut self, chunk: &[u8]) -> Result<(), ProtocolError>;
+}
+
+/// Transfer, client side, streamed: as [`recv_cache`], but each chunk goes to `sink` as it
+/// arrives and is checked there and then (values in order across chunks, each label length in
+/// range and the lengths adding up to the header's total), so the client's memory does not grow
+/// with the cache. Returns the metadata.
+///
+/// # Errors
+/// As [`recv_cache`], and the sink's.
+pub fn recv_cache_into(
+    link: &mut dyn Link,
+    max_bytes: u64,
+    sink: &mut dyn CacheSink,
+) -> Result<CacheMeta, ProtocolError> {
+    let head = link.recv()?;
+    let mut r = Reader::new(&head, "cache header");
+    expect_type(&mut r, MSG_CACHE_HEAD)?;
+    let meta = read_meta(&mut r)?;
+    r.finish()?;
+    let tl = meta.tag_len;
+    let values = meta.count * tl as u64;
+    let (lens, labels) = meta
+        .labels
+        .as_ref()
+        .map_or((0, 0), |l| (4 * meta.count, l.bytes));
+    let total = values.saturating_add(lens).saturating_add(labels);
+    if total > max_bytes {
+        return Err(ProtocolError::PeerMisbehaved(format!(
+            "announces a cache of {total} bytes; this client accepts at most {max_bytes}"
+        )));
+    }
+    sink.begin(&meta)?;
+    // Values: order checked across chunks (a value may straddle two).
+    let mut prev: Vec<u8> = Vec::new();
+    let mut partial: Vec<u8> = Vec::new();
+    let mut index = 0u64;
+    recv_section(link, values, "cache values", &mut |chunk| {
+        partial.extend_from_slice(chunk);
+        let whole = partial.len() - partial.len() % tl;
+        for v in partial[..whole].chunks_exact(tl) {
+            if !prev.is_empty() && v < &prev[..] {
+                return Err(ProtocolError::PeerMisbehaved(format!(
+                    "cache value {index} is out of order"
+                )));
+            }
+            prev.clear();
+            prev.extend_from_slice(v);
+            index += 1;
+        }
+        partial.drain(..whole);
+        sink.bytes(chunk)
+    })?;
+    if meta.labels.is_some() {
+        let mut sum = 0u64;
+        let mut partial: Vec<u8> = Vec::new();
+        let mut p = 0u64;
+        recv_section(link, lens, "label lengths", &mut |chunk| {
+            partial.extend_from_slice(chunk);
+            let whole = partial.len() - partial.len() % 4;
+            for c in partial[..whole].chunks_exact(4) {
+                let n = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
+                if !(MAC_LEN..=MAX_SEALED_LEN).contains(&n) {
+                    return Err(ProtocolError::PeerMisbehaved(format!(
+                        "sent label lengths that give label {p} {n} bytes (each must be \
+                         {MAC_LEN}..={MAX_SEALED_LEN})"
+                    )));
+                }
+                sum += n as u64;
+                p += 1;
+            }
+            partial.drain(..whole);
+            sink.bytes(chunk)
+        })?;
+        if sum != labels {
+            return Err(ProtocolError::PeerMisbehaved(format!(
+                "sent label lengths that add up to {sum} bytes, not the announced {labels}"
+            )));
+        }
+        recv_section(link, labels, "sealed labels", &mut |chunk| {
+            sink.bytes(chunk)
+        })?;
+    }
+    Ok(meta)
+}
+
+/// Receives `len` bytes sent by [`send_bulk`] under [`MSG_CACHE_TAGS`], handing each message's
+/// part to `f`.
+fn recv_section(
+    link: &mut dyn Link,
+    len: u64,
+    what: &'static str,
+    f: &mut dyn FnMut(&[u8]) -> Result<(), ProtocolError>,
+) -> Result<(), ProtocolError> {
+    let mut left = len;
+    while left > 0 {
+        let msg = link.recv()?;
+        let mut r = Reader::new(&msg, what);
+        expect_type(&mut r, MSG_CACHE_TAGS)?;
+        let part = r.take(r.left())?;
+        if part.is_empty() || part.len() as u64 > left {
+            return Err(ProtocolError::PeerMisbehaved(format!(
+                "sent {} bytes of {what} where {left} were still due",
+                part.len()
+            )));
+        }
+        f(part)?;
+        left -= part.len() as u64;
+    }
+    Ok(())
+}
+
 /// `Err(p)` if value `p` is smaller than value `p − 1`.
 pub fn check_sorted(values: &[u8], tag_len: usize) -> Result<(), usize> {
     if tag_len == 0 || !values.len().is_multiple_of(tag_len) {
@@ -1180,6 +1304,68 @@ mod tests {
                 "{reveal:?}: {r:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_streamed_transfer_agrees_and_refuses_what_recv_cache_refuses() {
+        struct Mem(Option<CacheMeta>, Vec<u8>);
+        impl CacheSink for Mem {
+            fn begin(&mut self, meta: &CacheMeta) -> Result<(), ProtocolError> {
+                self.0 = Some(meta.clone());
+                Ok(())
+            }
+            fn bytes(&mut self, chunk: &[u8]) -> Result<(), ProtocolError> {
+                self.1.extend_from_slice(chunk);
+                Ok(())
+            }
+        }
+        // Values straddling many bulk chunks, with labels.
+        let n = 300_000u64;
+        let values: Vec<u8> = (0..n)
+            .flat_map(|i| {
+                let mut v = vec![0u8; 4];
+                v.extend(i.to_be_bytes());
+                v
+            })
+            .collect();
+        let mut l = SealedLabels::default();
+        l.offsets.push(0);
+        for i in 0..n {
+            l.push(&vec![i as u8; 16 + (i % 3) as usize]);
+        }
+        let m = CacheMeta {
+            count: n,
+            labels: Some(LabelMeta {
+                salt: [0; SALT_LEN],
+                columns: vec![],
+                bytes: l.data.len() as u64,
+            }),
+            ..meta(n, [0; 16])
+        };
+        let (mut ls, mut lc) = mem_pair();
+        let (m2, v2, l2) = (m.clone(), values.clone(), l.clone());
+        let t = std::thread::spawn(move || send_cache(&mut ls, &m2, &v2, Some(&l2)).unwrap());
+        let mut sink = Mem(None, Vec::new());
+        let got = recv_cache_into(&mut lc, 1 << 30, &mut sink).unwrap();
+        t.join().unwrap();
+        assert_eq!(got, m);
+        let want = [values.clone(), l.lengths_le(), l.data.clone()].concat();
+        assert_eq!(sink.1, want);
+        // Out of order, and over the size limit.
+        let mut bad = values.clone();
+        bad.swap(12 * 200_000 + 11, 12 * 200_001 + 11);
+        let (mut ls, mut lc) = mem_pair();
+        let t = std::thread::spawn(move || {
+            let _ = send_cache(&mut ls, &m, &bad, Some(&l));
+        });
+        let r = recv_cache_into(&mut lc, 1 << 30, &mut Mem(None, Vec::new()));
+        assert!(matches!(r, Err(ProtocolError::PeerMisbehaved(_))), "{r:?}");
+        drop(lc);
+        t.join().unwrap();
+        let (mut ls, mut lc) = mem_pair();
+        send_cache(&mut ls, &meta(1000, [0; 16]), &values[..12_000], None).unwrap();
+        let r = recv_cache_into(&mut lc, 100, &mut Mem(None, Vec::new()));
+        assert!(matches!(r, Err(ProtocolError::PeerMisbehaved(_))), "{r:?}");
     }
 
     #[test]

@@ -186,6 +186,86 @@ pub fn write_client(
     write(path, &[&header(KIND_CLIENT, meta), values, &lens, &data])
 }
 
+/// The client's cache written as the transfer streams in ([`blindjoin_protocols::ub_oprf::recv_cache_into`]):
+/// header, then each chunk as it arrives, then the checksum; nothing appears at the path before
+/// [`ClientCacheWriter::commit`], and memory does not grow with the cache.
+pub struct ClientCacheWriter {
+    path: std::path::PathBuf,
+    file: Option<AtomicFile>,
+    hash: Sha256,
+    /// The first I/O failure, kept to report as such (the protocol sees a generic stop).
+    pub error: Option<UbError>,
+}
+
+impl ClientCacheWriter {
+    /// A writer for the client cache at `path` (created on [`CacheSink::begin`]).
+    pub fn new(path: &Path) -> ClientCacheWriter {
+        ClientCacheWriter {
+            path: path.to_path_buf(),
+            file: None,
+            hash: Sha256::new(),
+            error: None,
+        }
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Result<(), blindjoin_protocols::ProtocolError> {
+        self.hash.update(bytes);
+        let r = match self.file.as_mut() {
+            Some(f) => f.write_all(bytes).map_err(UbError::from),
+            None => Err(bad(
+                &self.path,
+                "internal error: written before begin".into(),
+            )),
+        };
+        r.map_err(|e| {
+            self.error = Some(e);
+            blindjoin_protocols::ProtocolError::Config(
+                "the client cache could not be written".into(),
+            )
+        })
+    }
+
+    /// Writes the checksum and moves the file into place.
+    ///
+    /// # Errors
+    /// I/O failures.
+    pub fn commit(mut self) -> Result<(), UbError> {
+        let f = self
+            .file
+            .take()
+            .ok_or_else(|| bad(&self.path, "internal error: nothing was received".into()))?;
+        let sum = std::mem::take(&mut self.hash).finalize();
+        let mut f = f;
+        f.write_all(&sum)?;
+        f.commit()?;
+        Ok(())
+    }
+}
+
+impl blindjoin_protocols::ub_oprf::CacheSink for ClientCacheWriter {
+    fn begin(&mut self, meta: &CacheMeta) -> Result<(), blindjoin_protocols::ProtocolError> {
+        let folder = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        crate::table::private_fs::warn_if_shared(folder, "the cache's folder");
+        match AtomicFile::create(&self.path) {
+            Ok(f) => self.file = Some(f),
+            Err(e) => {
+                self.error = Some(e.into());
+                return Err(blindjoin_protocols::ProtocolError::Config(
+                    "the client cache could not be created".into(),
+                ));
+            }
+        }
+        self.put(&header(KIND_CLIENT, meta))
+    }
+
+    fn bytes(&mut self, chunk: &[u8]) -> Result<(), blindjoin_protocols::ProtocolError> {
+        self.put(chunk)
+    }
+}
+
 const REGENERATE: &str = "regenerate it: on the server run MODE_OFFLINE_GEN_CACHE (or \
                           MODE_OFFLINE), on the client run MODE_OFFLINE_TRANSFER_CACHE";
 
@@ -886,6 +966,34 @@ mod tests {
                 assert!(open_client(&q).is_err(), "{n} {at}");
             }
         }
+    }
+
+    #[test]
+    fn the_streamed_writer_writes_what_write_client_writes() {
+        use blindjoin_protocols::ub_oprf::CacheSink;
+        let (mut meta, values, _) = sample(500);
+        let mut l = SealedLabels::default();
+        l.offsets.push(0);
+        for i in 0..500u32 {
+            l.push(&[i as u8; 20]);
+        }
+        meta.labels = Some(LabelMeta {
+            salt: [4; SALT_LEN],
+            columns: vec!["x".into()],
+            bytes: l.data.len() as u64,
+        });
+        let (p, q) = (tmp("ws-a"), tmp("ws-b"));
+        write_client(&p, &meta, &values, Some(&l)).unwrap();
+        let mut w = ClientCacheWriter::new(&q);
+        w.begin(&meta).unwrap();
+        for part in [&values[..], &l.lengths_le()[..], &l.data[..]] {
+            for c in part.chunks(777) {
+                w.bytes(c).unwrap();
+            }
+        }
+        w.commit().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), std::fs::read(&q).unwrap());
+        assert_eq!(open_client(&q).unwrap().meta, meta);
     }
 
     #[cfg(unix)]

@@ -18,8 +18,8 @@ use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
 use blindjoin_protocols::ub_oprf::LabelMeta;
 use blindjoin_protocols::ub_oprf::labels::{LabelKey, SALT_LEN, SealedLabels, open, seal};
 use blindjoin_protocols::ub_oprf::{
-    CacheMeta, OnlineOptions, evaluate_server_set, online_client, online_client_with,
-    online_server_hello, online_server_serve, recv_cache, send_cache, tag_len,
+    CacheMeta, OnlineOptions, evaluate_server_set, online_client_with, online_server_hello,
+    online_server_serve, recv_cache_into, send_cache, tag_len,
 };
 use blindjoin_protocols::{Progress, ProtocolError};
 use rayon::prelude::*;
@@ -512,7 +512,13 @@ fn client(
         let l = peer.get()?;
         let clock = PhaseClock::start(Some(l));
         progress.stage("receiving the cache", 0);
-        let (meta, values, labels) = recv_cache(l, spec.max_cache_bytes)?;
+        // Streamed into the file as it arrives: the client's memory does not grow with the
+        // cache.
+        let mut w = cache::ClientCacheWriter::new(&spec.cache_path);
+        let meta = match recv_cache_into(l, spec.max_cache_bytes, &mut w) {
+            Ok(m) => m,
+            Err(e) => return Err(w.error.take().unwrap_or_else(|| e.into())),
+        };
         if meta.curve != spec.curve {
             return Err(ProtocolError::Mismatch {
                 field: "blindjoin.curve",
@@ -523,12 +529,16 @@ fn client(
             }
             .into());
         }
-        cache::write_client(&spec.cache_path, &meta, &values, labels.as_ref())?;
+        w.commit()?;
         report.transfer_cache = Some(clock.stop(Some(l)));
+        // MODE_FULL goes on to query: from the file, in place, as MODE_ONLINE.
+        if spec.mode.queries() {
+            client_file = Some(cache::open_client(&spec.cache_path)?);
+        }
         ClientCache {
             meta,
-            values,
-            labels,
+            values: Vec::new(),
+            labels: None,
         }
     } else {
         // Read in place (checked whole by one streaming pass, looked up by another): the
@@ -579,10 +589,10 @@ fn client(
         threshold: spec.threshold,
     };
     let clock = PhaseClock::start(Some(l));
-    let out = match client_file.as_mut() {
-        Some(f) => online_client_with(l, &cache.meta, f, &kd.unique, opts, progress)?,
-        None => online_client(l, &cache.meta, &cache.values, &kd.unique, opts, progress)?,
-    };
+    let file = client_file.as_mut().ok_or(ProtocolError::Unreachable(
+        "the client queries without its cache file",
+    ))?;
+    let out = online_client_with(l, &cache.meta, file, &kd.unique, opts, progress)?;
     report.online = Some(clock.stop(Some(l)));
     if let (Some(_), Some(real), Some(revealed)) =
         (spec.threshold, out.count, out.intersection.as_ref())
@@ -600,14 +610,7 @@ fn client(
                     .iter()
                     .flat_map(|h| h.positions.iter().copied())
                     .collect();
-                let sealed: HashMap<u32, Vec<u8>> = match (&client_file, &cache.labels) {
-                    (Some(f), _) => f.labels_at(&at)?,
-                    (None, Some(l)) => at
-                        .iter()
-                        .filter_map(|&p| l.get(p as usize).map(|b| (p, b.to_vec())))
-                        .collect(),
-                    (None, None) => HashMap::new(),
-                };
+                let sealed = file.labels_at(&at)?;
                 Some((m, open_labels(&kd, &out.hits, m, &sealed)?))
             }
             None => None,
