@@ -360,13 +360,16 @@ const UB_CURVES: [Curve; 2] = [Curve::FourQ, Curve::Ristretto255];
 /// (server only), both.
 const UB_OPTS: [(bool, bool); 3] = [(true, false), (false, true), (true, true)];
 
+/// The threshold of a threshold-mode [`UbCase`].
+const UB_THRESHOLD: u64 = 3;
+
 /// The most cache bytes the fuzzed client accepts in transfer (a few hundred values).
 pub const UB_MAX_CACHE_BYTES: u64 = 4096;
 
 impl UbCase {
     /// Reads the case from `head` (missing bytes are 0): byte 0 = step (bits 0..2, mod 3), curve
-    /// (bit 2), options (bits 3.., mod 3); byte 1 = the client's item count; byte 2 = the
-    /// server's.
+    /// (bit 2), options (bits 3..7, mod 3), threshold mode with T = 3 (bit 7, when the client
+    /// learns the result); byte 1 = the client's item count; byte 2 = the server's.
     pub fn from_bytes(head: &[u8]) -> Self {
         let b = |i: usize| head.get(i).copied().unwrap_or(0);
         let step = match b(0) & 3 {
@@ -374,13 +377,15 @@ impl UbCase {
             2 => UbStep::OnlineServer,
             _ => UbStep::RecvCache,
         };
-        let (client_get_result, server_get_result) = UB_OPTS[usize::from(b(0) >> 3) % 3];
+        let (client_get_result, server_get_result) = UB_OPTS[usize::from(b(0) >> 3 & 0x0f) % 3];
+        let threshold = (b(0) & 0x80 != 0 && client_get_result).then_some(UB_THRESHOLD);
         UbCase {
             step,
             curve: UB_CURVES[usize::from(b(0) >> 2 & 1)],
             opts: OnlineOptions {
                 client_get_result,
                 server_get_result,
+                threshold,
             },
             client: usize::from(b(1)) % (MAX_ITEMS + 1),
             server: usize::from(b(2)) % (MAX_ITEMS + 1),
@@ -399,8 +404,9 @@ impl UbCase {
             .iter()
             .position(|o| *o == (self.opts.client_get_result, self.opts.server_get_result))
             .unwrap_or(0) as u8;
+        let threshold = u8::from(self.opts.threshold.is_some()) << 7;
         [
-            step | curve << 2 | opts << 3,
+            step | curve << 2 | opts << 3 | threshold,
             self.client as u8,
             self.server as u8,
         ]
@@ -413,12 +419,15 @@ impl UbCase {
         let key = OprfScalar::from_seed(self.curve, b"blindjoin fuzz ub-oprf key").ok()?;
         let server = items("server", self.server);
         let tl = ub_oprf::tag_len(self.server as u64);
-        let (values, _) = ub_oprf::evaluate_server_set(&key, &server, tl, &NoProgress).ok()?;
+        let values = ub_oprf::evaluate_server_set(&key, &server, tl, false, &NoProgress)
+            .ok()?
+            .values;
         let meta = CacheMeta {
             curve: self.curve,
             count: self.server as u64,
             tag_len: tl,
             key_check: key.key_check_value().ok()?,
+            labels: None,
         };
         let mut client = items("client", self.client);
         for (c, s) in client.iter_mut().zip(server.iter()).step_by(2) {
@@ -445,7 +454,7 @@ pub fn run_hostile_ub(data: &[u8]) {
     feed(&mut peer, &msgs);
     match case.step {
         UbStep::RecvCache => {
-            if let Ok((got, values)) = ub_oprf::recv_cache(&mut me, UB_MAX_CACHE_BYTES) {
+            if let Ok((got, values, _)) = ub_oprf::recv_cache(&mut me, UB_MAX_CACHE_BYTES) {
                 let bytes = got.count * got.tag_len as u64;
                 assert!(bytes <= UB_MAX_CACHE_BYTES, "accepted {bytes} cache bytes");
                 assert_eq!(values.len() as u64, bytes, "cache size");
@@ -508,7 +517,9 @@ pub fn ub_seed(case: UbCase) -> Vec<u8> {
     let peer_client = client.clone();
     let peer = std::thread::spawn(move || {
         let _ = match step {
-            UbStep::RecvCache => ub_oprf::send_cache(&mut b, &peer_meta, &peer_cache).map(|_| ()),
+            UbStep::RecvCache => {
+                ub_oprf::send_cache(&mut b, &peer_meta, &peer_cache, None).map(|_| ())
+            }
             UbStep::OnlineClient => {
                 ub_oprf::online_server(&mut b, &key, &peer_meta, opts, &NoProgress).map(|_| ())
             }

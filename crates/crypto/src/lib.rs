@@ -35,6 +35,7 @@ pub mod fourq;
 pub mod gf128;
 pub mod okvs;
 pub mod oprf;
+mod oprf_weierstrass;
 pub mod ristretto;
 mod sha256_ni_lanes;
 mod sm2_h2c;

@@ -12,10 +12,14 @@
 //! uniform in the group) and without learning `k` (one-more-DH). Only prime-order groups
 //! qualify — in a group with a cofactor, unblinding would not be exact for points outside the
 //! subgroup, and `H(x)^r` could leak `x`'s cofactor component — so the curves are
-//! [`Curve::FourQ`] (cofactor cleared on every peer point, see [`crate::fourq`]) and
-//! [`Curve::Ristretto255`].
+//! [`Curve::FourQ`] (cofactor cleared on every peer point, see [`crate::fourq`]),
+//! [`Curve::Ristretto255`], and the cofactor-1 Weierstrass curves [`Curve::Secp256k1`],
+//! [`Curve::P256`] and [`Curve::Sm2`] (points as 32-byte x-coordinates, see
+//! [`crate::oprf_weierstrass`]). Curve25519 (X25519) is not a prime-order group (cofactor 8)
+//! and is refused.
 
 use crate::fourq::FourQCipher;
+use crate::oprf_weierstrass::{P256Oprf, Secp256k1Oprf, Sm2Oprf};
 use crate::ristretto::RistrettoCipher;
 use crate::{CryptoError, Curve, EcdhCipher, ItemDigest};
 use rayon::prelude::*;
@@ -37,12 +41,18 @@ const CHUNK: usize = 1024;
 
 /// Whether the OPRF runs on `curve` (a prime-order group).
 pub fn supports(curve: Curve) -> bool {
-    matches!(curve, Curve::FourQ | Curve::Ristretto255)
+    matches!(
+        curve,
+        Curve::FourQ | Curve::Ristretto255 | Curve::Secp256k1 | Curve::P256 | Curve::Sm2
+    )
 }
 
 enum Inner {
     FourQ(FourQCipher),
     Ristretto(RistrettoCipher),
+    Secp256k1(Secp256k1Oprf),
+    P256(P256Oprf),
+    Sm2(Sm2Oprf),
 }
 
 /// A scalar of the OPRF group: the server's key `k`, or the client's blinding factor `r`.
@@ -63,7 +73,9 @@ impl std::fmt::Debug for OprfScalar {
 fn unsupported() -> CryptoError {
     CryptoError::Unsupported {
         what: "unbalanced PSI on this curve",
-        hint: "the OPRF needs a prime-order group: use CURVE_FOURQ (default) or CURVE_RISTRETTO255",
+        hint: "the OPRF needs a prime-order group and CURVE_25519 has cofactor 8: use \
+               CURVE_FOURQ (default), CURVE_RISTRETTO255, CURVE_SECP256K1, CURVE_SM2 or \
+               CURVE_P256",
     }
 }
 
@@ -79,7 +91,11 @@ impl OprfScalar {
     /// The server key derived from a key file's bytes (any length ≥ 16; SecretFlow's key file
     /// is 32 bytes from `openssl rand 32`). The bytes are hashed with SHA-512 and reduced
     /// modulo the group order, so every 32-byte file is a valid key (a raw 256-bit value is
-    /// usually above FourQ's 246-bit order) and the key is uniform.
+    /// usually above FourQ's 246-bit order) and the key is uniform. On the Weierstrass curves,
+    /// whose orders lie within 2^-32 of 2^256, the first 32 bytes of the hash are taken when
+    /// they are a non-zero scalar below the order, else the hash is redone with the separator
+    /// byte counting up (deterministic; uniform on the scalars; a second try has probability
+    /// below 2^-32).
     ///
     /// # Errors
     /// Fewer than 16 bytes, a curve without a prime-order group.
@@ -103,6 +119,10 @@ impl OprfScalar {
             Curve::Ristretto255 => {
                 curve25519_dalek::scalar::Scalar::from_bytes_mod_order_wide(&wide).to_bytes()
             }
+            Curve::Secp256k1 | Curve::P256 | Curve::Sm2 => {
+                wide.zeroize();
+                return Self::from_seed_rejection(curve, seed);
+            }
             _ => {
                 wide.zeroize();
                 return Err(unsupported());
@@ -114,10 +134,37 @@ impl OprfScalar {
         r
     }
 
+    /// [`Self::from_seed`] on a curve of order just below 2^256: rejection with a counter.
+    fn from_seed_rejection(curve: Curve, seed: &[u8]) -> Result<Self, CryptoError> {
+        for counter in 0u8..=255 {
+            let mut wide = [0u8; 64];
+            wide.copy_from_slice(
+                &Sha512::new()
+                    .chain_update(KEY_DOMAIN)
+                    .chain_update(curve.config_name().as_bytes())
+                    .chain_update([counter])
+                    .chain_update(seed)
+                    .finalize(),
+            );
+            let r = Self::build(curve, Some(&wide[..32]));
+            wide.zeroize();
+            match r {
+                Err(CryptoError::InvalidSecretKey(_)) => continue,
+                other => return other,
+            }
+        }
+        Err(CryptoError::InvalidSecretKey(
+            "no scalar below the group order in 256 tries (probability below 2^-8000)",
+        ))
+    }
+
     fn build(curve: Curve, secret: Option<&[u8]>) -> Result<Self, CryptoError> {
         let inner = match curve {
             Curve::FourQ => Inner::FourQ(FourQCipher::new(secret)?),
             Curve::Ristretto255 => Inner::Ristretto(RistrettoCipher::new(secret)?),
+            Curve::Secp256k1 => Inner::Secp256k1(Secp256k1Oprf::new(secret)?),
+            Curve::P256 => Inner::P256(P256Oprf::new(secret)?),
+            Curve::Sm2 => Inner::Sm2(Sm2Oprf::new(secret)?),
             _ => return Err(unsupported()),
         };
         Ok(Self { curve, inner })
@@ -141,6 +188,9 @@ impl OprfScalar {
             .try_for_each(|(its, o)| match &self.inner {
                 Inner::FourQ(c) => c.hash_and_mask(its, o),
                 Inner::Ristretto(c) => c.hash_and_mask(its, o),
+                Inner::Secp256k1(c) => c.hash_and_mul(its, o),
+                Inner::P256(c) => c.hash_and_mul(its, o),
+                Inner::Sm2(c) => c.hash_and_mul(its, o),
             })
     }
 
@@ -170,6 +220,9 @@ impl OprfScalar {
                 (Inner::FourQ(c), true) => c.remask_inverse(p, o),
                 (Inner::Ristretto(c), false) => c.remask(p, o),
                 (Inner::Ristretto(c), true) => c.remask_inverse(p, o),
+                (Inner::Secp256k1(c), inv) => c.mul(p, o, inv),
+                (Inner::P256(c), inv) => c.mul(p, o, inv),
+                (Inner::Sm2(c), inv) => c.mul(p, o, inv),
             })
     }
 
@@ -207,7 +260,16 @@ mod tests {
 
     #[test]
     fn blind_eval_unblind_equals_direct_evaluation() {
-        for curve in [Curve::FourQ, Curve::Ristretto255] {
+        // On the Weierstrass curves a decoder lifts x with the even y: across 2,100 items both
+        // signs occur at every step, and the results must still agree.
+        for curve in [
+            Curve::FourQ,
+            Curve::Ristretto255,
+            Curve::Secp256k1,
+            Curve::P256,
+            Curve::Sm2,
+        ] {
+            assert!(supports(curve));
             let k = OprfScalar::from_seed(curve, &[7u8; 32]).unwrap();
             let r = OprfScalar::random(curve).unwrap();
             let items: Vec<_> = (0..2100u32)
@@ -233,7 +295,20 @@ mod tests {
     #[test]
     fn bad_inputs_are_errors() {
         assert!(OprfScalar::random(Curve::Curve25519).is_err());
-        assert!(OprfScalar::from_seed(Curve::P256, &[1; 32]).is_err());
+        assert!(!supports(Curve::Curve25519));
+        assert!(OprfScalar::from_seed(Curve::Curve25519, &[1; 32]).is_err());
+        // Any 32 bytes are a key file on every supported curve.
+        for curve in [Curve::Secp256k1, Curve::P256, Curve::Sm2] {
+            for seed in [[0u8; 32], [0xff; 32]] {
+                OprfScalar::from_seed(curve, &seed).unwrap();
+            }
+            let k = OprfScalar::random(curve).unwrap();
+            let mut out = [0u8; 32];
+            // x ≥ p, and a wrong length.
+            assert!(k.mul(&[0xffu8; 32], &mut out).is_err(), "{curve}");
+            assert!(k.mul_inverse(&[0xffu8; 32], &mut out).is_err(), "{curve}");
+            assert!(k.mul(&[0u8; 33], &mut [0u8; 33]).is_err(), "{curve}");
+        }
         assert!(OprfScalar::from_seed(Curve::FourQ, &[1; 8]).is_err());
         let k = OprfScalar::random(Curve::FourQ).unwrap();
         let mut out = [0u8; 32];

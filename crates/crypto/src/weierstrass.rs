@@ -128,40 +128,36 @@ macro_rules! weierstrass_cipher {
     };
 }
 
-fn hash_k256(msg: &[u8], dst: &[u8]) -> Result<k256::ProjectivePoint, CryptoError> {
+pub(crate) fn hash_k256(msg: &[u8], dst: &[u8]) -> Result<k256::ProjectivePoint, CryptoError> {
     use hash2curve::GroupDigest;
     k256::Secp256k1::hash_from_bytes(&[msg], &[dst])
         .map_err(|_| CryptoError::HashToCurve("secp256k1 expand_message_xmd failed"))
 }
 
-fn hash_p256(msg: &[u8], dst: &[u8]) -> Result<p256::ProjectivePoint, CryptoError> {
+pub(crate) fn hash_p256(msg: &[u8], dst: &[u8]) -> Result<p256::ProjectivePoint, CryptoError> {
     use hash2curve::GroupDigest;
     p256::NistP256::hash_from_bytes(&[msg], &[dst])
         .map_err(|_| CryptoError::HashToCurve("P-256 expand_message_xmd failed"))
 }
 
-fn hash_sm2(msg: &[u8], dst: &[u8]) -> Result<sm2::ProjectivePoint, CryptoError> {
+pub(crate) fn hash_sm2(msg: &[u8], dst: &[u8]) -> Result<sm2::ProjectivePoint, CryptoError> {
     crate::sm2_h2c::hash_to_curve(&[msg], dst).map_err(CryptoError::HashToCurve)
 }
+
+/// Hash-to-curve domain separation tags (RFC 9380 §3.1), shared with the OPRF
+/// ([`crate::oprf_weierstrass`]).
+pub(crate) const DST_SECP256K1: &[u8] = b"BLINDJOIN-V01-CS01-with-secp256k1_XMD:SHA-256_SSWU_RO_";
+/// See [`DST_SECP256K1`].
+pub(crate) const DST_P256: &[u8] = b"BLINDJOIN-V01-CS01-with-P256_XMD:SHA-256_SSWU_RO_";
+/// See [`DST_SECP256K1`].
+pub(crate) const DST_SM2: &[u8] = b"BLINDJOIN-V01-CS01-with-SM2_XMD:SHA-256_SSWU_RO_";
 
 weierstrass_cipher!(
     Secp256k1Cipher,
     k256,
     Curve::Secp256k1,
-    b"BLINDJOIN-V01-CS01-with-secp256k1_XMD:SHA-256_SSWU_RO_",
+    DST_SECP256K1,
     hash_k256
 );
-weierstrass_cipher!(
-    P256Cipher,
-    p256,
-    Curve::P256,
-    b"BLINDJOIN-V01-CS01-with-P256_XMD:SHA-256_SSWU_RO_",
-    hash_p256
-);
-weierstrass_cipher!(
-    Sm2Cipher,
-    sm2,
-    Curve::Sm2,
-    b"BLINDJOIN-V01-CS01-with-SM2_XMD:SHA-256_SSWU_RO_",
-    hash_sm2
-);
+weierstrass_cipher!(P256Cipher, p256, Curve::P256, DST_P256, hash_p256);
+weierstrass_cipher!(Sm2Cipher, sm2, Curve::Sm2, DST_SM2, hash_sm2);

@@ -45,6 +45,10 @@ use blindjoin_link::wire::{self, ids};
 use blindjoin_link::{Link, Reader, put_bytes_u16, put_u64, recv_bulk, send_bulk};
 use rayon::prelude::*;
 
+pub mod labels;
+
+use labels::{MAC_LEN, MAX_SEALED_LEN, SALT_LEN, SealedLabels};
+
 /// Statistical security λ of the false-match bound.
 const STAT_SEC: u32 = 40;
 /// log2 of the largest client set the tag length is sized for.
@@ -65,8 +69,12 @@ const MSG_CACHE_TAGS: u8 = wire::byte(ids::UB_CACHE_TAGS);
 const MSG_HELLO: u8 = wire::byte(ids::UB_HELLO);
 const MSG_BLINDED: u8 = wire::byte(ids::UB_BLINDED);
 const MSG_EVALUATED: u8 = wire::byte(ids::UB_EVALUATED);
-/// Wire version of this protocol's messages.
-const WIRE_VERSION: u8 = 1;
+/// Wire version of this protocol's messages (2: the cache may carry sealed labels).
+const WIRE_VERSION: u8 = 2;
+/// Most label columns a cache may carry.
+pub const MAX_LABEL_COLUMNS: usize = 4096;
+/// Longest label column name, in bytes.
+pub const MAX_LABEL_NAME: usize = 1024;
 
 /// ℓ in bytes for a server set of `n_server` items (see the module doc).
 pub fn tag_len(n_server: u64) -> usize {
@@ -86,11 +94,26 @@ pub struct CacheMeta {
     pub tag_len: usize,
     /// [`OprfScalar::key_check_value`] of the key the cache was made with.
     pub key_check: [u8; 16],
+    /// The sealed labels the cache carries, if any ([`labels`]).
+    pub labels: Option<LabelMeta>,
 }
 
-/// The offline evaluation: `(values, order)` where `values` holds the ℓ-byte `F_k(y)` of every
-/// item in increasing order and `order[p]` is the index into `items` of the value at position
-/// `p` (the server's secret permutation).
+/// What a cache's labels are: the salt of their keys, the server's label column names (in the
+/// order each item's label lists its rows' values), and their total sealed size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LabelMeta {
+    /// The per-cache salt of every label key.
+    pub salt: [u8; SALT_LEN],
+    /// The label columns, in order.
+    pub columns: Vec<String>,
+    /// Total bytes of all sealed labels (each item's is at least [`MAC_LEN`]).
+    pub bytes: u64,
+}
+
+/// The offline evaluation: `(values, order, points)` where `values` holds the ℓ-byte `F_k(y)` of
+/// every item in increasing order, `order[p]` is the index into `items` of the value at position
+/// `p` (the server's secret permutation), and, when `keep_points`, `points[i]` is `H(y_i)^k` of
+/// `items[i]` (what its label key is derived from, [`labels::LabelKey::derive`]).
 ///
 /// # Errors
 /// Too many items, or a crypto failure.
@@ -98,8 +121,9 @@ pub fn evaluate_server_set(
     key: &OprfScalar,
     items: &[ItemDigest],
     tag_len: usize,
+    keep_points: bool,
     progress: &dyn Progress,
-) -> Result<(Vec<u8>, Vec<u32>), ProtocolError> {
+) -> Result<ServerSet, ProtocolError> {
     if items.len() as u64 > MAX_SERVER_ITEMS {
         return Err(ProtocolError::Config(format!(
             "unbalanced PSI caches at most {MAX_SERVER_ITEMS} unique keys"
@@ -118,9 +142,17 @@ pub fn evaluate_server_set(
     // Chunks bound the 32-byte points in memory at once.
     const CHUNK: usize = 1 << 16;
     let mut points = vec![0u8; CHUNK.min(items.len()) * POINT_LEN];
+    let mut kept: Vec<[u8; POINT_LEN]> = Vec::new();
     for (its, vals) in items.chunks(CHUNK).zip(values.chunks_mut(CHUNK * tag_len)) {
         let pts = &mut points[..its.len() * POINT_LEN];
         key.hash_and_mul(its, pts)?;
+        if keep_points {
+            kept.extend(pts.chunks_exact(POINT_LEN).map(|p| {
+                let mut a = [0u8; POINT_LEN];
+                a.copy_from_slice(p);
+                a
+            }));
+        }
         pts.par_chunks(POINT_LEN)
             .zip(vals.par_chunks_mut(tag_len))
             .for_each(|(p, v)| v.copy_from_slice(&tag(p)[..tag_len]));
@@ -134,7 +166,21 @@ pub fn evaluate_server_set(
         .par_chunks_mut(tag_len)
         .zip(order.par_iter())
         .for_each(|(s, &i)| s.copy_from_slice(value(i)));
-    Ok((sorted, order))
+    Ok(ServerSet {
+        values: sorted,
+        order,
+        points: keep_points.then_some(kept),
+    })
+}
+
+/// What [`evaluate_server_set`] returns.
+pub struct ServerSet {
+    /// The ℓ-byte values, increasing.
+    pub values: Vec<u8>,
+    /// `order[p]`: the item at position `p`.
+    pub order: Vec<u32>,
+    /// `H(y_i)^k` per item, in the items' order, when asked for.
+    pub points: Option<Vec<[u8; POINT_LEN]>>,
 }
 
 fn put_meta(msg: &mut Vec<u8>, meta: &CacheMeta) {
@@ -143,6 +189,18 @@ fn put_meta(msg: &mut Vec<u8>, meta: &CacheMeta) {
     put_u64(msg, meta.count);
     msg.push(meta.tag_len as u8);
     msg.extend_from_slice(&meta.key_check);
+    match &meta.labels {
+        None => msg.push(0),
+        Some(l) => {
+            msg.push(1);
+            msg.extend_from_slice(&l.salt);
+            msg.extend_from_slice(&(l.columns.len() as u16).to_le_bytes());
+            for c in &l.columns {
+                put_bytes_u16(msg, c.as_bytes());
+            }
+            put_u64(msg, l.bytes);
+        }
+    }
 }
 
 fn read_meta(r: &mut Reader<'_>) -> Result<CacheMeta, ProtocolError> {
@@ -161,6 +219,41 @@ fn read_meta(r: &mut Reader<'_>) -> Result<CacheMeta, ProtocolError> {
     let tag_len = r.u8()? as usize;
     let mut key_check = [0u8; 16];
     key_check.copy_from_slice(r.take(16)?);
+    let labels = match r.u8()? {
+        0 => None,
+        1 => {
+            let mut salt = [0u8; SALT_LEN];
+            salt.copy_from_slice(r.take(SALT_LEN)?);
+            let n = u16::from_le_bytes([r.u8()?, r.u8()?]) as usize;
+            if n > MAX_LABEL_COLUMNS {
+                return Err(ProtocolError::PeerMisbehaved(format!(
+                    "announces {n} label columns (limit {MAX_LABEL_COLUMNS})"
+                )));
+            }
+            let mut columns = Vec::with_capacity(n);
+            for _ in 0..n {
+                columns.push(r.str_u16(MAX_LABEL_NAME)?.to_owned());
+            }
+            let bytes = r.u64()?;
+            if bytes < count.saturating_mul(MAC_LEN as u64)
+                || bytes > count.saturating_mul(MAX_SEALED_LEN as u64)
+            {
+                return Err(ProtocolError::PeerMisbehaved(format!(
+                    "announces {bytes} bytes of labels for {count} values"
+                )));
+            }
+            Some(LabelMeta {
+                salt,
+                columns,
+                bytes,
+            })
+        }
+        other => {
+            return Err(ProtocolError::PeerMisbehaved(format!(
+                "sent label flag {other} in the cache header"
+            )));
+        }
+    };
     if count > MAX_SERVER_ITEMS || !(MIN_TAG_LEN..=MAX_TAG_LEN).contains(&tag_len) {
         return Err(ProtocolError::PeerMisbehaved(format!(
             "announces a cache of {count} values of {tag_len} bytes (limits: {MAX_SERVER_ITEMS} \
@@ -172,17 +265,20 @@ fn read_meta(r: &mut Reader<'_>) -> Result<CacheMeta, ProtocolError> {
         count,
         tag_len,
         key_check,
+        labels,
     })
 }
 
-/// Transfer, server side: the cache's metadata, then its values.
+/// Transfer, server side: the cache's metadata, then its values, then (when the cache has
+/// labels) each position's sealed-label length and the sealed labels.
 ///
 /// # Errors
-/// Link failures; `values` not of the announced size.
+/// Link failures; `values` or `labels` not of the announced size.
 pub fn send_cache(
     link: &mut dyn Link,
     meta: &CacheMeta,
     values: &[u8],
+    labels: Option<&SealedLabels>,
 ) -> Result<(), ProtocolError> {
     if values.len() as u64 != meta.count * meta.tag_len as u64 {
         return Err(ProtocolError::Unreachable(
@@ -193,34 +289,193 @@ pub fn send_cache(
     put_meta(&mut head, meta);
     link.send(&head)?;
     send_bulk(link, MSG_CACHE_TAGS, values)?;
+    match (&meta.labels, labels) {
+        (None, None) => {}
+        (Some(m), Some(l)) if l.len() as u64 == meta.count && l.data.len() as u64 == m.bytes => {
+            send_bulk(link, MSG_CACHE_TAGS, &l.lengths_le())?;
+            send_bulk(link, MSG_CACHE_TAGS, &l.data)?;
+        }
+        _ => {
+            return Err(ProtocolError::Unreachable(
+                "the cache's labels do not match its metadata",
+            ));
+        }
+    }
     Ok(())
 }
 
-/// Transfer, client side: the metadata and the values. `max_bytes` bounds what we accept to
-/// store; memory grows only as values arrive. The values must be in increasing order (what
-/// [`evaluate_server_set`] makes), which [`online_client`]'s lookup relies on.
+/// Transfer, client side: the metadata, the values and the sealed labels if any. `max_bytes`
+/// bounds what we accept to store (values, label lengths and labels together); memory grows
+/// only as data arrives. The values must be in increasing order (what [`evaluate_server_set`]
+/// makes), which [`online_client`]'s lookup relies on.
 ///
 /// # Errors
-/// Link failures, a malformed or oversized cache, values out of order.
+/// Link failures, a malformed or oversized cache, values out of order, label lengths that do
+/// not add up to what the header announced.
 pub fn recv_cache(
     link: &mut dyn Link,
     max_bytes: u64,
-) -> Result<(CacheMeta, Vec<u8>), ProtocolError> {
+) -> Result<(CacheMeta, Vec<u8>, Option<SealedLabels>), ProtocolError> {
     let head = link.recv()?;
     let mut r = Reader::new(&head, "cache header");
     expect_type(&mut r, MSG_CACHE_HEAD)?;
     let meta = read_meta(&mut r)?;
     r.finish()?;
     let bytes = meta.count * meta.tag_len as u64;
-    if bytes > max_bytes {
+    let label_bytes = meta
+        .labels
+        .as_ref()
+        .map_or(0, |l| l.bytes.saturating_add(4 * meta.count));
+    let total = bytes.saturating_add(label_bytes);
+    if total > max_bytes {
         return Err(ProtocolError::PeerMisbehaved(format!(
-            "announces a cache of {bytes} bytes; this client accepts at most {max_bytes}"
+            "announces a cache of {total} bytes; this client accepts at most {max_bytes}"
         )));
     }
     let values = recv_bulk(link, MSG_CACHE_TAGS, bytes as usize, "cache values")?;
     check_sorted(&values, meta.tag_len)
         .map_err(|p| ProtocolError::PeerMisbehaved(format!("cache value {p} is out of order")))?;
-    Ok((meta, values))
+    let labels = match &meta.labels {
+        None => None,
+        Some(m) => {
+            let lens = recv_bulk(
+                link,
+                MSG_CACHE_TAGS,
+                4 * meta.count as usize,
+                "label lengths",
+            )?;
+            let offsets = SealedLabels::offsets_from_le(&lens, m.bytes).map_err(|e| {
+                ProtocolError::PeerMisbehaved(format!("sent label lengths that {e}"))
+            })?;
+            let data = recv_bulk(link, MSG_CACHE_TAGS, m.bytes as usize, "sealed labels")?;
+            Some(SealedLabels { offsets, data })
+        }
+    };
+    Ok((meta, values, labels))
+}
+
+/// Where [`recv_cache_into`] puts the cache as it arrives, section by section.
+pub trait CacheSink {
+    /// The checked header, before any data.
+    ///
+    /// # Errors
+    /// The sink cannot start (e.g. its file cannot be created).
+    fn begin(&mut self, meta: &CacheMeta) -> Result<(), ProtocolError>;
+    /// The next bytes of the values, then of the label lengths, then of the sealed labels (in
+    /// that order, each section whole before the next).
+    ///
+    /// # Errors
+    /// The sink cannot take them.
+    fn bytes(&mut self, chunk: &[u8]) -> Result<(), ProtocolError>;
+}
+
+/// Transfer, client side, streamed: as [`recv_cache`], but each chunk goes to `sink` as it
+/// arrives and is checked there and then (values in order across chunks, each label length in
+/// range and the lengths adding up to the header's total), so the client's memory does not grow
+/// with the cache. Returns the metadata.
+///
+/// # Errors
+/// As [`recv_cache`], and the sink's.
+pub fn recv_cache_into(
+    link: &mut dyn Link,
+    max_bytes: u64,
+    sink: &mut dyn CacheSink,
+) -> Result<CacheMeta, ProtocolError> {
+    let head = link.recv()?;
+    let mut r = Reader::new(&head, "cache header");
+    expect_type(&mut r, MSG_CACHE_HEAD)?;
+    let meta = read_meta(&mut r)?;
+    r.finish()?;
+    let tl = meta.tag_len;
+    let values = meta.count * tl as u64;
+    let (lens, labels) = meta
+        .labels
+        .as_ref()
+        .map_or((0, 0), |l| (4 * meta.count, l.bytes));
+    let total = values.saturating_add(lens).saturating_add(labels);
+    if total > max_bytes {
+        return Err(ProtocolError::PeerMisbehaved(format!(
+            "announces a cache of {total} bytes; this client accepts at most {max_bytes}"
+        )));
+    }
+    sink.begin(&meta)?;
+    // Values: order checked across chunks (a value may straddle two).
+    let mut prev: Vec<u8> = Vec::new();
+    let mut partial: Vec<u8> = Vec::new();
+    let mut index = 0u64;
+    recv_section(link, values, "cache values", &mut |chunk| {
+        partial.extend_from_slice(chunk);
+        let whole = partial.len() - partial.len() % tl;
+        for v in partial[..whole].chunks_exact(tl) {
+            if !prev.is_empty() && v < &prev[..] {
+                return Err(ProtocolError::PeerMisbehaved(format!(
+                    "cache value {index} is out of order"
+                )));
+            }
+            prev.clear();
+            prev.extend_from_slice(v);
+            index += 1;
+        }
+        partial.drain(..whole);
+        sink.bytes(chunk)
+    })?;
+    if meta.labels.is_some() {
+        let mut sum = 0u64;
+        let mut partial: Vec<u8> = Vec::new();
+        let mut p = 0u64;
+        recv_section(link, lens, "label lengths", &mut |chunk| {
+            partial.extend_from_slice(chunk);
+            let whole = partial.len() - partial.len() % 4;
+            for c in partial[..whole].chunks_exact(4) {
+                let n = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
+                if !(MAC_LEN..=MAX_SEALED_LEN).contains(&n) {
+                    return Err(ProtocolError::PeerMisbehaved(format!(
+                        "sent label lengths that give label {p} {n} bytes (each must be \
+                         {MAC_LEN}..={MAX_SEALED_LEN})"
+                    )));
+                }
+                sum += n as u64;
+                p += 1;
+            }
+            partial.drain(..whole);
+            sink.bytes(chunk)
+        })?;
+        if sum != labels {
+            return Err(ProtocolError::PeerMisbehaved(format!(
+                "sent label lengths that add up to {sum} bytes, not the announced {labels}"
+            )));
+        }
+        recv_section(link, labels, "sealed labels", &mut |chunk| {
+            sink.bytes(chunk)
+        })?;
+    }
+    Ok(meta)
+}
+
+/// Receives `len` bytes sent by [`send_bulk`] under [`MSG_CACHE_TAGS`], handing each message's
+/// part to `f`.
+fn recv_section(
+    link: &mut dyn Link,
+    len: u64,
+    what: &'static str,
+    f: &mut dyn FnMut(&[u8]) -> Result<(), ProtocolError>,
+) -> Result<(), ProtocolError> {
+    let mut left = len;
+    while left > 0 {
+        let msg = link.recv()?;
+        let mut r = Reader::new(&msg, what);
+        expect_type(&mut r, MSG_CACHE_TAGS)?;
+        let part = r.take(r.left())?;
+        if part.is_empty() || part.len() as u64 > left {
+            return Err(ProtocolError::PeerMisbehaved(format!(
+                "sent {} bytes of {what} where {left} were still due",
+                part.len()
+            )));
+        }
+        f(part)?;
+        left -= part.len() as u64;
+    }
+    Ok(())
 }
 
 /// `Err(p)` if value `p` is smaller than value `p − 1`.
@@ -246,12 +501,15 @@ pub struct OnlineOptions {
     /// The server learns its items in the intersection. With `client_get_result = false`, the
     /// shuffle variant runs.
     pub server_get_result: bool,
+    /// Threshold mode: at most this many keys of the intersection are revealed (SecretFlow's
+    /// `intersection_threshold`); `None` reveals all. See [`online_client`].
+    pub threshold: Option<u64>,
 }
 
 impl OnlineOptions {
-    /// Whether the shuffle variant runs.
+    /// Whether the server shuffles its evaluations (the shuffle variant and threshold mode).
     pub fn shuffled(self) -> bool {
-        !self.client_get_result
+        !self.client_get_result || self.threshold.is_some()
     }
 
     fn check(self) -> Result<(), ProtocolError> {
@@ -259,6 +517,13 @@ impl OnlineOptions {
             return Err(ProtocolError::Config(
                 "client_get_result and server_get_result are both false: nobody would learn \
                  anything; set one of them"
+                    .into(),
+            ));
+        }
+        if self.threshold == Some(0) || (self.threshold.is_some() && !self.client_get_result) {
+            return Err(ProtocolError::Config(
+                "threshold mode needs a threshold above 0 and client_get_result: the client \
+                 learns the revealed keys"
                     .into(),
             ));
         }
@@ -276,6 +541,21 @@ pub struct OnlineOutput {
     pub count: Option<u64>,
     /// The peer's set size.
     pub peer_count: u64,
+    /// Client, when it learns the result: each matched item with its cache positions and its
+    /// evaluated point `H(x)^k` (to open its labels, [`labels::LabelKey::derive`]), in the
+    /// order of `intersection`.
+    pub hits: Vec<Hit>,
+}
+
+/// One of the client's matched items.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hit {
+    /// Index into the client's items.
+    pub item: usize,
+    /// The cache positions holding its value (one unless the server's values collide).
+    pub positions: Vec<u32>,
+    /// `H(x)^k`.
+    pub point: [u8; POINT_LEN],
 }
 
 fn hello(meta: &CacheMeta, opts: OnlineOptions, n_client: u64) -> Vec<u8> {
@@ -283,6 +563,7 @@ fn hello(meta: &CacheMeta, opts: OnlineOptions, n_client: u64) -> Vec<u8> {
     put_meta(&mut msg, meta);
     msg.push(u8::from(opts.client_get_result));
     msg.push(u8::from(opts.server_get_result));
+    put_u64(&mut msg, opts.threshold.unwrap_or(0));
     put_u64(&mut msg, n_client);
     msg
 }
@@ -301,6 +582,7 @@ fn exchange_hello(
     expect_type(&mut r, MSG_HELLO)?;
     let theirs = read_meta(&mut r)?;
     let (cg, sg) = (r.u8()? != 0, r.u8()? != 0);
+    let their_threshold = Some(r.u64()?).filter(|&t| t > 0);
     let their_n = r.u64()?;
     r.finish()?;
     let (our_role, their_role) = if server {
@@ -348,6 +630,14 @@ fn exchange_hello(
             show(cg, sg),
         ));
     }
+    if their_threshold != opts.threshold {
+        let show = |t: Option<u64>| t.map_or("none".to_string(), |t| t.to_string());
+        return Err(mismatch(
+            "intersection_threshold",
+            show(opts.threshold),
+            show(their_threshold),
+        ));
+    }
     if server {
         if their_n > MAX_CLIENT_ITEMS {
             return Err(ProtocolError::PeerMisbehaved(format!(
@@ -376,12 +666,52 @@ pub fn online_client(
     opts: OnlineOptions,
     progress: &dyn Progress,
 ) -> Result<OnlineOutput, ProtocolError> {
-    opts.check()?;
     if cache.len() as u64 != meta.count * meta.tag_len as u64 {
         return Err(ProtocolError::Unreachable(
             "the client cache does not match its metadata",
         ));
     }
+    online_client_with(link, meta, &mut SortedValues(cache), items, opts, progress)
+}
+
+/// Where the client looks its values up: the cache's sorted ℓ-byte values, in memory
+/// ([`SortedValues`]) or streamed from a file (`crates/data`'s client cache), so that the
+/// client's memory need not grow with the server's set.
+pub trait CacheLookup {
+    /// For each of `tags` (ℓ-byte values, back to back, in any order), the positions of the
+    /// cache holding it (empty for none), in `tags`' order.
+    ///
+    /// # Errors
+    /// The cache cannot be read.
+    fn positions(&mut self, tags: &[u8], tag_len: usize) -> Result<Vec<Vec<u32>>, ProtocolError>;
+}
+
+/// A cache's sorted values in memory: binary search.
+pub struct SortedValues<'a>(pub &'a [u8]);
+
+impl CacheLookup for SortedValues<'_> {
+    fn positions(&mut self, tags: &[u8], tl: usize) -> Result<Vec<Vec<u32>>, ProtocolError> {
+        Ok(tags
+            .par_chunks(tl)
+            .map(|t| find(self.0, tl, t).unwrap_or_default())
+            .collect())
+    }
+}
+
+/// [`online_client`] with the cache behind `lookup`, which is asked once, after all the
+/// evaluations are in.
+///
+/// # Errors
+/// As [`online_client`], and the lookup's.
+pub fn online_client_with(
+    link: &mut dyn Link,
+    meta: &CacheMeta,
+    lookup: &mut dyn CacheLookup,
+    items: &[ItemDigest],
+    opts: OnlineOptions,
+    progress: &dyn Progress,
+) -> Result<OnlineOutput, ProtocolError> {
+    opts.check()?;
     if items.len() as u64 > MAX_CLIENT_ITEMS {
         return Err(ProtocolError::Config(format!(
             "the online phase takes at most {MAX_CLIENT_ITEMS} unique keys"
@@ -397,12 +727,11 @@ pub fn online_client(
         link.send(&msg)?;
         progress.advance(chunk.len() as u64);
     }
-    progress.stage("unblinding and looking up", items.len() as u64);
+    progress.stage("unblinding", items.len() as u64);
     let tl = meta.tag_len;
-    // Matched client items (in their order; in the shuffle variant they stay unknown) and the
-    // matched cache positions.
-    let mut mine = Vec::new();
-    let mut positions: Vec<u32> = Vec::new();
+    // Every evaluation, unblinded, in the reply's order (the client's item order, or the
+    // server's shuffled order).
+    let mut unblinded = vec![0u8; items.len() * POINT_LEN];
     let mut next = 0usize;
     while next < items.len() {
         let msg = link.recv()?;
@@ -417,24 +746,51 @@ pub fn online_client(
                 items.len() - next
             )));
         }
-        let mut unblinded = vec![0u8; pts.len()];
-        r.mul_inverse(pts, &mut unblinded)?;
-        let hits: Vec<(usize, Vec<u32>)> = unblinded
-            .par_chunks(POINT_LEN)
-            .enumerate()
-            .filter_map(|(j, p)| find(cache, tl, &tag(p)[..tl]).map(|h| (next + j, h)))
-            .collect();
-        for (i, h) in hits {
-            // Without the shuffle, position i of the reply is our item i.
-            mine.push(i);
-            positions.extend(h);
-        }
+        r.mul_inverse(
+            pts,
+            &mut unblinded[next * POINT_LEN..(next + k) * POINT_LEN],
+        )?;
         next += k;
         progress.advance(k as u64);
+    }
+    progress.stage("looking up", 0);
+    let mut tags = vec![0u8; items.len() * tl];
+    tags.par_chunks_mut(tl)
+        .zip(unblinded.par_chunks(POINT_LEN))
+        .for_each(|(t, p)| t.copy_from_slice(&tag(p)[..tl]));
+    let found = lookup.positions(&tags, tl)?;
+    drop(tags);
+    if found.len() != items.len() {
+        return Err(ProtocolError::Unreachable("the lookup lost items"));
+    }
+    // Matched client items (in their order; in the shuffle variant, slots of the reply) and
+    // the matched cache positions.
+    let mut mine = Vec::new();
+    let mut positions: Vec<u32> = Vec::new();
+    let mut hits: Vec<Hit> = Vec::new();
+    for (j, h) in found.into_iter().enumerate() {
+        if h.is_empty() || h.iter().any(|&p| p as u64 >= meta.count) {
+            continue;
+        }
+        // Without the shuffle, position j of the reply is our item j.
+        mine.push(j);
+        positions.extend_from_slice(&h);
+        if opts.client_get_result {
+            let mut point = [0u8; POINT_LEN];
+            point.copy_from_slice(&unblinded[j * POINT_LEN..(j + 1) * POINT_LEN]);
+            hits.push(Hit {
+                item: j,
+                positions: h,
+                point,
+            });
+        }
     }
     positions.sort_unstable();
     positions.dedup();
     let count = mine.len() as u64;
+    if let Some(t) = opts.threshold {
+        return threshold_client(link, meta, items.len(), t, &hits, opts);
+    }
     if opts.server_get_result {
         crate::positions::send(link, &positions, meta.count as usize)?;
     }
@@ -442,6 +798,7 @@ pub fn online_client(
         intersection: opts.client_get_result.then_some(mine),
         count: Some(count),
         peer_count: meta.count,
+        hits,
     })
 }
 
@@ -501,7 +858,8 @@ pub fn online_server_hello(
 
 /// The rest of the server's online phase, after [`online_server_hello`] returned `n_client`:
 /// evaluates the client's `n_client` blinded points under `key` and, with `server_get_result`,
-/// receives the matched cache positions.
+/// receives the matched cache positions; in threshold mode, reveals at most the threshold's
+/// number of the client's matches to it ([`threshold_server`]).
 ///
 /// # Errors
 /// Link failures, a misbehaving client (more or fewer points than announced, bad points).
@@ -548,8 +906,9 @@ pub fn online_server_serve(
         next += k;
         progress.advance(k as u64);
     }
+    let mut pi = Vec::new();
     if opts.shuffled() {
-        let pi = random_permutation(n_client)?;
+        pi = random_permutation(n_client)?;
         for chunk in pi.chunks(ONLINE_BATCH) {
             let mut msg = Vec::with_capacity(1 + chunk.len() * POINT_LEN);
             msg.push(MSG_EVALUATED);
@@ -558,8 +917,12 @@ pub fn online_server_serve(
             }
             link.send(&msg)?;
         }
-        drop(held);
     }
+    if let Some(t) = opts.threshold {
+        drop(held);
+        return threshold_server(link, meta, opts, t, &pi);
+    }
+    drop(held);
     let intersection = if opts.server_get_result {
         let p = crate::positions::receive(link, meta.count as usize)?;
         if p.len() > n_client {
@@ -576,6 +939,110 @@ pub fn online_server_serve(
         count: intersection.as_ref().map(|p| p.len() as u64),
         intersection,
         peer_count: n_client as u64,
+        hits: Vec::new(),
+    })
+}
+
+/// Threshold mode, client side, after the shuffled evaluations came back: `hits` are the slots
+/// of the reply that match (their `item` is the slot). Sends the slots; receives the slots the
+/// server chose (`min(t, matches)` of them) and, in their order, which of our items each is;
+/// with `server_get_result`, sends the chosen items' cache positions.
+fn threshold_client(
+    link: &mut dyn Link,
+    meta: &CacheMeta,
+    n_items: usize,
+    t: u64,
+    hits: &[Hit],
+    opts: OnlineOptions,
+) -> Result<OnlineOutput, ProtocolError> {
+    let slots: Vec<u32> = hits.iter().map(|h| h.item as u32).collect();
+    crate::positions::send(link, &slots, n_items)?;
+    let count = hits.len() as u64;
+    let want = t.min(count) as usize;
+    let chosen = crate::positions::receive_at_most(link, n_items, want)?;
+    if chosen.len() != want {
+        return Err(ProtocolError::PeerMisbehaved(format!(
+            "revealed {} keys where min(threshold {t}, {count} matches) = {want} were due",
+            chosen.len()
+        )));
+    }
+    let raw = recv_bulk(link, MSG_EVALUATED, 4 * want, "revealed items")?;
+    let mut revealed: Vec<usize> = Vec::with_capacity(want);
+    let mut positions: Vec<u32> = Vec::new();
+    for (slot, c) in chosen.iter().zip(raw.chunks_exact(4)) {
+        let item = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
+        let hit = hits
+            .binary_search_by_key(slot, |h| h.item)
+            .ok()
+            .and_then(|k| hits.get(k));
+        let Some(hit) = hit.filter(|_| item < n_items) else {
+            return Err(ProtocolError::PeerMisbehaved(format!(
+                "revealed slot {slot} (item {item}), which is not a match of ours"
+            )));
+        };
+        revealed.push(item);
+        positions.extend_from_slice(&hit.positions);
+    }
+    revealed.sort_unstable();
+    if revealed.windows(2).any(|w| w[0] == w[1]) {
+        return Err(ProtocolError::PeerMisbehaved(
+            "revealed the same item twice".into(),
+        ));
+    }
+    if opts.server_get_result {
+        positions.sort_unstable();
+        positions.dedup();
+        crate::positions::send(link, &positions, meta.count as usize)?;
+    }
+    Ok(OnlineOutput {
+        intersection: Some(revealed),
+        count: Some(count),
+        peer_count: meta.count,
+        hits: Vec::new(),
+    })
+}
+
+/// Threshold mode, server side, after the shuffled evaluations went out: receives the slots
+/// the client found matching, picks `min(t, claimed)` of them uniformly at random, and sends
+/// them with which of the client's items each is (`pi[slot]`); with `server_get_result`,
+/// receives the chosen keys' cache positions (at most that many). The server cannot check the
+/// claims (its evaluations are still blinded by the client's `r`): a client that deviates can
+/// have at most `t` of its items' slots mapped, never more. Returns the claimed count.
+fn threshold_server(
+    link: &mut dyn Link,
+    meta: &CacheMeta,
+    opts: OnlineOptions,
+    t: u64,
+    pi: &[usize],
+) -> Result<OnlineOutput, ProtocolError> {
+    let n_client = pi.len();
+    let claimed =
+        crate::positions::receive_at_most(link, n_client, n_client.min(meta.count as usize))?;
+    let want = t.min(claimed.len() as u64) as usize;
+    let pick = random_permutation(claimed.len())?;
+    let mut chosen: Vec<usize> = pick.iter().take(want).map(|&k| claimed[k]).collect();
+    chosen.sort_unstable();
+    let slots: Vec<u32> = chosen.iter().map(|&s| s as u32).collect();
+    crate::positions::send(link, &slots, n_client)?;
+    let items: Vec<u8> = chosen
+        .iter()
+        .flat_map(|&s| (pi[s] as u32).to_le_bytes())
+        .collect();
+    send_bulk(link, MSG_EVALUATED, &items)?;
+    let intersection = if opts.server_get_result {
+        Some(crate::positions::receive_at_most(
+            link,
+            meta.count as usize,
+            want,
+        )?)
+    } else {
+        None
+    };
+    Ok(OnlineOutput {
+        intersection,
+        count: Some(claimed.len() as u64),
+        peer_count: n_client as u64,
+        hits: Vec::new(),
     })
 }
 
@@ -591,8 +1058,10 @@ mod tests {
         range.map(|i| item_digest(&i.to_le_bytes())).collect()
     }
 
-    /// Offline, transfer, online over an in-memory link; returns (client's, server's) items in
-    /// the intersection (the server's mapped through its permutation) and the client's count.
+    /// Offline, transfer, online over an in-memory link, with each server item `i` labelled
+    /// `label(i)`; returns (client's, server's) items in the intersection (the server's mapped
+    /// through its permutation) and the client's count, after checking that the client opens
+    /// exactly its matches' labels.
     fn run(
         curve: Curve,
         server: &[ItemDigest],
@@ -601,22 +1070,61 @@ mod tests {
     ) -> (Option<Vec<usize>>, Option<Vec<usize>>, u64) {
         let key = OprfScalar::from_seed(curve, b"0123456789abcdef0123456789abcdef").unwrap();
         let tl = tag_len(server.len() as u64);
-        let (values, order) = evaluate_server_set(&key, server, tl, &NoProgress).unwrap();
+        let set = evaluate_server_set(&key, server, tl, true, &NoProgress).unwrap();
+        let (values, order) = (set.values, set.order);
+        let points = set.points.unwrap();
+        let label = |i: usize| format!("label of {i}").repeat(i % 3).into_bytes();
+        let salt = [3u8; SALT_LEN];
+        let mut sealed = SealedLabels::default();
+        for &i in &order {
+            let k = labels::LabelKey::derive(&points[i as usize], &salt);
+            sealed.push(&labels::seal(&k, &label(i as usize)));
+        }
+        if order.is_empty() {
+            sealed.offsets.push(0);
+        }
         let meta = CacheMeta {
             curve,
             count: server.len() as u64,
             tag_len: tl,
             key_check: key.key_check_value().unwrap(),
+            labels: Some(LabelMeta {
+                salt,
+                columns: vec!["v".into()],
+                bytes: sealed.data.len() as u64,
+            }),
         };
         let (mut ls, mut lc) = mem_pair();
         let client = client.to_vec();
         let t = std::thread::spawn(move || {
-            let (meta, cache) = recv_cache(&mut lc, 1 << 30).unwrap();
-            online_client(&mut lc, &meta, &cache, &client, opts, &NoProgress).unwrap()
+            let (meta, cache, labels) = recv_cache(&mut lc, 1 << 30).unwrap();
+            let out = online_client(&mut lc, &meta, &cache, &client, opts, &NoProgress).unwrap();
+            (out, meta, labels.unwrap(), client)
         });
-        send_cache(&mut ls, &meta, &values).unwrap();
+        send_cache(&mut ls, &meta, &values, Some(&sealed)).unwrap();
         let s = online_server(&mut ls, &key, &meta, opts, &NoProgress).unwrap();
-        let c = t.join().unwrap();
+        let (c, cmeta, clabels, client) = t.join().unwrap();
+        assert_eq!(cmeta, meta);
+        assert_eq!(
+            c.hits.len(),
+            if !opts.shuffled() {
+                c.count.unwrap() as usize
+            } else {
+                0
+            }
+        );
+        for h in &c.hits {
+            let p = h.positions[0] as usize;
+            let k = labels::LabelKey::derive(&h.point, &salt);
+            let opened = labels::open(&k, clabels.get(p).unwrap()).unwrap();
+            let server_i = server.iter().position(|d| *d == client[h.item]).unwrap();
+            assert_eq!(opened, label(server_i));
+            // Any other position's label does not open under this item's key.
+            if clabels.len() > 1 {
+                let q = (p + 1) % clabels.len();
+                assert_eq!(labels::open(&k, clabels.get(q).unwrap()), None);
+            }
+        }
         let theirs = s.intersection.map(|ps| {
             let mut v: Vec<usize> = ps.into_iter().map(|p| order[p] as usize).collect();
             v.sort_unstable();
@@ -640,14 +1148,17 @@ mod tests {
     const BOTH: OnlineOptions = OnlineOptions {
         client_get_result: true,
         server_get_result: true,
+        threshold: None,
     };
     const CLIENT: OnlineOptions = OnlineOptions {
         client_get_result: true,
         server_get_result: false,
+        threshold: None,
     };
     const SHUFFLE: OnlineOptions = OnlineOptions {
         client_get_result: false,
         server_get_result: true,
+        threshold: None,
     };
 
     #[test]
@@ -675,8 +1186,186 @@ mod tests {
         }
         let (server, client) = (set(0..300), set(250..400));
         let (mine, theirs) = plain(&server, &client);
-        let (c, s, _) = run(Curve::Ristretto255, &server, &client, BOTH);
-        assert_eq!((c.unwrap(), s.unwrap()), (mine, theirs));
+        for curve in [
+            Curve::Ristretto255,
+            Curve::Sm2,
+            Curve::Secp256k1,
+            Curve::P256,
+        ] {
+            for opts in [BOTH, SHUFFLE] {
+                let (c, s, count) = run(curve, &server, &client, opts);
+                assert_eq!(count, mine.len() as u64, "{curve}");
+                assert_eq!(c, opts.client_get_result.then(|| mine.clone()), "{curve}");
+                assert_eq!(s, Some(theirs.clone()), "{curve}");
+            }
+        }
+    }
+
+    #[test]
+    fn threshold_reveals_at_most_t_keys_all_in_the_intersection() {
+        let cases = [
+            (set(0..1000), set(500..1500)),
+            (set(0..1000), set(5000..5100)),
+            (set(0..1), set(0..1)),
+            (set(0..300), set(0..300)),
+            (set(0..0), set(0..4)),
+        ];
+        for (server, client) in &cases {
+            let (mine, _) = plain(server, client);
+            for t in [1u64, 7, 10_000] {
+                for sg in [false, true] {
+                    let opts = OnlineOptions {
+                        client_get_result: true,
+                        server_get_result: sg,
+                        threshold: Some(t),
+                    };
+                    let (c, s, count) = run(Curve::FourQ, server, client, opts);
+                    let c = c.unwrap();
+                    // The real count, and min(t, count) keys, all in the intersection.
+                    assert_eq!(count, mine.len() as u64);
+                    assert_eq!(c.len() as u64, t.min(count));
+                    assert!(c.iter().all(|i| mine.contains(i)));
+                    assert!(c.windows(2).all(|w| w[0] < w[1]));
+                    // The server learns the same keys (as its own items), or nothing.
+                    match s {
+                        Some(s) => {
+                            let mut theirs: Vec<ItemDigest> =
+                                s.iter().map(|&i| server[i]).collect();
+                            let mut ours: Vec<ItemDigest> = c.iter().map(|&i| client[i]).collect();
+                            theirs.sort_unstable();
+                            ours.sort_unstable();
+                            assert_eq!(theirs, ours);
+                        }
+                        None => assert!(!sg),
+                    }
+                }
+            }
+        }
+        // Both sides must agree on the threshold.
+        let (mut ls, mut lc) = mem_pair();
+        let key = OprfScalar::random(Curve::FourQ).unwrap();
+        let t5 = OnlineOptions {
+            threshold: Some(5),
+            ..CLIENT
+        };
+        let t6 = OnlineOptions {
+            threshold: Some(6),
+            ..CLIENT
+        };
+        let t = std::thread::spawn(move || {
+            online_client(&mut lc, &meta(0, [1; 16]), &[], &[], t5, &NoProgress)
+        });
+        let s = online_server(&mut ls, &key, &meta(0, [1; 16]), t6, &NoProgress);
+        assert!(matches!(s, Err(ProtocolError::Mismatch { .. })), "{s:?}");
+        assert!(t.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_threshold_server_revealing_unclaimed_or_too_few_slots_is_refused() {
+        // The client holds items 0..4 of the server's 0..10; the hostile server answers with
+        // honest evaluations, then reveals a slot the client did not claim, or none.
+        let key = OprfScalar::from_seed(Curve::FourQ, &[1; 32]).unwrap();
+        let server = set(0..10);
+        let tl = tag_len(10);
+        let values = evaluate_server_set(&key, &server, tl, false, &NoProgress)
+            .unwrap()
+            .values;
+        let m = CacheMeta {
+            count: 10,
+            tag_len: tl,
+            key_check: key.key_check_value().unwrap(),
+            ..meta(0, [0; 16])
+        };
+        let opts = OnlineOptions {
+            threshold: Some(2),
+            ..CLIENT
+        };
+        let client: Vec<ItemDigest> = set(0..4).into_iter().chain(set(50..54)).collect();
+        for reveal in [vec![], vec![5u32, 7]] {
+            let (mut ls, mut lc) = mem_pair();
+            let (mc, vc, cc) = (m.clone(), values.clone(), client.clone());
+            let t = std::thread::spawn(move || {
+                online_client(&mut lc, &mc, &vc, &cc, opts, &NoProgress)
+            });
+            let n = online_server_hello(&mut ls, &m, opts).unwrap() as usize;
+            let msg = ls.recv().unwrap();
+            let mut out = vec![MSG_EVALUATED];
+            out.resize(1 + n * POINT_LEN, 0);
+            key.mul(&msg[1..], &mut out[1..]).unwrap();
+            ls.send(&out).unwrap();
+            let claimed = crate::positions::receive(&mut ls, n).unwrap();
+            assert_eq!(claimed, vec![0, 1, 2, 3]);
+            crate::positions::send(&mut ls, &reveal, n).unwrap();
+            let items: Vec<u8> = reveal.iter().flat_map(|&s| s.to_le_bytes()).collect();
+            send_bulk(&mut ls, MSG_EVALUATED, &items).unwrap();
+            let r = t.join().unwrap();
+            assert!(
+                matches!(r, Err(ProtocolError::PeerMisbehaved(_))),
+                "{reveal:?}: {r:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_streamed_transfer_agrees_and_refuses_what_recv_cache_refuses() {
+        struct Mem(Option<CacheMeta>, Vec<u8>);
+        impl CacheSink for Mem {
+            fn begin(&mut self, meta: &CacheMeta) -> Result<(), ProtocolError> {
+                self.0 = Some(meta.clone());
+                Ok(())
+            }
+            fn bytes(&mut self, chunk: &[u8]) -> Result<(), ProtocolError> {
+                self.1.extend_from_slice(chunk);
+                Ok(())
+            }
+        }
+        // Values straddling many bulk chunks, with labels.
+        let n = 300_000u64;
+        let values: Vec<u8> = (0..n)
+            .flat_map(|i| {
+                let mut v = vec![0u8; 4];
+                v.extend(i.to_be_bytes());
+                v
+            })
+            .collect();
+        let mut l = SealedLabels::default();
+        l.offsets.push(0);
+        for i in 0..n {
+            l.push(&vec![i as u8; 16 + (i % 3) as usize]);
+        }
+        let m = CacheMeta {
+            count: n,
+            labels: Some(LabelMeta {
+                salt: [0; SALT_LEN],
+                columns: vec![],
+                bytes: l.data.len() as u64,
+            }),
+            ..meta(n, [0; 16])
+        };
+        let (mut ls, mut lc) = mem_pair();
+        let (m2, v2, l2) = (m.clone(), values.clone(), l.clone());
+        let t = std::thread::spawn(move || send_cache(&mut ls, &m2, &v2, Some(&l2)).unwrap());
+        let mut sink = Mem(None, Vec::new());
+        let got = recv_cache_into(&mut lc, 1 << 30, &mut sink).unwrap();
+        t.join().unwrap();
+        assert_eq!(got, m);
+        let want = [values.clone(), l.lengths_le(), l.data.clone()].concat();
+        assert_eq!(sink.1, want);
+        // Out of order, and over the size limit.
+        let mut bad = values.clone();
+        bad.swap(12 * 200_000 + 11, 12 * 200_001 + 11);
+        let (mut ls, mut lc) = mem_pair();
+        let t = std::thread::spawn(move || {
+            let _ = send_cache(&mut ls, &m, &bad, Some(&l));
+        });
+        let r = recv_cache_into(&mut lc, 1 << 30, &mut Mem(None, Vec::new()));
+        assert!(matches!(r, Err(ProtocolError::PeerMisbehaved(_))), "{r:?}");
+        drop(lc);
+        t.join().unwrap();
+        let (mut ls, mut lc) = mem_pair();
+        send_cache(&mut ls, &meta(1000, [0; 16]), &values[..12_000], None).unwrap();
+        let r = recv_cache_into(&mut lc, 100, &mut Mem(None, Vec::new()));
+        assert!(matches!(r, Err(ProtocolError::PeerMisbehaved(_))), "{r:?}");
     }
 
     #[test]
@@ -693,8 +1382,18 @@ mod tests {
         let none = OnlineOptions {
             client_get_result: false,
             server_get_result: false,
+            threshold: None,
         };
         assert!(none.check().is_err());
+        // A threshold of 0, or one the client does not learn, is refused too.
+        for (t, c) in [(Some(0), true), (Some(3), false)] {
+            let o = OnlineOptions {
+                client_get_result: c,
+                server_get_result: true,
+                threshold: t,
+            };
+            assert!(o.check().is_err(), "{o:?}");
+        }
     }
 
     fn meta(count: u64, key_check: [u8; 16]) -> CacheMeta {
@@ -703,6 +1402,7 @@ mod tests {
             count,
             tag_len: 12,
             key_check,
+            labels: None,
         }
     }
 
@@ -729,10 +1429,72 @@ mod tests {
     }
 
     #[test]
+    fn hostile_label_sections_get_typed_errors() {
+        let with_labels = |count: u64, bytes: u64| CacheMeta {
+            labels: Some(LabelMeta {
+                salt: [0; SALT_LEN],
+                columns: vec!["a".into()],
+                bytes,
+            }),
+            ..meta(count, [0; 16])
+        };
+        let values = |n: usize| -> Vec<u8> {
+            (0..n as u32)
+                .flat_map(|i| {
+                    let mut v = vec![0u8; 8];
+                    v.extend(i.to_be_bytes());
+                    v
+                })
+                .collect()
+        };
+        // Lengths that do not add up, one below the MAC, one above the limit.
+        for lens in [
+            [20u32, 20],
+            [16, 25],
+            [8, 32],
+            [MAX_SEALED_LEN as u32 + 1, 0],
+        ] {
+            let (mut ls, mut lc) = mem_pair();
+            let m = with_labels(2, 40);
+            let mut head = vec![MSG_CACHE_HEAD];
+            put_meta(&mut head, &m);
+            ls.send(&head).unwrap();
+            send_bulk(&mut ls, MSG_CACHE_TAGS, &values(2)).unwrap();
+            let le: Vec<u8> = lens.iter().flat_map(|l| l.to_le_bytes()).collect();
+            send_bulk(&mut ls, MSG_CACHE_TAGS, &le).unwrap();
+            send_bulk(&mut ls, MSG_CACHE_TAGS, &[0u8; 40]).unwrap();
+            let r = recv_cache(&mut lc, 1 << 20);
+            if lens == [20, 20] {
+                let (_, _, l) = r.unwrap();
+                assert_eq!(l.unwrap().get(1).unwrap().len(), 20);
+            } else {
+                assert!(
+                    matches!(r, Err(ProtocolError::PeerMisbehaved(_))),
+                    "{lens:?}"
+                );
+            }
+        }
+        // Announced label bytes beyond what the client stores, or too few for the count.
+        for (bytes, max) in [(1u64 << 40, 1u64 << 41), (1 << 20, 1000), (10, 1 << 20)] {
+            let (mut ls, mut lc) = mem_pair();
+            let mut head = vec![MSG_CACHE_HEAD];
+            put_meta(&mut head, &with_labels(2, bytes));
+            ls.send(&head).unwrap();
+            assert!(
+                matches!(
+                    recv_cache(&mut lc, max),
+                    Err(ProtocolError::PeerMisbehaved(_))
+                ),
+                "{bytes}"
+            );
+        }
+    }
+
+    #[test]
     fn hostile_peers_get_typed_errors() {
         // A cache header announcing more than the client accepts.
         let (mut ls, mut lc) = mem_pair();
-        send_cache(&mut ls, &meta(1 << 20, [0; 16]), &vec![0u8; 12 << 20]).unwrap();
+        send_cache(&mut ls, &meta(1 << 20, [0; 16]), &vec![0u8; 12 << 20], None).unwrap();
         assert!(matches!(
             recv_cache(&mut lc, 1000),
             Err(ProtocolError::PeerMisbehaved(_))
@@ -741,7 +1503,7 @@ mod tests {
         let (mut ls, mut lc) = mem_pair();
         let mut vals = vec![0u8; 24];
         vals[0] = 9;
-        send_cache(&mut ls, &meta(2, [0; 16]), &vals).unwrap();
+        send_cache(&mut ls, &meta(2, [0; 16]), &vals, None).unwrap();
         assert!(matches!(
             recv_cache(&mut lc, 1000),
             Err(ProtocolError::PeerMisbehaved(_))

@@ -118,6 +118,7 @@ fn main() -> std::io::Result<()> {
                     opts: OnlineOptions {
                         client_get_result: c,
                         server_get_result: s,
+                        threshold: None,
                     },
                     client: 7,
                     server: 9,

@@ -534,3 +534,215 @@ fn the_server_refuses_queries_past_the_cap_until_the_key_is_rotated() {
     assert!(err.contains("--max-query-items"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Labels over unbalanced PSI: the server generates its cache with two label columns (chosen
+/// and ordered by `blindjoin.label_columns`, one holding commas and quotes), transfers it,
+/// and the client's online output is its own matching rows joined with those columns, once
+/// per server row of the key (key 7 has two); the same query again as Parquet. The expected
+/// output is the plaintext join computed here.
+#[test]
+fn labels_join_the_servers_columns_to_the_clients_rows() {
+    let dir = tmp("ub", "labels");
+    let mut s = String::from("id,s_val,score\n");
+    for i in 0..500 {
+        s += &format!("{i},s{i},\"{i},\"\"5\"\"\"\n");
+    }
+    s += "7,dup,d\n";
+    std::fs::write(dir.join("server.csv"), &s).unwrap();
+    let mut c = String::from("c_val,id\n");
+    for i in (450..600).rev() {
+        c += &format!("c{i},{i}\n");
+    }
+    c += "x,7\nx,abc\n";
+    std::fs::write(dir.join("client.csv"), &c).unwrap();
+    let p = ports();
+    let client_only = r#","server_get_result": false, "client_get_result": true"#;
+    let ext = |name: &str, ext: &str| {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap().replacen(
+            "\"self_link_party\"",
+            &format!("\"blindjoin\": {{{ext}}}, \"self_link_party\""),
+            1,
+        );
+        std::fs::write(dir.join(name), text).unwrap();
+    };
+    config(
+        &dir,
+        "gen.json",
+        "ROLE_SERVER",
+        "MODE_OFFLINE_GEN_CACHE",
+        p,
+        SERVER,
+    );
+    ext("gen.json", r#""label_columns": ["score", "s_val"]"#);
+    let (ok, err) = run_alone(&dir, "gen.json");
+    assert!(ok, "{err}");
+    // The labels are sealed: no label text appears in the server's cache.
+    let cache = std::fs::read(dir.join("server_cache")).unwrap();
+    assert!(!cache.windows(4).any(|w| w == b"s499"));
+    config(
+        &dir,
+        "ts.json",
+        "ROLE_SERVER",
+        "MODE_OFFLINE_TRANSFER_CACHE",
+        p,
+        SERVER,
+    );
+    config(
+        &dir,
+        "tc.json",
+        "ROLE_CLIENT",
+        "MODE_OFFLINE_TRANSFER_CACHE",
+        p,
+        CLIENT,
+    );
+    let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "ts.json", "tc.json");
+    assert!(ok_s && ok_c, "{err_s}\n{err_c}");
+    let client_cache = std::fs::read(dir.join("client_cache")).unwrap();
+    assert!(!client_cache.windows(4).any(|w| w == b"s499"));
+
+    // Plaintext join: the client's rows sorted by key text (ties in file order), each with the
+    // server rows of its key in file order.
+    let mut keys: Vec<String> = (450..500).map(|i: u32| i.to_string()).collect();
+    keys.push("7".into());
+    keys.sort();
+    let mut want = vec!["c_val,id,score,s_val".to_string()];
+    for k in &keys {
+        if k == "7" {
+            want.push("x,7,\"7,\"\"5\"\"\",s7".into());
+            want.push("x,7,d,dup".into());
+        } else {
+            want.push(format!("c{k},{k},\"{k},\"\"5\"\"\",s{k}"));
+        }
+    }
+    config(
+        &dir,
+        "os.json",
+        "ROLE_SERVER",
+        "MODE_ONLINE",
+        p,
+        &(SERVER.to_string() + client_only),
+    );
+    config(
+        &dir,
+        "oc.json",
+        "ROLE_CLIENT",
+        "MODE_ONLINE",
+        p,
+        &(CLIENT.to_string() + client_only),
+    );
+    let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "os.json", "oc.json");
+    assert!(ok_s && ok_c, "{err_s}\n{err_c}");
+    let got = std::fs::read_to_string(dir.join("client_out.csv")).unwrap();
+    assert_eq!(got.lines().collect::<Vec<_>>(), want);
+
+    // Parquet output of the same join: the same number of rows.
+    let pq = CLIENT.replace(
+        r#""output_config": {"type": "IO_TYPE_FILE_CSV", "path": "client_out.csv"}"#,
+        r#""output_config": {"type": "IO_TYPE_FILE_PARQUET", "path": "client_out.parquet"}"#,
+    ) + client_only;
+    config(&dir, "oc.json", "ROLE_CLIENT", "MODE_ONLINE", p, &pq);
+    ext("oc.json", r#""report_path": "labels_report.json""#);
+    let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "os.json", "oc.json");
+    assert!(ok_s && ok_c, "{err_s}\n{err_c}");
+    assert!(dir.join("client_out.parquet").exists());
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("labels_report.json")).unwrap()).unwrap();
+    assert_eq!(report["intersection_key_count"], 51);
+    assert_eq!(report["intersection_count"], want.len() as u64 - 1);
+
+    // A labelled cache refuses the shuffle variant, on the server, naming the field.
+    let shuffle = r#","server_get_result": true, "client_get_result": false"#;
+    config(
+        &dir,
+        "ss.json",
+        "ROLE_SERVER",
+        "MODE_ONLINE",
+        p,
+        &(SERVER.to_string() + shuffle),
+    );
+    config(
+        &dir,
+        "sc.json",
+        "ROLE_CLIENT",
+        "MODE_ONLINE",
+        p,
+        &(CLIENT.to_string() + shuffle),
+    );
+    let ((ok_s, err_s), (ok_c, _)) = run_pair(&dir, "ss.json", "sc.json");
+    assert!(!ok_s && !ok_c);
+    assert!(err_s.contains("blindjoin.label_columns"), "{err_s}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Threshold unbalanced PSI (SecretFlow's `intersection_threshold` / `count_path`), full mode,
+/// both parties learning the result: at most T keys are revealed, all in the intersection, the
+/// server's revealed keys are the client's, and both write `real_count,final_count`; with T
+/// above the intersection's size, all of it.
+#[test]
+fn threshold_reveals_at_most_t_keys_and_writes_the_counts() {
+    let dir = tmp("ub", "threshold");
+    tables(&dir);
+    let p = ports();
+    let both = r#","server_get_result": true, "client_get_result": true"#;
+    for (t, want) in [(10u64, 10usize), (1000, 101)] {
+        let th = format!(r#", "intersection_threshold": {t}, "count_path": "count_ME.csv""#);
+        let fs = SERVER.replace("server_cache", "server_cache_t") + both + &th.replace("ME", "s");
+        let fc = CLIENT.replace("client_cache", "client_cache_t") + both + &th.replace("ME", "c");
+        config(&dir, "ts.json", "ROLE_SERVER", "MODE_FULL", p, &fs);
+        config(&dir, "tc.json", "ROLE_CLIENT", "MODE_FULL", p, &fc);
+        let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "ts.json", "tc.json");
+        assert!(ok_s && ok_c, "{err_s}\n{err_c}");
+        let mut got = ids(&dir.join("client_out.csv"), 1);
+        got.dedup();
+        assert_eq!(got.len(), want, "T = {t}");
+        let all = expected();
+        assert!(got.iter().all(|k| all.contains(k)), "{got:?}");
+        let mut theirs = ids(&dir.join("server_out.csv"), 0);
+        theirs.dedup();
+        assert_eq!(theirs, got);
+        for side in ["s", "c"] {
+            let counts = std::fs::read_to_string(dir.join(format!("count_{side}.csv"))).unwrap();
+            assert_eq!(
+                counts,
+                format!("real_count,final_count\n101,{want}\n"),
+                "{side}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Unbalanced PSI on SM2 and secp256k1 (prime-order groups, points as x-coordinates): full
+/// mode, both parties learning the result, against the plaintext intersection.
+#[test]
+fn full_mode_on_sm2_and_secp256k1() {
+    let dir = tmp("ub", "curves");
+    tables(&dir);
+    let both = r#","server_get_result": true, "client_get_result": true"#;
+    for curve in ["CURVE_SM2", "CURVE_SECP256K1"] {
+        let p = ports();
+        let fs = SERVER
+            .replace("server_cache", "sc")
+            .replace("server.key", "k.key")
+            + both;
+        let fc = CLIENT.replace("client_cache", "cc") + both;
+        config(&dir, "fs.json", "ROLE_SERVER", "MODE_FULL", p, &fs);
+        config(&dir, "fc.json", "ROLE_CLIENT", "MODE_FULL", p, &fc);
+        for name in ["fs.json", "fc.json"] {
+            let text = std::fs::read_to_string(dir.join(name)).unwrap().replacen(
+                "\"self_link_party\"",
+                &format!("\"blindjoin\": {{\"curve\": \"{curve}\"}}, \"self_link_party\""),
+                1,
+            );
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "fs.json", "fc.json");
+        assert!(ok_s && ok_c, "{curve}\n{err_s}\n{err_c}");
+        assert_eq!(ids(&dir.join("client_out.csv"), 1), expected(), "{curve}");
+        let mut want = expected();
+        want.push("7".into());
+        assert_eq!(ids(&dir.join("server_out.csv"), 0), want, "{curve}");
+        std::fs::remove_file(dir.join("k.key")).unwrap();
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -12,7 +12,7 @@ use super::{
 use crate::error::ConfigError;
 use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, TableFormat};
 use crate::ub::budget::{DEFAULT_MAX_QUERY_ITEMS, FIELD as MAX_QUERY_ITEMS};
-use crate::ub::{DEFAULT_MAX_CACHE_BYTES, UbMode, UbRole, UbSpec};
+use crate::ub::{DEFAULT_MAX_CACHE_BYTES, LabelChoice, UbMode, UbRole, UbSpec};
 use blindjoin_crypto::Curve;
 use blindjoin_link::DEFAULT_SILENCE_TIMEOUT;
 use serde::Deserialize;
@@ -70,6 +70,7 @@ pub(super) struct UbExtensions {
     /// Read by [`crate::ops::Ops::from_config`].
     #[allow(dead_code)]
     threads: Option<Value>,
+    label_columns: Option<Value>,
 }
 
 /// Whether `text` is an unbalanced-PSI launch config (has a top-level `ub_psi_config`). Cheap
@@ -152,8 +153,9 @@ pub fn parse_ub_launch_config(
                 return Err(invalid(
                     "blindjoin.curve",
                     &format!(
-                        "{name}: unbalanced PSI needs a prime-order group; use CURVE_FOURQ \
-                         (default) or CURVE_RISTRETTO255"
+                        "{name}: the OPRF of unbalanced PSI needs a prime-order group, and \
+                         Curve25519 has cofactor 8; use CURVE_FOURQ (default), \
+                         CURVE_RISTRETTO255, CURVE_SECP256K1, CURVE_SM2 or CURVE_P256"
                     ),
                 ));
             }
@@ -300,21 +302,44 @@ pub fn parse_ub_launch_config(
             ));
         }
     }
-    if let Some(t) = ub.intersection_threshold.filter(|&t| t > 0) {
-        return Err(not_yet(
-            &f("intersection_threshold"),
-            &t.to_string(),
-            "unbalanced PSI reveals the whole intersection; use psi_config with PROTOCOL_ECDH \
-             for threshold PSI",
-        ));
+    // Threshold mode (SecretFlow's threshold UB-PSI): at most T keys of the intersection are
+    // revealed, to the client (and to the server with server_get_result).
+    let threshold = ub.intersection_threshold.filter(|&t| t > 0);
+    if let Some(t) = threshold {
+        if !mode.queries() {
+            warnings.push(format!(
+                "ub_psi_config.intersection_threshold: {t} is ignored in {} (it applies to the \
+                 online query: MODE_ONLINE, MODE_FULL)",
+                mode.config_name()
+            ));
+        } else if !client_get_result {
+            return Err(invalid(
+                &f("intersection_threshold"),
+                &format!(
+                    "{t} with client_get_result false: threshold mode reveals at most {t} keys \
+                     of the intersection to the client; set client_get_result true (both \
+                     parties)"
+                ),
+            ));
+        }
     }
-    if let Some(p) = ub.count_path.as_deref().filter(|p| !p.is_empty()) {
-        return Err(not_yet(
-            &f("count_path"),
-            p,
-            "it belongs to intersection_threshold, which unbalanced PSI does not support",
-        ));
-    }
+    let threshold = threshold.filter(|_| mode.queries());
+    let count_path = match ub
+        .count_path
+        .as_deref()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        Some(p) if threshold.is_some() => Some(resolve(p)),
+        Some(p) => {
+            warnings.push(format!(
+                "ub_psi_config.count_path: {p:?} is ignored: it is written in threshold mode \
+                 (intersection_threshold above 0, MODE_ONLINE or MODE_FULL)"
+            ));
+            None
+        }
+        None => None,
+    };
     let _ = (&ub.input_attr, &ub.output_attr);
     // `debug_options` is process-wide: `crate::ops::Ops::from_config` reads it.
     let _ = &ub.debug_options;
@@ -418,6 +443,69 @@ pub fn parse_ub_launch_config(
         })
     };
     let e = ext.as_ref();
+    let label_columns = match e.and_then(|e| e.label_columns.as_ref()) {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => LabelChoice::None,
+        Some(Value::Bool(true)) => LabelChoice::AllNonKey,
+        Some(Value::Array(items)) => {
+            let mut cols: Vec<String> = Vec::with_capacity(items.len());
+            for v in items {
+                let Some(c) = v.as_str() else {
+                    return Err(invalid(
+                        "blindjoin.label_columns",
+                        &format!("{v} is not a column name; give a list of names, or true"),
+                    ));
+                };
+                if cols.iter().any(|x| x == c) {
+                    return Err(invalid(
+                        "blindjoin.label_columns",
+                        &format!("{c:?} is listed twice"),
+                    ));
+                }
+                cols.push(c.to_string());
+            }
+            if cols.is_empty() {
+                LabelChoice::None
+            } else {
+                LabelChoice::Columns(cols)
+            }
+        }
+        Some(other) => {
+            return Err(invalid(
+                "blindjoin.label_columns",
+                &format!(
+                    "{other}; give true (every non-key column), false, or a list of column names"
+                ),
+            ));
+        }
+    };
+    if label_columns != LabelChoice::None
+        && role == UbRole::Server
+        && mode.generates()
+        && mode.queries()
+        && (!client_get_result || threshold.is_some())
+    {
+        return Err(invalid(
+            "blindjoin.label_columns",
+            "set with client_get_result false (the shuffle variant) or intersection_threshold: \
+             the client could open the labels of every matched position though it must not \
+             learn those keys; leave label_columns out",
+        ));
+    }
+    if label_columns != LabelChoice::None {
+        if role == UbRole::Client {
+            warnings.push(
+                "blindjoin.label_columns: ignored on the client (the server chooses the label \
+                 columns when it generates its cache)"
+                    .into(),
+            );
+        } else if !mode.generates() {
+            warnings.push(
+                "blindjoin.label_columns: ignored in this mode (the labels are chosen when the \
+                 cache is generated: MODE_OFFLINE_GEN_CACHE, MODE_OFFLINE, MODE_FULL)"
+                    .into(),
+            );
+        }
+    }
     Ok(UbSpec {
         mode,
         role,
@@ -452,6 +540,9 @@ pub fn parse_ub_launch_config(
             Some(v) => lenient_u64(v, "blindjoin.max_cache_bytes")?,
         },
         max_query_items,
+        label_columns,
+        threshold,
+        count_path,
         warnings,
     })
 }
@@ -514,8 +605,93 @@ mod tests {
         ))
         .unwrap();
         assert_eq!((s.mode, s.curve), (UbMode::Full, Curve::Ristretto255));
+        for (name, curve) in [
+            ("CURVE_SM2", Curve::Sm2),
+            ("CURVE_SECP256K1", Curve::Secp256k1),
+            ("CURVE_P256", Curve::P256),
+        ] {
+            let s = parse(&cfg(
+                online,
+                &format!(r#", "blindjoin": {{"curve": "{name}"}}"#),
+            ))
+            .unwrap();
+            assert_eq!(s.curve, curve);
+        }
         assert!(is_ub_launch_config(&cfg(online, "")));
         assert!(!is_ub_launch_config(r#"{"psi_config": {}}"#));
+    }
+
+    #[test]
+    fn threshold_and_count_path() {
+        let online = r#""mode": "MODE_ONLINE", "role": "ROLE_CLIENT",
+            "input_config": {"path": "client.csv"}, "keys": ["id"], "cache_path": "c",
+            "client_get_result": true, "output_config": {"path": "out.csv"}"#;
+        let s = parse(&cfg(
+            &(online.to_string() + r#", "intersection_threshold": 10, "count_path": "n.csv""#),
+            "",
+        ))
+        .unwrap();
+        assert_eq!(s.threshold, Some(10));
+        assert_eq!(s.count_path.as_deref(), Some(Path::new("/base/n.csv")));
+        // 0 is SecretFlow's "not configured"; count_path alone is ignored with a warning.
+        let s = parse(&cfg(
+            &(online.to_string() + r#", "intersection_threshold": 0, "count_path": "n.csv""#),
+            "",
+        ))
+        .unwrap();
+        assert_eq!((s.threshold, s.count_path), (None, None));
+        assert!(s.warnings.iter().any(|w| w.contains("count_path")));
+        // In a mode without a query: ignored, with a warning.
+        let s = parse(&cfg(
+            &(SERVER_GEN.to_string() + r#", "intersection_threshold": 3"#),
+            "",
+        ))
+        .unwrap();
+        assert_eq!(s.threshold, None);
+        assert!(
+            s.warnings
+                .iter()
+                .any(|w| w.contains("intersection_threshold"))
+        );
+    }
+
+    #[test]
+    fn label_columns_parse() {
+        let with = |v: &str| {
+            cfg(
+                SERVER_GEN,
+                &format!(r#", "blindjoin": {{"label_columns": {v}}}"#),
+            )
+        };
+        assert_eq!(
+            parse(&cfg(SERVER_GEN, "")).unwrap().label_columns,
+            LabelChoice::None
+        );
+        assert_eq!(
+            parse(&with("true")).unwrap().label_columns,
+            LabelChoice::AllNonKey
+        );
+        for none in ["false", "[]", "null"] {
+            assert_eq!(parse(&with(none)).unwrap().label_columns, LabelChoice::None);
+        }
+        assert_eq!(
+            parse(&with(r#"["b", "a"]"#)).unwrap().label_columns,
+            LabelChoice::Columns(vec!["b".into(), "a".into()])
+        );
+        for bad in [r#"["a", "a"]"#, "[1]", "\"a\"", "3"] {
+            let e = parse(&with(bad)).unwrap_err().to_string();
+            assert!(e.contains("blindjoin.label_columns"), "{bad}: {e}");
+        }
+        // Labels with the shuffle variant in one run: refused.
+        let full_shuffle = SERVER_GEN.replace("MODE_OFFLINE_GEN_CACHE", "MODE_FULL")
+            + r#", "server_get_result": true, "output_config": {"path": "o.csv"}"#;
+        let e = parse(&cfg(
+            &full_shuffle,
+            r#", "blindjoin": {"label_columns": true}"#,
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("shuffle"), "{e}");
     }
 
     #[test]
@@ -587,14 +763,10 @@ mod tests {
                 "advanced_join_type",
             ),
             (
-                SERVER_GEN.to_string() + r#", "intersection_threshold": 5"#,
+                SERVER_GEN.replace("MODE_OFFLINE_GEN_CACHE", "MODE_ONLINE")
+                    + r#", "intersection_threshold": 5, "server_get_result": true, "output_config": {"path": "o.csv"}"#,
                 "",
                 "intersection_threshold",
-            ),
-            (
-                SERVER_GEN.to_string() + r#", "count_path": "c.csv""#,
-                "",
-                "count_path",
             ),
             (SERVER_GEN.to_string() + r#", "bogus": 1"#, "", "bogus"),
             (

@@ -7,6 +7,7 @@
 pub mod budget;
 pub mod cache;
 pub mod key;
+pub mod labels;
 mod run;
 
 pub use run::run_ub;
@@ -96,6 +97,18 @@ impl UbRole {
     }
 }
 
+/// Which of the server's columns its cache carries as labels (`blindjoin.label_columns`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum LabelChoice {
+    /// None (the default: the client's output is its own rows, as SecretFlow's).
+    #[default]
+    None,
+    /// Every non-key column, in the table's order (`true`).
+    AllNonKey,
+    /// These columns, in this order (a list).
+    Columns(Vec<String>),
+}
+
 /// One party's validated unbalanced-PSI run.
 #[derive(Clone, Debug)]
 pub struct UbSpec {
@@ -145,6 +158,13 @@ pub struct UbSpec {
     /// Server: the most client items its key may evaluate over all online runs
     /// ([`budget`]; `blindjoin.max_query_items`).
     pub max_query_items: u64,
+    /// Server: the label columns its cache carries (`blindjoin.label_columns`, [`labels`]).
+    pub label_columns: LabelChoice,
+    /// Threshold mode: at most this many keys of the intersection are revealed
+    /// (`intersection_threshold`; online and full only).
+    pub threshold: Option<u64>,
+    /// Where the parties that learn the count write `real_count,final_count` in threshold mode.
+    pub count_path: Option<PathBuf>,
     /// Warnings for the user.
     pub warnings: Vec<String>,
 }
@@ -291,8 +311,12 @@ pub struct UbReport {
     /// the cap `blindjoin.max_query_items` ([`budget`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_query_items: Option<u64>,
-    /// |X ∩ Y| in unique keys, when this party learns it (-1 otherwise).
+    /// Keys of the intersection this party learned (at most the threshold in threshold mode;
+    /// -1 when it learns none).
     pub intersection_key_count: i64,
+    /// Threshold mode: |X ∩ Y| in unique keys, before the threshold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub real_intersection_key_count: Option<u64>,
     /// Rows of this party's output (-1 when it writes none).
     pub intersection_count: i64,
     /// The output file.

@@ -3,21 +3,27 @@
 //! link; this module reads the tables, keeps the files and maps results back to rows.
 
 use super::cache::{self, ClientCache, ServerCache};
-use super::{UbError, UbMode, UbPhase, UbReport, UbRole, UbSpec, budget, key};
+use super::labels::{self as lab, LabelRows};
+use super::{LabelChoice, UbError, UbMode, UbPhase, UbReport, UbRole, UbSpec, budget, key};
+use crate::error::ConfigError;
 use crate::error::DataError;
 use crate::pipeline::two_party::connect_in_background;
+use crate::spec::TableFormat;
 use crate::table::keys::{Table, cmp_keys};
 use crate::table::output::{Sink, write_atomic};
 use crate::table::writer::RowWriter;
 use blindjoin_crypto::oprf::OprfScalar;
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
+use blindjoin_protocols::ub_oprf::LabelMeta;
+use blindjoin_protocols::ub_oprf::labels::{LabelKey, SALT_LEN, SealedLabels, open, seal};
 use blindjoin_protocols::ub_oprf::{
-    CacheMeta, OnlineOptions, evaluate_server_set, online_client, online_server_hello,
-    online_server_serve, recv_cache, send_cache, tag_len,
+    CacheMeta, OnlineOptions, evaluate_server_set, online_client_with, online_server_hello,
+    online_server_serve, recv_cache_into, send_cache, tag_len,
 };
 use blindjoin_protocols::{Progress, ProtocolError};
 use rayon::prelude::*;
+use std::collections::HashMap;
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Instant;
@@ -246,6 +252,7 @@ fn server(
 ) -> Result<(), UbError> {
     let mut keyed: Option<Keyed> = None;
     let mut key: Option<OprfScalar> = None;
+    let mut server_file: Option<cache::CacheFile> = None;
     let cache: ServerCache = if spec.mode.generates() {
         let clock = PhaseClock::start(None);
         let k = match &spec.secret_key_path {
@@ -253,10 +260,24 @@ fn server(
             None => OprfScalar::random(spec.curve)?,
         };
         let table = input(spec, "the server reads its table to generate the cache")?;
-        // The rows themselves are needed only when this run goes on to write them; otherwise
-        // the table is streamed for its key digests alone.
-        let (rows, unique) = if spec.mode.queries() && spec.server_get_result {
+        let want_labels = spec.label_columns != LabelChoice::None;
+        if want_labels && spec.input_format == TableFormat::Parquet {
+            return Err(UbError::Data(DataError::Config(ConfigError::Invalid {
+                field: "blindjoin.label_columns".into(),
+                message: "labels are read from a CSV server table; this one is Parquet (convert \
+                          it, or leave label_columns out)"
+                    .into(),
+            })));
+        }
+        // The rows themselves are needed only when this run goes on to write them or seals
+        // labels; otherwise the table is streamed for its key digests alone.
+        let mut label_cols: Vec<String> = Vec::new();
+        let (rows, unique) = if (spec.mode.queries() && spec.server_get_result) || want_labels {
             let kd = read_keyed(spec, table, progress)?;
+            if want_labels {
+                label_cols =
+                    lab::choose_columns(&kd.table.columns.header, &spec.keys, &spec.label_columns)?;
+            }
             let counts = (kd.table.len() as u64, kd.unique.clone());
             keyed = Some(kd);
             counts
@@ -264,7 +285,53 @@ fn server(
             read_unique_digests(spec, table, progress)?
         };
         let tl = tag_len(unique.len() as u64);
-        let (values, order) = evaluate_server_set(&k, &unique, tl, progress)?;
+        let set = evaluate_server_set(&k, &unique, tl, !label_cols.is_empty(), progress)?;
+        let (values, order) = (set.values, set.order);
+        let mut label_meta = None;
+        let mut sealed = None;
+        if let (Some(points), Some(kd)) = (set.points, keyed.as_ref()) {
+            progress.stage("sealing the labels", order.len() as u64);
+            let by_key = lab::rows_by_key(&unique, &kd.row_digests);
+            let vals = lab::row_values(&kd.table, &label_cols)?;
+            let mut salt = [0u8; SALT_LEN];
+            blindjoin_crypto::random_bytes(&mut salt)?;
+            let blobs: Vec<Vec<u8>> = order
+                .par_iter()
+                .map(|&u| {
+                    let rows: Vec<&[Vec<u8>]> =
+                        by_key[u as usize].iter().map(|&i| &vals[i][..]).collect();
+                    seal(
+                        &LabelKey::derive(&points[u as usize], &salt),
+                        &lab::encode(&rows),
+                    )
+                })
+                .collect();
+            if let Some(b) = blobs.iter().find(|b| b.len() > labels_max()) {
+                return Err(UbError::Data(DataError::Config(ConfigError::Invalid {
+                    field: "blindjoin.label_columns".into(),
+                    message: format!(
+                        "one key's rows hold {} bytes of labels; the most one key may carry is \
+                         {} (choose fewer columns)",
+                        b.len(),
+                        labels_max()
+                    ),
+                })));
+            }
+            let mut s = SealedLabels::default();
+            s.offsets.push(0);
+            for b in &blobs {
+                s.push(b);
+            }
+            label_meta = Some(LabelMeta {
+                salt,
+                columns: label_cols.clone(),
+                bytes: s.data.len() as u64,
+            });
+            sealed = Some(s);
+            if !(spec.mode.queries() && spec.server_get_result) {
+                keyed = None;
+            }
+        }
         let digests: Vec<ItemDigest> = order.par_iter().map(|&i| unique[i as usize]).collect();
         drop(unique);
         let meta = CacheMeta {
@@ -272,9 +339,10 @@ fn server(
             count: digests.len() as u64,
             tag_len: tl,
             key_check: k.key_check_value()?,
+            labels: label_meta,
         };
         progress.stage("writing the server cache", 0);
-        cache::write_server(&spec.cache_path, &meta, &values, &digests)?;
+        cache::write_server(&spec.cache_path, &meta, &values, &digests, sealed.as_ref())?;
         report.original_count = rows as i64;
         report.original_key_count = digests.len() as i64;
         report.gen_cache = Some(clock.stop(None));
@@ -283,9 +351,24 @@ fn server(
             meta,
             values,
             digests,
+            labels: sealed,
         }
     } else {
-        let c = cache::read_server(&spec.cache_path)?;
+        // Online alone reads the cache in place (checked whole by one streaming pass): the
+        // server's memory then does not grow with its set. Transfer sends it from memory.
+        let c = if spec.mode == UbMode::Online {
+            let f = cache::open_server(&spec.cache_path)?;
+            let c = ServerCache {
+                meta: f.meta.clone(),
+                values: Vec::new(),
+                digests: Vec::new(),
+                labels: None,
+            };
+            server_file = Some(f);
+            c
+        } else {
+            cache::read_server(&spec.cache_path)?
+        };
         if let Some(p) = &spec.secret_key_path {
             let k = key::load_or_create(p, spec.curve, false)?.0;
             cache::check_key(&spec.cache_path, &c.meta, &k.key_check_value()?, p)?;
@@ -329,7 +412,7 @@ fn server(
     if spec.mode.transfers() {
         let clock = PhaseClock::start(Some(l));
         progress.stage("sending the cache", 0);
-        send_cache(l, &cache.meta, &cache.values)?;
+        send_cache(l, &cache.meta, &cache.values, cache.labels.as_ref())?;
         report.transfer_cache = Some(clock.stop(Some(l)));
     }
     if !spec.mode.queries() {
@@ -344,7 +427,18 @@ fn server(
     let opts = OnlineOptions {
         client_get_result: spec.client_get_result,
         server_get_result: spec.server_get_result,
+        threshold: spec.threshold,
     };
+    if cache.meta.labels.is_some() && opts.shuffled() {
+        return Err(UbError::Data(DataError::Config(ConfigError::Invalid {
+            field: "blindjoin.label_columns".into(),
+            message: "the cache carries sealed labels, and with client_get_result false (the \
+                      shuffle variant) or intersection_threshold the client could open the \
+                      labels of every matched position though it must not learn those keys; \
+                      regenerate the cache without label_columns for this mode"
+                .into(),
+        })));
+    }
     let clock = PhaseClock::start(Some(l));
     // The client's announced count is charged to the key before anything is evaluated.
     let n_client = online_server_hello(l, &cache.meta, opts)?;
@@ -357,11 +451,25 @@ fn server(
     let out = online_server_serve(l, &key, &cache.meta, opts, n_client, progress)?;
     report.online = Some(clock.stop(Some(l)));
     report.client_key_count = Some(out.peer_count);
+    if let (Some(t), Some(real)) = (spec.threshold, out.count) {
+        let revealed = out
+            .intersection
+            .as_ref()
+            .map_or(t.min(real), |p| p.len() as u64);
+        report.real_intersection_key_count = Some(real);
+        write_counts(spec, real, revealed)?;
+    }
     if let (Some(positions), Some(kd)) = (out.intersection, keyed.as_ref()) {
-        let matched: HashSet<ItemDigest> = positions
-            .iter()
-            .filter_map(|&p| cache.digests.get(p).copied())
-            .collect();
+        let matched: HashSet<ItemDigest> = match &server_file {
+            Some(f) => positions
+                .iter()
+                .map(|&p| f.digest_at(p))
+                .collect::<Result<_, _>>()?,
+            None => positions
+                .iter()
+                .filter_map(|&p| cache.digests.get(p).copied())
+                .collect(),
+        };
         let present: HashSet<&ItemDigest> = kd.unique.iter().collect();
         if let Some(missing) = matched.iter().find(|d| !present.contains(d)) {
             let _ = missing;
@@ -371,9 +479,26 @@ fn server(
             });
         }
         report.intersection_key_count = matched.len() as i64;
-        write_matches(spec, kd, &matched, report)?;
+        write_matches(spec, kd, &matched, None, report)?;
     }
     Ok(())
+}
+
+/// Threshold mode: writes `real_count,final_count` (the intersection's unique keys, and those
+/// revealed) to `count_path` when one is set, as the balanced threshold run does.
+fn write_counts(spec: &UbSpec, real: u64, revealed: u64) -> Result<(), UbError> {
+    if let Some(p) = &spec.count_path {
+        write_atomic(
+            p,
+            format!("real_count,final_count\n{real},{revealed}\n").as_bytes(),
+        )?;
+    }
+    Ok(())
+}
+
+/// The most bytes one key's sealed label may have.
+fn labels_max() -> usize {
+    blindjoin_protocols::ub_oprf::labels::MAX_SEALED_LEN
 }
 
 fn client(
@@ -382,11 +507,18 @@ fn client(
     peer: &mut Peer,
     report: &mut UbReport,
 ) -> Result<(), UbError> {
+    let mut client_file: Option<cache::CacheFile> = None;
     let cache: ClientCache = if spec.mode.transfers() {
         let l = peer.get()?;
         let clock = PhaseClock::start(Some(l));
         progress.stage("receiving the cache", 0);
-        let (meta, values) = recv_cache(l, spec.max_cache_bytes)?;
+        // Streamed into the file as it arrives: the client's memory does not grow with the
+        // cache.
+        let mut w = cache::ClientCacheWriter::new(&spec.cache_path);
+        let meta = match recv_cache_into(l, spec.max_cache_bytes, &mut w) {
+            Ok(m) => m,
+            Err(e) => return Err(w.error.take().unwrap_or_else(|| e.into())),
+        };
         if meta.curve != spec.curve {
             return Err(ProtocolError::Mismatch {
                 field: "blindjoin.curve",
@@ -397,13 +529,29 @@ fn client(
             }
             .into());
         }
-        cache::write_client(&spec.cache_path, &meta, &values)?;
+        w.commit()?;
         report.transfer_cache = Some(clock.stop(Some(l)));
-        ClientCache { meta, values }
+        // MODE_FULL goes on to query: from the file, in place, as MODE_ONLINE.
+        if spec.mode.queries() {
+            client_file = Some(cache::open_client(&spec.cache_path)?);
+        }
+        ClientCache {
+            meta,
+            values: Vec::new(),
+            labels: None,
+        }
     } else {
+        // Read in place (checked whole by one streaming pass, looked up by another): the
+        // client's memory does not grow with the server's set.
         let prep = Instant::now();
-        let c = cache::read_client(&spec.cache_path)?;
+        let f = cache::open_client(&spec.cache_path)?;
         report.online_prepare_s = Some(prep.elapsed().as_secs_f64());
+        let c = ClientCache {
+            meta: f.meta.clone(),
+            values: Vec::new(),
+            labels: None,
+        };
+        client_file = Some(f);
         c
     };
     report.cache_count = cache.meta.count;
@@ -424,18 +572,51 @@ fn client(
     report.original_key_count = kd.unique.len() as i64;
     report.client_key_count = Some(kd.unique.len() as u64);
     *report.online_prepare_s.get_or_insert(0.0) += prep.elapsed().as_secs_f64();
+    let with_labels = spec.client_get_result && cache.meta.labels.is_some();
+    if with_labels && kd.table.columns.schema.is_some() {
+        return Err(UbError::Data(DataError::Config(ConfigError::Invalid {
+            field: "ub_psi_config.input_config.type".into(),
+            message: "the server's cache carries label columns, which are joined to a CSV \
+                      client table only; give the client's table as CSV, or have the server \
+                      generate its cache with blindjoin.label_columns []"
+                .into(),
+        })));
+    }
     let l = peer.get()?;
     let opts = OnlineOptions {
         client_get_result: spec.client_get_result,
         server_get_result: spec.server_get_result,
+        threshold: spec.threshold,
     };
     let clock = PhaseClock::start(Some(l));
-    let out = online_client(l, &cache.meta, &cache.values, &kd.unique, opts, progress)?;
+    let file = client_file.as_mut().ok_or(ProtocolError::Unreachable(
+        "the client queries without its cache file",
+    ))?;
+    let out = online_client_with(l, &cache.meta, file, &kd.unique, opts, progress)?;
     report.online = Some(clock.stop(Some(l)));
+    if let (Some(_), Some(real), Some(revealed)) =
+        (spec.threshold, out.count, out.intersection.as_ref())
+    {
+        report.real_intersection_key_count = Some(real);
+        write_counts(spec, real, revealed.len() as u64)?;
+    }
     if let Some(mine) = out.intersection {
         let matched: HashSet<ItemDigest> = mine.iter().map(|&i| kd.unique[i]).collect();
         report.intersection_key_count = matched.len() as i64;
-        write_matches(spec, &kd, &matched, report)?;
+        let opened = match &cache.meta.labels {
+            Some(m) => {
+                let at: Vec<u32> = out
+                    .hits
+                    .iter()
+                    .flat_map(|h| h.positions.iter().copied())
+                    .collect();
+                let sealed = file.labels_at(&at)?;
+                Some((m, open_labels(&kd, &out.hits, m, &sealed)?))
+            }
+            None => None,
+        };
+        let labels = opened.as_ref().map(|(m, rows)| (&m.columns[..], rows));
+        write_matches(spec, &kd, &matched, labels, report)?;
     } else if let Some(c) = out.count {
         // The client always learns the count (see the protocol's leakage); report it.
         report.intersection_key_count = c as i64;
@@ -443,12 +624,43 @@ fn client(
     Ok(())
 }
 
+/// Opens the labels of the client's matched keys: each key's sealed label at its cache
+/// position, under the key derived from its evaluated point.
+fn open_labels(
+    kd: &Keyed,
+    hits: &[blindjoin_protocols::ub_oprf::Hit],
+    meta: &LabelMeta,
+    sealed: &HashMap<u32, Vec<u8>>,
+) -> Result<HashMap<ItemDigest, LabelRows>, UbError> {
+    hits.par_iter()
+        .map(|h| {
+            let key = LabelKey::derive(&h.point, &meta.salt);
+            let plain = h
+                .positions
+                .iter()
+                .find_map(|&p| sealed.get(&p).and_then(|s| open(&key, s)))
+                .ok_or_else(|| {
+                    ProtocolError::PeerMisbehaved(
+                        "sent a cache whose label for a matched key does not open (damaged or \
+                         forged; run MODE_OFFLINE_TRANSFER_CACHE again)"
+                            .into(),
+                    )
+                })?;
+            let rows = lab::decode(&plain, meta.columns.len())?;
+            Ok((kd.unique[h.item], rows))
+        })
+        .collect()
+}
+
 /// Writes the rows whose key matched (all rows of a key, duplicates included), sorted by key
-/// when aligned (ties in file order), else in file order.
+/// when aligned (ties in file order), else in file order. With `labels` (the client's output
+/// over a labelled cache), each row is followed by the label columns, once per server row of
+/// its key (see [`super::labels`]).
 fn write_matches(
     spec: &UbSpec,
     kd: &Keyed,
     matched: &HashSet<ItemDigest>,
+    labels: Option<(&[String], &HashMap<ItemDigest, LabelRows>)>,
     report: &mut UbReport,
 ) -> Result<(), UbError> {
     let Some(path) = &spec.output else {
@@ -461,12 +673,44 @@ fn write_matches(
     if spec.align {
         rows.par_sort_by(|&a, &b| cmp_keys(kd.table.key(a), kd.table.key(b)).then(a.cmp(&b)));
     }
-    let mut out = RowWriter::create(path, spec.output_format, &kd.table.columns, "NULL")?;
+    let Some((names, by_key)) = labels else {
+        let mut out = RowWriter::create(path, spec.output_format, &kd.table.columns, "NULL")?;
+        for &i in &rows {
+            out.row(kd.table.raw_row(i))?;
+        }
+        out.commit()?;
+        report.intersection_count = rows.len() as i64;
+        report.output_path = Some(path.display().to_string());
+        return Ok(());
+    };
+    let mut header = kd.table.columns.header.clone();
+    header.extend(lab::output_names(&header, names));
+    let mut out = RowWriter::create(
+        path,
+        spec.output_format,
+        &crate::table::writer::Columns::csv(header),
+        "NULL",
+    )?;
+    let mut line = Vec::new();
+    let mut written = 0i64;
     for &i in &rows {
-        out.row(kd.table.raw_row(i))?;
+        let Some(label_rows) = by_key.get(&kd.row_digests[i]) else {
+            return Err(ProtocolError::Unreachable("a matched key has no opened label").into());
+        };
+        for lr in label_rows {
+            line.clear();
+            line.extend_from_slice(kd.table.raw_row(i));
+            if !lr.is_empty() {
+                line.push(b',');
+                crate::table::csv::write_record(&mut line, lr.iter());
+                line.pop(); // write_record's newline
+            }
+            out.row(&line)?;
+            written += 1;
+        }
     }
     out.commit()?;
-    report.intersection_count = rows.len() as i64;
+    report.intersection_count = written;
     report.output_path = Some(path.display().to_string());
     Ok(())
 }
