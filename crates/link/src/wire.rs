@@ -78,6 +78,9 @@ pub mod ids {
     pub const NPC_OKVS: &[u8] = &[0x65];
     /// n-party PSI, iterated variant: a party's current intersection size.
     pub const NPC_SIZE: &[u8] = &[0x66];
+    /// n-party PSI with `broadcast_result`: the receiver's matched key digests of a bucket, to
+    /// each other party (a count, then the digests in bulk parts).
+    pub const NPC_RESULT: &[u8] = &[0x67];
 
     /// OT: IKNP extension header.
     pub const IKNP: &[u8] = b"IKNP";
@@ -147,6 +150,7 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("NPC_EVALUATED", ids::NPC_EVALUATED),
     ("NPC_OKVS", ids::NPC_OKVS),
     ("NPC_SIZE", ids::NPC_SIZE),
+    ("NPC_RESULT", ids::NPC_RESULT),
     ("IKNP", ids::IKNP),
     ("KKRT_OPRF", ids::KKRT_OPRF),
     ("PPRF_FLIPS", ids::PPRF_FLIPS),

@@ -148,6 +148,42 @@ fn five_processes_legacy_ecdh_and_kkrt_npc() {
     }
 }
 
+/// A v1 launch with `broadcast_result: true`: every party writes its own rows of the n-way
+/// intersection.
+#[test]
+fn legacy_npc_with_broadcast_writes_every_party_its_rows() {
+    let dir = tmp("npc", "broadcast");
+    write_inputs(&dir, 4);
+    let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
+    let children: Vec<Child> = IDS
+        .iter()
+        .take(4)
+        .map(|me| {
+            start(&v1(
+                &dir,
+                me,
+                1,
+                &ports,
+                "ECDH_PSI_NPC",
+                r#""broadcast_result": true,"#,
+            ))
+        })
+        .collect();
+    for (me, c) in IDS.iter().zip(children) {
+        let (ok, err) = wait(c, Duration::from_secs(180));
+        assert!(ok, "{me}: {err}");
+    }
+    let sets: Vec<HashSet<String>> = (0..4).map(|p| keys(p, 4).into_iter().collect()).collect();
+    for (p, id) in IDS.iter().enumerate().take(4) {
+        let want: Vec<String> = keys(p, 4)
+            .into_iter()
+            .filter(|k| sets.iter().all(|s| s.contains(k)))
+            .collect();
+        assert_eq!(want.len(), 400);
+        assert_eq!(ids(&dir.join(format!("{id}_out.csv"))), want, "party {id}");
+    }
+}
+
 #[test]
 fn two_processes_dp_psi_with_negligible_noise() {
     let dir = tmp("npc", "dp");

@@ -10,7 +10,7 @@
 //!
 //! The shared settings are parsed by the two-party parser on a rewritten copy, as for three
 //! parties ([`super::three_party`]); refused, each with the reason: join types other than inner,
-//! `broadcast_result` (the helpers would learn the intersection), recovery, cardinality-only,
+//! `broadcast_result` for DP-PSI (only Bob learns), recovery, cardinality-only,
 //! thresholds, `min_intersection`, `check_hash_digest`, and a user secret key.
 
 use super::{LinkConfig, invalid, strip_trailing_commas, tls_config};
@@ -83,8 +83,8 @@ pub struct NPartySpec {
 }
 
 impl NPartySpec {
-    /// The string all parties must agree on: the protocol, the ids in order, the receiver and
-    /// the key-column count.
+    /// The string all parties must agree on: the protocol, the ids in order, the receiver, the
+    /// key-column count and whether the result is broadcast.
     pub fn setup(&self) -> String {
         let ids: Vec<&str> = self.parties.iter().map(|p| p.id.as_str()).collect();
         let params = match self.protocol {
@@ -96,10 +96,15 @@ impl NPartySpec {
             NPartyProtocol::Npc(v) => v.name(),
         };
         format!(
-            "{params}\0{}>{}\0{}",
+            "{params}\0{}>{}\0{}\0{}",
             ids.join(","),
             self.parties[self.receiver].id,
-            self.spec.keys.len()
+            self.spec.keys.len(),
+            if self.spec.broadcast_result {
+                "broadcast"
+            } else {
+                "receiver only"
+            }
         )
     }
 
@@ -294,7 +299,9 @@ pub fn parse_n_party_config(
             &format!("{named}: {j} is not available; {NOT_INNER}"),
         ));
     }
-    if pc["broadcast_result"].as_bool() == Some(true) {
+    if pc["broadcast_result"].as_bool() == Some(true)
+        && matches!(protocol, NPartyProtocol::Dp { .. })
+    {
         return Err(invalid(
             &field("broadcast_result"),
             &format!("{named}: {NO_BROADCAST}"),
@@ -376,17 +383,14 @@ pub fn parse_n_party_config(
 
 const NOT_INNER: &str = "only the inner join; only the receiver learns anything, so no party \
                          could pad or pair rows for an outer join or a difference";
-const NO_BROADCAST: &str = "must be false; the other parties learn only set sizes, and \
-                            broadcasting would hand them the intersection";
+const NO_BROADCAST: &str = "must be false; DP-PSI's guarantee is for what Bob (the receiver) \
+                            learns, and Alice is to learn only the sizes";
 
 /// The two-party features that have no meaning, or no implementation, here.
 fn refuse_unsupported(spec: &RunSpec, named: &str) -> Result<(), ConfigError> {
     let no = |field: &str, why: &str| Err(invalid(field, &format!("{named}: {why}")));
     if spec.join.join != JoinType::Inner {
         return no("psi_config.advanced_join_type", NOT_INNER);
-    }
-    if spec.broadcast_result {
-        return no("psi_config.protocol_config.broadcast_result", NO_BROADCAST);
     }
     if spec.recovery.is_some() {
         return no(

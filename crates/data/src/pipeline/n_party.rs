@@ -158,7 +158,8 @@ pub(crate) fn run_on_links<L: Link>(
     let largest = totals.iter().copied().max().unwrap_or(0);
     let b = bucket_count(largest, 0, spec.bucket_size)?;
 
-    let output = match (t.is_receiver(), &spec.output) {
+    let learns = t.is_receiver() || spec.broadcast_result;
+    let output = match (learns, &spec.output) {
         (false, _) => None,
         (true, Some(out)) => Some(out.clone()),
         (true, None) => {
@@ -207,6 +208,11 @@ pub(crate) fn run_on_links<L: Link>(
             let t_psi = Instant::now();
             let protocol_span = crate::trace::bucket_span("protocol", k);
             let (found, theirs) = run_bucket(t, links, setup, &opts, &digests, bucket_progress)?;
+            let found = if spec.broadcast_result {
+                share_result(t, links, &digests, found)?
+            } else {
+                found
+            };
             drop(protocol_span);
             peer_keys += theirs;
             let psi_s = t_psi.elapsed().as_secs_f64();
@@ -323,6 +329,82 @@ pub(crate) fn run_on_links<L: Link>(
         report,
         links: per_link,
     })
+}
+
+/// With `broadcast_result`: the receiver sends each other party the digests of the bucket's
+/// matched keys (`found`, indices into `digests`) and keeps `found`; every other party receives
+/// them and returns its own indices of those keys. A party holds every key of the intersection,
+/// so the digests tell it nothing the result does not; a digest it does not hold, or more of
+/// them than its own keys, is the receiver misbehaving.
+fn share_result<L: Link>(
+    t: &NPartySpec,
+    links: &mut [Option<L>],
+    digests: &[ItemDigest],
+    found: Option<Vec<usize>>,
+) -> Result<Option<Vec<usize>>, DataError> {
+    const RESULT: u8 = blindjoin_link::wire::byte(blindjoin_link::wire::ids::NPC_RESULT);
+    let misbehaved = |why: String| DataError::Protocol(ProtocolError::PeerMisbehaved(why));
+    if t.is_receiver() {
+        let mut found = found.ok_or(ProtocolError::Unreachable("the receiver has a result"))?;
+        found.sort_unstable();
+        found.dedup();
+        let mut bytes = Vec::with_capacity(found.len() * 16);
+        for &g in &found {
+            let d = digests
+                .get(g)
+                .ok_or(ProtocolError::Unreachable("found indices are in range"))?;
+            bytes.extend_from_slice(d);
+        }
+        let count = u64::try_from(found.len()).unwrap_or(u64::MAX);
+        for (p, l) in links.iter_mut().enumerate() {
+            if p == t.me {
+                continue;
+            }
+            let l = l
+                .as_mut()
+                .ok_or(ProtocolError::Unreachable("a link to every other party"))?;
+            let mut head = vec![RESULT];
+            head.extend_from_slice(&count.to_le_bytes());
+            l.send(&head)?;
+            blindjoin_link::send_bulk(l, RESULT, &bytes)?;
+        }
+        return Ok(Some(found));
+    }
+    let l = links
+        .get_mut(t.receiver)
+        .and_then(|l| l.as_mut())
+        .ok_or(ProtocolError::Unreachable("a link to the receiver"))?;
+    let head = l.recv()?;
+    let count = match head.as_slice() {
+        [RESULT, n @ ..] if n.len() == 8 => u64::from_le_bytes(n.try_into().unwrap_or([0xff; 8])),
+        _ => {
+            return Err(misbehaved(
+                "the receiver's result head is not a count".into(),
+            ));
+        }
+    };
+    let count = usize::try_from(count)
+        .ok()
+        .filter(|&c| c <= digests.len())
+        .ok_or_else(|| {
+            misbehaved(format!(
+                "the receiver claims {count} matched keys in a bucket where this party holds {}",
+                digests.len()
+            ))
+        })?;
+    let bytes = blindjoin_link::recv_bulk(l, RESULT, count * 16, "n-party result")
+        .map_err(|e| misbehaved(e.to_string()))?;
+    let mut ours: Vec<(ItemDigest, usize)> =
+        digests.iter().enumerate().map(|(i, d)| (*d, i)).collect();
+    ours.sort_unstable();
+    let mut mine = Vec::with_capacity(count);
+    for d in bytes.chunks_exact(16) {
+        let i = ours
+            .binary_search_by(|(o, _)| o.as_slice().cmp(d))
+            .map_err(|_| misbehaved("the receiver sent a key this party does not hold".into()))?;
+        mine.push(ours[i].1);
+    }
+    Ok(Some(mine))
 }
 
 fn dyn_links<L: Link>(links: &mut [Option<L>]) -> Vec<Option<&mut dyn Link>> {

@@ -14,7 +14,14 @@ fn dir(name: &str) -> PathBuf {
     d
 }
 
-fn config(ids: &[String], me: &str, receiver: &str, protocol: &str, extra: &str) -> String {
+fn config(
+    ids: &[String],
+    me: &str,
+    receiver: &str,
+    protocol: &str,
+    extra: &str,
+    broadcast: bool,
+) -> String {
     let ps: Vec<String> = ids
         .iter()
         .enumerate()
@@ -27,7 +34,7 @@ fn config(ids: &[String], me: &str, receiver: &str, protocol: &str, extra: &str)
       "protocol": "{protocol}",
       "receiver": "{receiver}",
       {extra}
-      "broadcast_result": false
+      "broadcast_result": {broadcast}
     }},
     "input_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "{me}.csv" }},
     "output_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "{me}.out" }},
@@ -49,6 +56,35 @@ fn run_n(
     extra: &str,
     bucket_size: Option<u64>,
 ) -> (Vec<String>, Vec<Report>) {
+    let (mut outs, reports) = run_all(d, keys, receiver, protocol, extra, bucket_size, false);
+    (outs.swap_remove(receiver), reports)
+}
+
+/// Output keys of every party's output (sorted; empty for a party that writes none).
+fn output_keys(path: &Path) -> Vec<String> {
+    let Ok(out) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("id,payload"));
+    let mut got: Vec<String> = lines
+        .map(|l| l.split(',').next().unwrap_or_default().to_string())
+        .collect();
+    got.sort();
+    got
+}
+
+/// Runs all parties; returns every party's output keys (sorted) and every report.
+#[allow(clippy::too_many_arguments)]
+fn run_all(
+    d: &Path,
+    keys: &[Vec<String>],
+    receiver: usize,
+    protocol: &str,
+    extra: &str,
+    bucket_size: Option<u64>,
+    broadcast: bool,
+) -> (Vec<Vec<String>>, Vec<Report>) {
     let n = keys.len();
     let ids: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
     for (i, ks) in keys.iter().enumerate() {
@@ -70,7 +106,7 @@ fn run_n(
         .into_iter()
         .enumerate()
         .map(|(i, mut links)| {
-            let text = config(&ids, &ids[i], &ids[receiver], protocol, extra);
+            let text = config(&ids, &ids[i], &ids[receiver], protocol, extra, broadcast);
             let d = d.to_path_buf();
             std::thread::spawn(move || {
                 let mut t = parse_n_party_config(&text, "t.json", &d).unwrap().unwrap();
@@ -89,20 +125,17 @@ fn run_n(
             .unwrap()
             .unwrap_or_else(|e| panic!("party {i}: {e}"));
         assert_eq!(out.links.len(), n - 1);
-        if i != receiver {
+        if i != receiver && !broadcast {
             assert_eq!(out.report.intersection_count, -1);
             assert!(!d.join(format!("{}.out", ids[i])).exists());
         }
         reports.push(out.report);
     }
-    let out = std::fs::read_to_string(d.join(format!("{}.out", ids[receiver]))).unwrap();
-    let mut lines = out.lines();
-    assert_eq!(lines.next(), Some("id,payload"));
-    let mut got: Vec<String> = lines
-        .map(|l| l.split(',').next().unwrap_or_default().to_string())
+    let outs = ids
+        .iter()
+        .map(|id| output_keys(&d.join(format!("{id}.out"))))
         .collect();
-    got.sort();
-    (got, reports)
+    (outs, reports)
 }
 
 fn plaintext(keys: &[Vec<String>], receiver: usize) -> Vec<String> {
@@ -149,6 +182,33 @@ fn five_parties_both_variants_match_the_plaintext_intersection() {
             assert_eq!(reports[receiver].intersection_key_count, 50);
             assert_eq!(reports[receiver].protocol, protocol);
         }
+    }
+}
+
+/// With `broadcast_result`, every party writes its own rows of the n-way intersection (the
+/// iterated and the zero-sharing protocols, in buckets, a duplicate row at a non-receiver).
+#[test]
+fn broadcast_gives_every_party_its_rows_of_the_intersection() {
+    let d = dir("broadcast");
+    let mut keys = sets(4, "x");
+    keys[2].push("xc9".into());
+    for (protocol, extra) in [
+        ("PROTOCOL_NPC", ""),
+        (
+            "ECDH_PSI_NPC",
+            r#""ecdh_config": { "curve": "CURVE_25519" },"#,
+        ),
+        ("KKRT_PSI_NPC", ""),
+    ] {
+        let (outs, reports) = run_all(&d, &keys, 1, protocol, extra, Some(16), true);
+        for (p, got) in outs.iter().enumerate() {
+            assert_eq!(got, &plaintext(&keys, p), "{protocol}, party {p}");
+            assert_eq!(
+                reports[p].intersection_key_count, 50,
+                "{protocol}, party {p}"
+            );
+        }
+        assert_eq!(outs[2].iter().filter(|k| *k == "xc9").count(), 2);
     }
 }
 
