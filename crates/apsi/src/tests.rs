@@ -542,13 +542,26 @@ fn a_hostile_receiver_gets_a_typed_error() {
     assert!(crate::wire::decode_query_head(&ctx, &head, 16).is_ok());
     assert!(crate::wire::decode_query_head(&ctx, &head[..head.len() - 5], 16).is_err());
     // A result of another bundle index or part count.
+    let fresh = blindjoin_he::cipher::encrypt(&ctx, &sk, &enc.encode(&[1]).unwrap()).unwrap();
     let res = crate::wire::BundleResult {
         index: 0,
-        matching: blindjoin_he::cipher::encrypt(&ctx, &sk, &enc.encode(&[1]).unwrap()).unwrap(),
+        matching: blindjoin_he::eval::mod_switch_to(&ctx, &fresh, 1).unwrap(),
         labels: vec![],
     };
     let msg = crate::wire::encode_result(&ctx, &res);
-    assert!(crate::wire::decode_result(&ctx, &msg, 2, 0).is_ok());
+    let back = crate::wire::decode_result(&ctx, &msg, 2, 0).unwrap();
+    let dec = |c| enc.decode(&blindjoin_he::cipher::decrypt(&ctx, &sk, c).unwrap());
+    assert_eq!(dec(&back.matching), dec(&res.matching));
+    // A whole (unrounded) ciphertext where the parameters round is refused.
+    let whole = crate::wire::BundleResult {
+        index: 0,
+        matching: fresh,
+        labels: vec![],
+    };
+    assert!(matches!(
+        crate::wire::decode_result(&ctx, &crate::wire::encode_result(&ctx, &whole), 2, 0),
+        Err(ApsiError::PeerMisbehaved(_))
+    ));
     assert!(crate::wire::decode_result(&ctx, &msg, 0, 0).is_err());
     assert!(crate::wire::decode_result(&ctx, &msg, 2, 1).is_err());
     assert!(crate::wire::decode_result(&ctx, &msg[..msg.len() - 3], 2, 0).is_err());

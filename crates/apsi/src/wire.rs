@@ -13,12 +13,13 @@
 //! | 0xA4 `APSI_QUERY_HEAD` | R → S | relinearization keys (u32 length, may be 0), ciphertext count u32 |
 //! | 0xA5 `APSI_QUERY_CT` | R → S | one seeded ciphertext (bundle index major, source powers ascending) |
 //! | 0xA6 `APSI_RESULT_HEAD` | S → R | result count u32 |
-//! | 0xA7 `APSI_RESULT` | S → R | bundle index u32, parts u8, matching ciphertext and one per label part (u32 length each) |
+//! | 0xA7 `APSI_RESULT` | S → R | bundle index u32, parts u8, matching ciphertext and one per label part (u32 length each; rounded ciphertexts where the parameters allow) |
 
 use crate::error::{ApsiError, Result, peer};
 use crate::params::ApsiParams;
 use blindjoin_crypto::oprf::POINT_LEN;
-use blindjoin_he::{Ciphertext, Context, RelinKeys, SeededCiphertext};
+use blindjoin_he::rounded::rounding_bits;
+use blindjoin_he::{Ciphertext, Context, RelinKeys, RoundedCiphertext, SeededCiphertext};
 use blindjoin_link::Reader;
 
 use blindjoin_link::wire::{byte, ids};
@@ -47,8 +48,8 @@ pub const ALL: &[(&str, u8)] = &[
     ("APSI_RESULT_HEAD", APSI_RESULT_HEAD),
     ("APSI_RESULT", APSI_RESULT),
 ];
-/// Wire version.
-pub const WIRE_VERSION: u8 = 1;
+/// Wire version (2: result ciphertexts rounded).
+pub const WIRE_VERSION: u8 = 2;
 /// Most label parts a result may carry (⌈8·(1024 + 16) / 80⌉ = 104 for the smallest item).
 pub const MAX_LABEL_PARTS: usize = 128;
 
@@ -250,13 +251,19 @@ pub struct BundleResult {
     pub labels: Vec<Ciphertext>,
 }
 
-/// `APSI_RESULT`.
+/// `APSI_RESULT`. When the parameters allow ([`rounding_bits`]) each ciphertext travels
+/// rounded ([`RoundedCiphertext`]: c0 and c1 in b0 + b1 bits a coefficient instead of twice
+/// the last prime's bits, at most one bit of the noise budget); a ciphertext that cannot be
+/// rounded (not size 2 at level 1) is sent whole, and the receiver refuses it.
 pub fn encode_result(ctx: &Context, r: &BundleResult) -> Vec<u8> {
     let mut m = vec![APSI_RESULT];
     put_u32(&mut m, r.index);
     m.push(r.labels.len() as u8);
     for ct in std::iter::once(&r.matching).chain(&r.labels) {
-        let b = ct.to_bytes(ctx);
+        let rounded = rounding_bits(ctx)
+            .and_then(|_| RoundedCiphertext::round(ctx, ct).ok())
+            .map(|rc| rc.to_bytes(ctx));
+        let b = rounded.unwrap_or_else(|| ct.to_bytes(ctx));
         put_u32(&mut m, b.len());
         m.extend_from_slice(&b);
     }
@@ -287,9 +294,15 @@ pub fn decode_result(
             "a result with {got} label parts; the labels need {parts}"
         )));
     }
+    let rounds = rounding_bits(ctx).is_some();
     let mut ct = || -> Result<Ciphertext> {
-        let c = Ciphertext::from_bytes(ctx, blob(&mut r)?)
-            .map_err(|e| peer(format!("result ciphertext: {e}")))?;
+        let bytes = blob(&mut r)?;
+        let c = if rounds {
+            RoundedCiphertext::from_bytes(ctx, bytes).and_then(|rc| rc.lift(ctx))
+        } else {
+            Ciphertext::from_bytes(ctx, bytes)
+        }
+        .map_err(|e| peer(format!("result ciphertext: {e}")))?;
         if c.size() != 2 {
             return Err(peer("a result ciphertext of size 3"));
         }

@@ -34,6 +34,7 @@ pub mod params;
 pub mod poly;
 pub mod prng;
 pub mod rns;
+pub mod rounded;
 pub mod serial;
 
 pub use cipher::{Ciphertext, SeededCiphertext};
@@ -42,6 +43,7 @@ pub use encoder::{BatchEncoder, NttPlaintext, Plaintext};
 pub use error::{HeError, Result};
 pub use keys::{RelinKeys, SecretKey};
 pub use params::{Parameters, PlainModulus};
+pub use rounded::RoundedCiphertext;
 
 #[cfg(test)]
 mod tests;

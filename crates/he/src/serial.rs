@@ -23,6 +23,7 @@ use crate::keys::{RelinKeys, expand_uniform};
 use crate::modarith::Modulus;
 use crate::poly::RnsPoly;
 use crate::prng::SEED_BYTES;
+use crate::rounded::{RoundedCiphertext, rounding_bits};
 
 const MAGIC: &[u8; 4] = b"BJHE";
 const VERSION: u8 = 1;
@@ -38,6 +39,7 @@ enum Kind {
     RelinKeys = 3,
     Plaintext = 4,
     NttPlaintext = 5,
+    Rounded = 6,
 }
 
 impl Kind {
@@ -48,6 +50,7 @@ impl Kind {
             Kind::RelinKeys => "relinearization keys",
             Kind::Plaintext => "plaintext",
             Kind::NttPlaintext => "NTT plaintext",
+            Kind::Rounded => "rounded ciphertext",
         }
     }
 }
@@ -154,6 +157,29 @@ impl<'a> Reader<'a> {
             return Err(self.err(format!("row {row} has nonzero padding bits")));
         }
         Ok(())
+    }
+
+    /// Reads one row of `n` values of `bits` bits each (any value fits).
+    fn raw_row(&mut self, n: usize, bits: u32, row: usize) -> Result<Vec<u64>> {
+        let bytes = self.take(row_bytes(n, bits))?;
+        let mask = (1u128 << bits) - 1;
+        let (mut acc, mut have, mut next) = (0u128, 0u32, 0usize);
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            while have < bits {
+                let b = bytes.get(next).copied().unwrap_or(0);
+                acc |= u128::from(b) << have;
+                have += 8;
+                next += 1;
+            }
+            out.push((acc & mask) as u64);
+            acc >>= bits;
+            have -= bits;
+        }
+        if acc != 0 {
+            return Err(self.err(format!("row {row} has nonzero padding bits")));
+        }
+        Ok(out)
     }
 
     fn poly(&mut self, n: usize, moduli: &[Modulus]) -> Result<RnsPoly> {
@@ -407,6 +433,43 @@ impl NttPlaintext {
         let poly = r.poly(ctx.n, ctx.level_moduli(level))?;
         r.finish()?;
         Ok(Self { level, poly })
+    }
+}
+
+impl RoundedCiphertext {
+    /// Serializes: b0, b1, then c0' in b0 bits and c1' in b1 bits a coefficient.
+    pub fn to_bytes(&self, ctx: &Context) -> Vec<u8> {
+        let (b0, b1) = rounding_bits(ctx).unwrap_or((64, 64));
+        let mut out = Vec::new();
+        header(ctx, Kind::Rounded, &mut out);
+        out.extend_from_slice(&[b0 as u8, b1 as u8]);
+        pack_row(&mut out, &self.c0, b0);
+        pack_row(&mut out, &self.c1, b1);
+        out
+    }
+
+    /// Decodes and checks a rounded ciphertext of `ctx` (the bit widths must be the ones
+    /// [`rounding_bits`] derives for `ctx`).
+    ///
+    /// # Errors
+    /// [`HeError::Decode`] naming the fault.
+    pub fn from_bytes(ctx: &Context, bytes: &[u8]) -> Result<Self> {
+        let mut bits = (0u32, 0u32);
+        let mut r = open(ctx, bytes, Kind::Rounded, |r| {
+            let Some((b0, b1)) = rounding_bits(ctx) else {
+                return Err(r.err("these parameters do not round ciphertexts"));
+            };
+            let (g0, g1) = (u32::from(r.byte()?), u32::from(r.byte()?));
+            if (g0, g1) != (b0, b1) {
+                return Err(r.err(format!("bit widths {g0}, {g1}, expected {b0}, {b1}")));
+            }
+            bits = (b0, b1);
+            Ok(2 + row_bytes(ctx.n, b0) + row_bytes(ctx.n, b1))
+        })?;
+        let c0 = r.raw_row(ctx.n, bits.0, 0)?;
+        let c1 = r.raw_row(ctx.n, bits.1, 1)?;
+        r.finish()?;
+        Ok(Self { c0, c1 })
     }
 }
 
