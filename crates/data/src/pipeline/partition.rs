@@ -473,6 +473,74 @@ pub(crate) fn run_partitions<'a>(
 mod tests {
     use super::*;
 
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    /// Two workers over real TCP on 127.0.0.1 (the listener at `worker_link`'s port), each
+    /// greeting as given; returns both results.
+    fn connect_workers(
+        ours: WorkerGreeting,
+        theirs: WorkerGreeting,
+    ) -> (Result<(), DataError>, Result<(), DataError>) {
+        let main = |me: &str, peer: &str, port: u16, peer_port: u16| TcpOptions {
+            self_id: me.into(),
+            self_addr: format!("127.0.0.1:{port}"),
+            peer_id: peer.into(),
+            peer_addr: format!("127.0.0.1:{peer_port}"),
+            connect_timeout: std::time::Duration::from_secs(10),
+            recv_timeout: std::time::Duration::from_secs(10),
+            silence_timeout: blindjoin_link::DEFAULT_SILENCE_TIMEOUT,
+            tls: None,
+            shape: None,
+        };
+        let (pa, pb, worker) = (free_port(), free_port(), free_port());
+        let a = worker_link(&main("alice", "bob", pa, pb), true, worker);
+        let b = worker_link(&main("bob", "alice", pb, pa), false, worker);
+        assert_eq!(a.self_addr, format!("127.0.0.1:{worker}"));
+        assert_eq!(b.peer_addr, format!("127.0.0.1:{worker}"));
+        let go = |opts: TcpOptions, listener: bool, g: WorkerGreeting| {
+            move || -> Result<(), DataError> {
+                let mut link = TcpLink::establish_as(&opts, listener, &Cancel::new())?;
+                greet_worker(&mut link, &g)?;
+                link.close()?;
+                Ok(())
+            }
+        };
+        let t = std::thread::spawn(go(b, false, theirs));
+        let ra = go(a, true, ours)();
+        (ra, t.join().unwrap())
+    }
+
+    #[test]
+    fn worker_connections_from_another_session_or_attempt_are_refused_over_tcp() {
+        let g = WorkerGreeting {
+            session: [7; 16],
+            partition: 1,
+            partitions: 2,
+            attempt: 0,
+        };
+        let (a, b) = connect_workers(g, g);
+        assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
+        let other_session = WorkerGreeting {
+            session: [8; 16],
+            ..g
+        };
+        let (a, b) = connect_workers(g, other_session);
+        let e = a.unwrap_err().to_string();
+        assert!(e.contains("another run"), "{e}");
+        assert!(b.is_err());
+        let retried = WorkerGreeting { attempt: 1, ..g };
+        let (a, b) = connect_workers(retried, g);
+        let e = a.unwrap_err().to_string();
+        assert!(e.contains("attempt 0") && e.contains("earlier try"), "{e}");
+        assert!(b.is_err());
+    }
+
     #[test]
     fn partitions_cover_every_bucket_once_in_order() {
         for buckets in [1usize, 2, 3, 7, 16, 1000] {
