@@ -679,6 +679,52 @@ mod tests {
         assert!(!path.exists(), "the run file is removed");
     }
 
+    /// A partitioned run's runs, spread over several stores (memory and disk mixed, one
+    /// empty), merge to the same bytes as all of them in one store.
+    #[test]
+    fn runs_spread_over_stores_merge_like_one_store() {
+        let want = "a,1\n\"b\nx\",1\nb,2\n\"b\nx\",1\nb,2\nc,1\nc,1\nc,2\nc,2\n";
+        let dir = std::env::temp_dir().join(format!("bj-runs-{}-spread", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut first = Runs::in_memory(SortBy::Key);
+        first
+            .push(&key("a"), 1, true, [b"a,1".as_slice()].into_iter())
+            .unwrap();
+        first
+            .push(&key("c"), 2, true, [b"c,1".as_slice(), b"c,2"].into_iter())
+            .unwrap();
+        first.end_run();
+        let mut empty = Runs::in_memory(SortBy::Key);
+        let mut second = Runs::on_disk(dir.join("second"), SortBy::Key).unwrap();
+        second
+            .push(
+                &key("b"),
+                2,
+                false,
+                [b"\"b\nx\",1".as_slice(), b"b,2"].into_iter(),
+            )
+            .unwrap();
+        second
+            .push(&key("d"), 1, false, std::iter::empty())
+            .unwrap();
+        second.end_run();
+        let mut out = Vec::new();
+        let n = Runs::merge_all(&mut [&mut first, &mut empty, &mut second], &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+        assert_eq!(n, 9);
+        let mut none = Vec::new();
+        assert_eq!(Runs::merge_all(&mut [], &mut none).unwrap(), 0);
+        // One store of one run in memory takes the direct path, with the same result.
+        let mut single = Runs::in_memory(SortBy::Key);
+        single
+            .push(&key("a"), 1, true, [b"a,1".as_slice()].into_iter())
+            .unwrap();
+        let mut also_empty = Runs::in_memory(SortBy::Key);
+        let mut one = Vec::new();
+        Runs::merge_all(&mut [&mut also_empty, &mut single], &mut one).unwrap();
+        assert_eq!(one, b"a,1\n");
+    }
+
     /// A run file holds output rows: 0600, never written through a planted file or symlink; a
     /// resumed one is reopened (narrowed to 0600), or started over when nothing was checkpointed.
     #[cfg(unix)]
