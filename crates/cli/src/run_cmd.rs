@@ -106,6 +106,17 @@ pub(crate) struct RunArgs {
     /// A file holding this party's 32-byte secret key (random per run otherwise).
     #[arg(long, value_name = "FILE")]
     secret_key: Option<PathBuf>,
+    /// Run the buckets in W partitions, each on its own thread and connection (the run uses
+    /// the smaller of the two parties' W; `blindjoin.workers`). Default: one per core while
+    /// each has 1 GiB of available memory and a port in --worker-ports (1 without a range).
+    /// Also applies with --config.
+    #[arg(long, value_name = "W", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    workers: Option<u16>,
+    /// The ports the workers listen on when this party listens, FIRST-LAST (a firewall
+    /// between the parties must let them through; `blindjoin.worker_ports`). Default: the
+    /// ports after --self's. Also applies with --config.
+    #[arg(long, value_name = "A-B")]
+    worker_ports: Option<String>,
     /// Seconds to wait for the peer to connect.
     #[arg(long, value_name = "SECS")]
     pub(crate) connect_timeout: Option<f64>,
@@ -206,6 +217,8 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             if let Some(n) = args.max_query_items {
                 plan.set_max_query_items(n).context(UserError)?;
             }
+            plan.set_workers(args.workers.map(usize::from), worker_ports(&args)?)
+                .context(UserError)?;
             (plan, ops)
         }
     };
@@ -272,6 +285,15 @@ fn link_overrides(a: &RunArgs) -> Result<LinkOverrides> {
         shape: shape_from_args(a)?,
         tls: tls_from_args(a),
     })
+}
+
+/// `--worker-ports`, parsed.
+fn worker_ports(a: &RunArgs) -> Result<Option<(u16, u16)>> {
+    a.worker_ports
+        .as_deref()
+        .map(blindjoin_data::partition::parse_port_range)
+        .transpose()
+        .context(UserError)
 }
 
 /// What the peer is told when this party is interrupted.
@@ -393,6 +415,8 @@ fn spec_from_args(a: &RunArgs) -> Result<RunSpec> {
     spec.reveal = reveal;
     spec.count_path = a.count_path.clone();
     spec.min_intersection = a.min_intersection.filter(|&m| m > 0);
+    spec.workers = a.workers.map(usize::from);
+    spec.worker_ports = worker_ports(a)?;
     let flag = if a.cardinality_only {
         "--cardinality-only"
     } else {

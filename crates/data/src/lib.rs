@@ -33,7 +33,7 @@ mod table;
 pub mod trace;
 pub mod ub;
 
-pub use pipeline::{bucket, join};
+pub use pipeline::{bucket, join, partition};
 pub use table::{csv, parquet_io};
 
 pub use config::{

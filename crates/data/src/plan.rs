@@ -222,6 +222,34 @@ impl Plan {
         Ok(())
     }
 
+    /// Sets the partition count and the workers' ports (`--workers`, `--worker-ports`), over
+    /// the config's `blindjoin.workers` / `blindjoin.worker_ports`.
+    ///
+    /// # Errors
+    /// The plan is not a two-party run (the only kind that is partitioned).
+    pub fn set_workers(
+        &mut self,
+        workers: Option<usize>,
+        ports: Option<(u16, u16)>,
+    ) -> Result<(), ConfigError> {
+        if workers.is_none() && ports.is_none() {
+            return Ok(());
+        }
+        let Plan::TwoParty(spec) = self else {
+            return Err(ConfigError::Invalid {
+                field: "--workers/--worker-ports".into(),
+                message: "apply to two-party runs only".into(),
+            });
+        };
+        if workers.is_some() {
+            spec.workers = workers;
+        }
+        if ports.is_some() {
+            spec.worker_ports = ports;
+        }
+        Ok(())
+    }
+
     /// Sets how many client keys one server key may evaluate over all online queries
     /// (`blindjoin.max_query_items`, `--max-query-items`).
     ///

@@ -68,6 +68,13 @@ pub struct RunSpec {
     pub link_shape: Option<LinkShape>,
     /// The join written to the output; see [`crate::pipeline::join`].
     pub join: JoinSpec,
+    /// Partitions run at once, each on its own thread and connection (`blindjoin.workers`,
+    /// `--workers`); `None`: [`crate::pipeline::partition::default_workers`]. The run uses
+    /// the smaller of the two parties' counts.
+    pub workers: Option<usize>,
+    /// The ports the workers listen on when this party listens (`blindjoin.worker_ports`,
+    /// `--worker-ports A-B`); `None`: the main link's port + 1, + 2, ….
+    pub worker_ports: Option<(u16, u16)>,
     /// Whether to spill the input to disk (bounded memory for large tables).
     pub spill: SpillMode,
     /// Where spill shards and sorted runs go (default: the system's temporary directory).
@@ -201,6 +208,8 @@ impl RunSpec {
             tls: None,
             link_shape: None,
             join: JoinSpec::default(),
+            workers: None,
+            worker_ports: None,
             spill: SpillMode::Auto,
             spill_dir: None,
             recovery: None,

@@ -44,6 +44,7 @@ pub use many::{establish_many, n_party_listens};
 pub mod wire;
 pub use three::{PartyAddr, establish_three, three_party_listens};
 mod tls;
+pub mod worker;
 
 pub use cancel::Cancel;
 pub use codec::{

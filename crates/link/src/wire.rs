@@ -29,6 +29,10 @@ pub mod ids {
     pub const DIGEST_SHARE: &[u8] = &[0x0c];
     /// Data path: where a resumed run starts (recovery).
     pub const RESUME: &[u8] = &[0x0b];
+    /// Data path, partitioned runs: a worker connection's greeting (session, partition, attempt).
+    pub const WORKER_GREETING: &[u8] = &[0x0d];
+    /// Data path, partitioned runs: the listening coordinator's worker endpoint table.
+    pub const WORKER_TABLE: &[u8] = &[0x0e];
 
     /// Intersection positions sent back to a party (every protocol's result transfer).
     pub const POSITIONS: &[u8] = &[0x10];
@@ -128,6 +132,8 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("DIGEST_CHECK", ids::DIGEST_CHECK),
     ("DIGEST_SHARE", ids::DIGEST_SHARE),
     ("RESUME", ids::RESUME),
+    ("WORKER_GREETING", ids::WORKER_GREETING),
+    ("WORKER_TABLE", ids::WORKER_TABLE),
     ("POSITIONS", ids::POSITIONS),
     ("ECDH_POINTS", ids::ECDH_POINTS),
     ("ECDH_TAGS", ids::ECDH_TAGS),

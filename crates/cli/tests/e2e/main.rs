@@ -17,3 +17,4 @@ mod ops;
 mod recovery;
 mod three_party;
 mod ub;
+mod workers;

@@ -184,6 +184,10 @@ struct Extensions {
     #[allow(dead_code)]
     threads: Option<Value>,
     check_intersection_digest: Option<bool>,
+    /// Partitions (see [`crate::pipeline::partition`]).
+    workers: Option<u64>,
+    /// The workers' listening ports, `"A-B"`.
+    worker_ports: Option<String>,
 }
 
 /// Parses a launch config from `text`; `source` names it in errors.
@@ -568,7 +572,24 @@ pub fn parse_launch_config(
         Some(v) => Duration::from_millis(lenient_u64(v, "blindjoin.peer_silence_timeout_ms")?),
     };
 
+    let workers = match ext.as_ref().and_then(|e| e.workers) {
+        None => None,
+        Some(w @ 1..=1024) => Some(w as usize),
+        Some(w) => {
+            return Err(ConfigError::Invalid {
+                field: "blindjoin.workers".into(),
+                message: format!("{w}: 1 to 1024"),
+            });
+        }
+    };
+    let worker_ports = ext
+        .as_ref()
+        .and_then(|e| e.worker_ports.as_deref())
+        .map(crate::pipeline::partition::parse_port_range)
+        .transpose()?;
     Ok(RunSpec {
+        workers,
+        worker_ports,
         parties: Parties {
             self_id: self_id.clone(),
             self_addr: link.parties[me].host.clone(),

@@ -7,6 +7,7 @@
 pub mod bucket;
 pub mod join;
 pub(crate) mod n_party;
+pub mod partition;
 pub(crate) mod process;
 pub(crate) mod recovery;
 pub(crate) mod report;

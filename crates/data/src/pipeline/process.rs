@@ -45,6 +45,8 @@ pub enum RunsAt<'a> {
     Memory,
     /// In files in this directory, removed at the end.
     Disk(&'a Path),
+    /// In files in this directory named for partition `.1`, removed at the end.
+    Partition(&'a Path, usize),
     /// In files in this recovery folder, kept, continuing from a checkpoint's state.
     Recovery(&'a Path, &'a ProcessorState),
 }
@@ -88,6 +90,8 @@ pub struct Processor<'a> {
     totals: Totals,
     /// `check_hash_digest` found the two key sets equal: every key matches, no protocol runs.
     all_match: bool,
+    /// The other partitions' matched and unmatched runs, after [`Processor::merged`].
+    others: Vec<(Runs, Runs)>,
 }
 
 impl<'a> Processor<'a> {
@@ -109,6 +113,7 @@ impl<'a> Processor<'a> {
         {
             (RunsAt::Memory, _) => Ok(Runs::in_memory(sort)),
             (RunsAt::Disk(dir), _) => Runs::on_disk(dir.join(name), sort),
+            (RunsAt::Partition(dir, p), _) => Runs::on_disk(dir.join(format!("{name}-p{p}")), sort),
             (RunsAt::Recovery(dir, _), Some(st)) => Runs::resumed(dir.join(name), sort, st),
             (RunsAt::Recovery(dir, _), None) => {
                 Runs::resumed(dir.join(name), sort, &Default::default())
@@ -131,9 +136,42 @@ impl<'a> Processor<'a> {
             ),
             totals: resume.map(|s| s.totals.clone()).unwrap_or_default(),
             all_match: false,
+            others: Vec::new(),
             spec,
             psi,
         })
+    }
+
+    /// One processor for the whole run from its partitions' (each having run its own buckets,
+    /// in partition order): the counts add up, the runs are kept apart for the final merge,
+    /// and the intersection digest is the hash of the partitions' digests in order (both
+    /// parties cut the same partitions, so they compare like for like).
+    ///
+    /// # Errors
+    /// No partitions; a total out of bounds.
+    pub fn merged(parts: Vec<Processor<'a>>) -> Result<Self, DataError> {
+        let mut parts = parts.into_iter();
+        let mut base = parts.next().ok_or_else(|| {
+            DataError::Protocol(ProtocolError::Config("internal: no partitions".into()))
+        })?;
+        let mut digests = base.intersection_digest.to_vec();
+        let mut peer_keys = base.psi.peer_keys();
+        for p in parts {
+            digests.extend_from_slice(&p.intersection_digest);
+            peer_keys += p.psi.peer_keys();
+            base.own_unmatched_rows += p.own_unmatched_rows;
+            base.totals.keys += p.totals.keys;
+            base.totals.matched_keys += p.totals.matched_keys;
+            grow(&mut base.totals.output_rows, p.totals.output_rows)?;
+            base.totals.bucket_s.extend_from_slice(&p.totals.bucket_s);
+            base.totals.protocol_s += p.totals.protocol_s;
+            base.others.push((p.matched, p.unmatched));
+            base.others.extend(p.others);
+        }
+        base.intersection_digest = item_digest(&digests);
+        let b = base.psi.buckets();
+        base.psi.resume_at(b, peer_keys, RevealCounts::default())?;
+        Ok(base)
     }
 
     /// Runs every bucket from here on as if the protocol had found all our keys in the
@@ -365,10 +403,15 @@ impl<'a> Processor<'a> {
                 }
             }
         }
+        let (mut matched, mut unmatched) = (vec![self.matched], vec![self.unmatched]);
+        for (m, u) in self.others {
+            matched.push(m);
+            unmatched.push(u);
+        }
         Ok(Finished {
             spec: self.spec,
-            matched: self.matched,
-            unmatched: self.unmatched,
+            matched,
+            unmatched,
             nulls_before: nulls.0,
             nulls_after: nulls.1,
             totals: self.totals,
@@ -382,8 +425,9 @@ impl<'a> Processor<'a> {
 /// A run whose protocol and exchanges are done; only writing remains (the link may close).
 pub struct Finished<'a> {
     spec: &'a RunSpec,
-    matched: Runs,
-    unmatched: Runs,
+    /// One store per partition (one in all for an unpartitioned run).
+    matched: Vec<Runs>,
+    unmatched: Vec<Runs>,
     nulls_before: u64,
     nulls_after: u64,
     /// What the run found.
@@ -410,10 +454,12 @@ impl Finished<'_> {
             columns,
             &self.spec.join.null_rep,
         )?;
-        let mut written = self.matched.merge_into(&mut w)?;
+        let mut matched: Vec<&mut Runs> = self.matched.iter_mut().collect();
+        let mut written = Runs::merge_all(&mut matched, &mut w)?;
         w.nulls(self.nulls_before)?;
         written += self.nulls_before;
-        written += self.unmatched.merge_into(&mut w)?;
+        let mut unmatched: Vec<&mut Runs> = self.unmatched.iter_mut().collect();
+        written += Runs::merge_all(&mut unmatched, &mut w)?;
         w.nulls(self.nulls_after)?;
         written += self.nulls_after;
         w.commit()?;

@@ -261,6 +261,11 @@ impl Runs {
     /// # Errors
     /// Reading the runs or writing the output failed.
     pub fn merge_into(&mut self, out: &mut dyn Sink) -> Result<u64, DataError> {
+        Self::merge_all(&mut [self], out)
+    }
+
+    /// Ends the open run and hands a run file's writer over to reading.
+    fn close_for_reading(&mut self) -> Result<(), DataError> {
         self.end_run();
         if let Store::Disk {
             path, out: w, file, ..
@@ -274,7 +279,30 @@ impl Runs {
             })?;
             *file = Some(f);
         }
-        if let (Store::Memory(v), [(start, end)]) = (&self.store, self.bounds.as_slice()) {
+        Ok(())
+    }
+
+    /// Merges every run of every store in `all` (the partitions of a partitioned run, each
+    /// with its own runs, sorted the same way) into `out`; returns the rows written. Records
+    /// compare only by their sort keys, which are unique across the run's buckets, so the
+    /// result does not depend on how the runs are spread over the stores.
+    ///
+    /// # Errors
+    /// Reading the runs or writing the output failed.
+    pub fn merge_all(all: &mut [&mut Runs], out: &mut dyn Sink) -> Result<u64, DataError> {
+        for r in all.iter_mut() {
+            r.close_for_reading()?;
+        }
+        let Some(sort_by) = all.first().map(|r| r.sort_by) else {
+            return Ok(0);
+        };
+        let nonempty: Vec<usize> = (0..all.len())
+            .filter(|&i| !all[i].bounds.is_empty())
+            .collect();
+        if let [only] = nonempty.as_slice()
+            && let (Store::Memory(v), [(start, end)]) =
+                (&all[*only].store, all[*only].bounds.as_slice())
+        {
             // One run in memory (a single bucket): its records are already in order, so they
             // are expanded straight from the store, without cursors or a heap.
             let run = usize::try_from(*start)
@@ -284,24 +312,27 @@ impl Runs {
                 .ok_or_else(|| corrupt("a run lies outside its store"))?;
             return expand_all(run, out);
         }
-        let chunk = ((64usize << 20) / self.bounds.len().max(1)).clamp(4 << 10, 256 << 10);
-        let mut cursors = Vec::with_capacity(self.bounds.len());
-        for &(start, end) in &self.bounds {
-            let mut c = Cursor {
-                pos: start,
-                end,
-                buf: Vec::new(),
-                at: 0,
-                chunk,
-                rec: Vec::new(),
-                sort_len: 0,
-                prefix: 0,
-            };
-            if c.advance(&self.store, self.sort_by)? {
-                cursors.push(c);
+        let runs: usize = all.iter().map(|r| r.bounds.len()).sum();
+        let chunk = ((64usize << 20) / runs.max(1)).clamp(4 << 10, 256 << 10);
+        let mut cursors = Vec::with_capacity(runs);
+        for (src, r) in all.iter().enumerate() {
+            for &(start, end) in &r.bounds {
+                let mut c = Cursor {
+                    src,
+                    pos: start,
+                    end,
+                    buf: Vec::new(),
+                    at: 0,
+                    chunk,
+                    rec: Vec::new(),
+                    sort_len: 0,
+                    prefix: 0,
+                };
+                if c.advance(&r.store, sort_by)? {
+                    cursors.push(c);
+                }
             }
         }
-        let sort_by = self.sort_by;
         let less = |a: &Cursor, b: &Cursor| match a.prefix.cmp(&b.prefix) {
             Ordering::Equal => match sort_by {
                 SortBy::Key => cmp_keys(a.sort(), b.sort()) == Ordering::Less,
@@ -313,9 +344,16 @@ impl Runs {
         let mut written = 0u64;
         while let Some(top) = heap.top() {
             written += top.expand(out)?;
-            let more = heap
-                .top_mut()
-                .map_or(Ok(false), |c| c.advance(&self.store, sort_by))?;
+            let more = match heap.top_mut() {
+                Some(c) => {
+                    let store = &all
+                        .get(c.src)
+                        .ok_or_else(|| corrupt("a run of an unknown store"))?
+                        .store;
+                    c.advance(store, sort_by)?
+                }
+                None => false,
+            };
             heap.after_top_changed(more);
         }
         Ok(written)
@@ -343,6 +381,8 @@ impl Drop for Runs {
 
 /// A read position in one run; holds its current record.
 struct Cursor {
+    /// Which store (of [`Runs::merge_all`]'s) the run is in.
+    src: usize,
     pos: u64,
     end: u64,
     buf: Vec<u8>,
@@ -637,6 +677,52 @@ mod tests {
         fill(&mut disk);
         assert_eq!(merged(disk, "disk"), want);
         assert!(!path.exists(), "the run file is removed");
+    }
+
+    /// A partitioned run's runs, spread over several stores (memory and disk mixed, one
+    /// empty), merge to the same bytes as all of them in one store.
+    #[test]
+    fn runs_spread_over_stores_merge_like_one_store() {
+        let want = "a,1\n\"b\nx\",1\nb,2\n\"b\nx\",1\nb,2\nc,1\nc,1\nc,2\nc,2\n";
+        let dir = std::env::temp_dir().join(format!("bj-runs-{}-spread", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut first = Runs::in_memory(SortBy::Key);
+        first
+            .push(&key("a"), 1, true, [b"a,1".as_slice()].into_iter())
+            .unwrap();
+        first
+            .push(&key("c"), 2, true, [b"c,1".as_slice(), b"c,2"].into_iter())
+            .unwrap();
+        first.end_run();
+        let mut empty = Runs::in_memory(SortBy::Key);
+        let mut second = Runs::on_disk(dir.join("second"), SortBy::Key).unwrap();
+        second
+            .push(
+                &key("b"),
+                2,
+                false,
+                [b"\"b\nx\",1".as_slice(), b"b,2"].into_iter(),
+            )
+            .unwrap();
+        second
+            .push(&key("d"), 1, false, std::iter::empty())
+            .unwrap();
+        second.end_run();
+        let mut out = Vec::new();
+        let n = Runs::merge_all(&mut [&mut first, &mut empty, &mut second], &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+        assert_eq!(n, 9);
+        let mut none = Vec::new();
+        assert_eq!(Runs::merge_all(&mut [], &mut none).unwrap(), 0);
+        // One store of one run in memory takes the direct path, with the same result.
+        let mut single = Runs::in_memory(SortBy::Key);
+        single
+            .push(&key("a"), 1, true, [b"a,1".as_slice()].into_iter())
+            .unwrap();
+        let mut also_empty = Runs::in_memory(SortBy::Key);
+        let mut one = Vec::new();
+        Runs::merge_all(&mut [&mut also_empty, &mut single], &mut one).unwrap();
+        assert_eq!(one, b"a,1\n");
     }
 
     /// A run file holds output rows: 0600, never written through a planted file or symlink; a

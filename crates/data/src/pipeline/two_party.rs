@@ -4,6 +4,7 @@
 
 use crate::error::DataError;
 use crate::pipeline::bucket::BucketedPsi;
+use crate::pipeline::partition;
 use crate::pipeline::process::{Processor, RunsAt, key_groups, key_set_digest, key_sets_equal};
 use crate::pipeline::recovery::{Checkpoint, Recovery};
 use crate::pipeline::report::{PeakTracker, Report, Stages};
@@ -100,8 +101,10 @@ fn run_inner(
         tls: spec.tls.clone(),
         shape: spec.link_shape,
     };
+    // A partition count this run refuses fails before anything else.
+    wanted_workers(spec, true)?;
     // Connect while reading the input: both take time, and neither needs the other.
-    let rx = connect_in_background(opts, cancel, &spec.input)?;
+    let rx = connect_in_background(opts.clone(), cancel, &spec.input)?;
 
     let prepared = prepare(spec, progress);
     let wait = if prepared.is_ok() {
@@ -137,7 +140,14 @@ fn run_inner(
         }
         .into());
     }
-    match run_on_link(spec, prepared, &mut link, progress, start) {
+    match run_on_link_with(
+        spec,
+        prepared,
+        &mut link,
+        Some((&opts, cancel)),
+        progress,
+        start,
+    ) {
         Ok(report) => Ok(report),
         Err(e) => {
             if cancel.is_cancelled() {
@@ -319,6 +329,53 @@ pub fn run_on_link(
     progress: &dyn Progress,
     start: Instant,
 ) -> Result<Report, DataError> {
+    run_on_link_with(spec, prepared, link, None, progress, start)
+}
+
+/// The partitions this party asks for: `blindjoin.workers` when set (refused for runs that are
+/// never split), else [`partition::default_workers`] for the runs that may be split. Over a
+/// link with no TCP options to open more connections by (tests' in-memory links): 1.
+fn wanted_workers(spec: &RunSpec, net: bool) -> Result<usize, DataError> {
+    if !net {
+        return Ok(1);
+    }
+    let splittable = spec.reveal == Reveal::Intersection
+        && spec.min_intersection.is_none()
+        && spec.recovery.is_none();
+    let w = match spec.workers {
+        Some(w) => w.max(1),
+        None if !splittable => 1,
+        None => {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            let mem = std::fs::read_to_string("/proc/meminfo")
+                .ok()
+                .and_then(|t| partition::mem_available(&t));
+            let ports = spec.worker_ports.map_or(0, |(a, b)| usize::from(b - a) + 1);
+            partition::default_workers(cores, mem, ports)
+        }
+    };
+    partition::check_splittable(w, spec.reveal, spec.min_intersection)?;
+    if w > 1 && spec.recovery.is_some() {
+        return Err(DataError::Config(crate::error::ConfigError::Invalid {
+            field: "blindjoin.workers (--workers)".into(),
+            message: format!(
+                "{w} workers asked for with recovery_config; partitioned runs do not                  checkpoint yet. Use 1 worker, or run without recovery"
+            ),
+        }));
+    }
+    Ok(w.min(blindjoin_link::worker::MAX_PARTITIONS as usize))
+}
+
+/// [`run_on_link`], with the main link's TCP options when the run may open partition workers'
+/// connections.
+fn run_on_link_with(
+    spec: &RunSpec,
+    prepared: Prepared,
+    link: &mut dyn Link,
+    net: Option<(&TcpOptions, &Cancel)>,
+    progress: &dyn Progress,
+    start: Instant,
+) -> Result<Report, DataError> {
     let Prepared {
         source: mut table,
         mut recovery,
@@ -335,7 +392,10 @@ pub fn run_on_link(
     let hello = Hello::new(spec.protocol, spec.role, spec.broadcast_result, table.rows)
         .with_reveal(spec.reveal);
     let hs = handshake(link, hello)?;
-    RunTerms::of(spec).agree(link, spec.role)?;
+    let mut terms = RunTerms::of(spec);
+    terms.workers = wanted_workers(spec, net.is_some())? as u32;
+    let theirs = terms.agree(link, spec.role)?;
+    let parts = partition::agreed(terms.workers, theirs.workers) as usize;
     drop(handshake_span);
     stages.connect_s = (start.elapsed().as_secs_f64() - read_s).max(t.elapsed().as_secs_f64());
     let mut min_check = None;
@@ -377,44 +437,50 @@ pub fn run_on_link(
         (_, _, Some(dir)) => RunsAt::Disk(dir),
         _ => RunsAt::Memory,
     };
-    let mut work = Processor::new(spec, psi, runs_at)?;
     if equal_sets {
         crate::log::emit(
             crate::log::Level::Debug,
             "check_hash_digest: the two key sets are equal; the protocol is skipped and every \
              key is in the intersection",
         );
-        work.all_keys_match();
     }
-    let first = work.buckets_done();
-    if b > 1 {
-        progress.stage("running the protocol (buckets)", (b - first) as u64);
-    }
-    // After each bucket, with recovery: sync the runs, then replace the checkpoint.
-    let mut checkpoint = |work: &mut Processor<'_>| -> Result<(), DataError> {
-        if let Some((rec, cp)) = recovery.as_mut() {
-            cp.advance(b, work.checkpoint()?);
-            rec.save(cp)?;
-        }
-        Ok(())
-    };
-    let m = b.min(table.shards());
-    let per = b / m;
     let mut peak = PeakTracker::default();
     let mut bucket_peaks = Vec::new();
-    let buckets_span = crate::trace::span("buckets");
-    for unit in first / per..m {
-        peak.restart();
-        let group = table.load_unit(unit, b)?;
-        for k in (unit * per).max(first)..(unit + 1) * per {
-            let _span = crate::trace::bucket_span("bucket", k);
-            work.bucket(link, &group.bucket(k, b), progress)?;
-            checkpoint(&mut work)?;
-            bucket_peaks.push(peak.window_peak());
-            peak.restart();
+    let mut worker_stats = blindjoin_link::LinkStats::default();
+    let (work, first) = if parts > 1 {
+        let (main, cancel) = net.ok_or_else(|| {
+            DataError::Protocol(blindjoin_protocols::ProtocolError::Config(
+                "internal: partitions agreed over a link that cannot open more".into(),
+            ))
+        })?;
+        drop(psi);
+        let (session, links) = partition::exchange_endpoints(link, spec, main, parts)?;
+        progress.stage("running the protocol (partitions)", 0);
+        let _span = crate::trace::span("partitions");
+        let listener = TcpLink::is_listener(main);
+        let (work, stats) = partition::run_partitions(
+            spec, &hs, &opts, &mut table, session, links, listener, equal_sets, cancel,
+        )?;
+        worker_stats = stats;
+        (work, 0)
+    } else {
+        let mut work = Processor::new(spec, psi, runs_at)?;
+        if equal_sets {
+            work.all_keys_match();
         }
-    }
-    drop(buckets_span);
+        let first = work.buckets_done();
+        run_buckets(
+            b,
+            &mut table,
+            &mut work,
+            &mut recovery,
+            link,
+            progress,
+            &mut peak,
+            &mut bucket_peaks,
+        )?;
+        (work, first)
+    };
     let finish_span = crate::trace::span("finish (totals and checks with the peer)");
     let mut finished = work.finish(link)?;
     drop(finish_span);
@@ -453,7 +519,9 @@ pub fn run_on_link(
     }
     stages.total_s = start.elapsed().as_secs_f64();
 
-    let stats = link.stats();
+    let mut stats = link.stats();
+    stats.bytes_sent += worker_stats.bytes_sent;
+    stats.bytes_received += worker_stats.bytes_received;
     let report = Report {
         version: env!("CARGO_PKG_VERSION").to_string(),
         party: spec.parties.self_id.clone(),
@@ -494,6 +562,49 @@ pub fn run_on_link(
         write_atomic(&p, &json)?;
     }
     Ok(report)
+}
+
+/// Runs the buckets from the first not yet done, one after another over the main link,
+/// checkpointing after each with recovery; records each bucket's peak memory.
+#[allow(clippy::too_many_arguments)]
+fn run_buckets(
+    b: usize,
+    table: &mut SpilledTable,
+    work: &mut Processor<'_>,
+    recovery: &mut Option<(Recovery, Checkpoint)>,
+    link: &mut dyn Link,
+    progress: &dyn Progress,
+    peak: &mut PeakTracker,
+    bucket_peaks: &mut Vec<u64>,
+) -> Result<(), DataError> {
+    let first = work.buckets_done();
+    if b > 1 {
+        progress.stage("running the protocol (buckets)", (b - first) as u64);
+    }
+    // After each bucket, with recovery: sync the runs, then replace the checkpoint.
+    let mut checkpoint = |work: &mut Processor<'_>| -> Result<(), DataError> {
+        if let Some((rec, cp)) = recovery.as_mut() {
+            cp.advance(b, work.checkpoint()?);
+            rec.save(cp)?;
+        }
+        Ok(())
+    };
+    let m = b.min(table.shards());
+    let per = b / m;
+    let buckets_span = crate::trace::span("buckets");
+    for unit in first / per..m {
+        peak.restart();
+        let group = table.load_unit(unit, b)?;
+        for k in (unit * per).max(first)..(unit + 1) * per {
+            let _span = crate::trace::bucket_span("bucket", k);
+            work.bucket(link, &group.bucket(k, b), progress)?;
+            checkpoint(work)?;
+            bucket_peaks.push(peak.window_peak());
+            peak.restart();
+        }
+    }
+    drop(buckets_span);
+    Ok(())
 }
 
 #[cfg(test)]

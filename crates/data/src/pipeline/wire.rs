@@ -31,6 +31,9 @@ pub struct RunTerms {
     pub bucket_size: u64,
     /// `blindjoin.min_intersection` (0: none).
     pub min_intersection: u64,
+    /// The partitions this party asks for; the run uses the smaller of the two
+    /// ([`crate::pipeline::partition::agreed`]), so it is not compared.
+    pub workers: u32,
 }
 
 impl RunTerms {
@@ -45,6 +48,7 @@ impl RunTerms {
             recovery: spec.recovery.is_some(),
             bucket_size: spec.bucket_size,
             min_intersection: spec.min_intersection.unwrap_or(0),
+            workers: 1,
         }
     }
 
@@ -81,15 +85,16 @@ impl RunTerms {
     }
 
     /// Sends ours, reads the peer's, and checks they agree; both sides report the same field.
+    /// Returns the peer's terms (for its worker count).
     ///
     /// # Errors
     /// A mismatch ([`ProtocolError::Mismatch`]), a malformed message, or a link failure.
-    pub fn agree(&self, link: &mut dyn Link, role: Role) -> Result<(), DataError> {
+    pub fn agree(&self, link: &mut dyn Link, role: Role) -> Result<RunTerms, DataError> {
         link.send(&self.encode()).map_err(ProtocolError::from)?;
         let theirs = RunTerms::decode(&link.recv().map_err(ProtocolError::from)?)
             .map_err(ProtocolError::from)?;
         compare_settings(self.named(), theirs.named(), role, role.other())?;
-        Ok(())
+        Ok(theirs)
     }
 }
 
@@ -106,6 +111,7 @@ impl WireMessage for RunTerms {
         put_u64(out, self.bucket_size);
         put_u64(out, self.min_intersection);
         out.push(u8::from(self.check_intersection_digest));
+        put_u32(out, self.workers);
     }
 
     fn read_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -129,6 +135,7 @@ impl WireMessage for RunTerms {
             bucket_size: r.u64()?,
             min_intersection: r.u64()?,
             check_intersection_digest: r.bool()?,
+            workers: r.u32()?,
         })
     }
 }
@@ -241,7 +248,19 @@ mod tests {
             recovery: true,
             bucket_size: 1 << 20,
             min_intersection: 10,
+            workers: 3,
         }
+    }
+
+    #[test]
+    fn worker_counts_may_differ_and_each_side_learns_the_peers() {
+        let (mut a, mut b) = blindjoin_link::mem_pair();
+        let mut theirs = terms();
+        theirs.workers = 8;
+        let t = std::thread::spawn(move || theirs.agree(&mut b, Role::Sender));
+        let got = terms().agree(&mut a, Role::Receiver).unwrap();
+        assert_eq!(got.workers, 8);
+        assert_eq!(t.join().unwrap().unwrap().workers, 3);
     }
 
     #[test]

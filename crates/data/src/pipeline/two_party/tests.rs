@@ -53,6 +53,8 @@ fn spec(
 ) -> RunSpec {
     let me = if role == Role::Receiver { "r" } else { "s" };
     RunSpec {
+        workers: None,
+        worker_ports: None,
         parties: Parties {
             self_id: me.into(),
             self_addr: String::new(),
