@@ -906,6 +906,9 @@ mod tests;
 mod ub;
 pub use ub::{is_ub_launch_config, parse_ub_launch_config};
 
+mod apsi;
+pub use apsi::{is_apsi_launch_config, parse_apsi_launch_config};
+
 /// Parses a launch config of any kind: SecretFlow's v1 form (`legacy_psi_config`, whose
 /// `psi_type` picks the plan), else a three-party config (`psi_config` naming
 /// `PROTOCOL_ECDH_3PC`), else an unbalanced one (with `ub_psi_config`), else a two-party one.
@@ -931,6 +934,9 @@ pub(crate) fn parse_any_launch_config(
     if is_ub_launch_config(text) {
         return parse_ub_launch_config(text, source, base_dir)
             .map(|u| Plan::Unbalanced(Box::new(u)));
+    }
+    if is_apsi_launch_config(text) {
+        return parse_apsi_launch_config(text, source, base_dir).map(|a| Plan::Apsi(Box::new(a)));
     }
     parse_launch_config(text, source, base_dir).map(|s| Plan::TwoParty(Box::new(s)))
 }
