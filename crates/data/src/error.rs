@@ -329,6 +329,28 @@ mod tests {
     fn each_error_has_one_fault_and_exit_code() {
         let cases: Vec<(DataError, Fault)> = vec![
             (
+                DataError::ApsiInput {
+                    path: "sdb".into(),
+                    problem: "checksum mismatch".into(),
+                },
+                Fault::Input,
+            ),
+            (
+                DataError::Apsi(blindjoin_apsi::ApsiError::Cuckoo {
+                    items: 300,
+                    table_size: 256,
+                }),
+                Fault::Config,
+            ),
+            (
+                DataError::Apsi(blindjoin_apsi::ApsiError::PeerMisbehaved("x".into())),
+                Fault::Peer,
+            ),
+            (
+                DataError::Apsi(blindjoin_apsi::ApsiError::Input("label too long".into())),
+                Fault::Input,
+            ),
+            (
                 DataError::Config(ConfigError::Invalid {
                     field: "keys".into(),
                     message: "empty".into(),

@@ -212,11 +212,19 @@ pub fn parse_launch_config(
             cfg.dk_pir_receiver_config.is_some(),
         ),
     ] {
-        if present && (field == "ub_psi_config" || field == "legacy_psi_config") {
+        if present
+            && matches!(
+                field,
+                "ub_psi_config"
+                    | "legacy_psi_config"
+                    | "apsi_sender_config"
+                    | "apsi_receiver_config"
+            )
+        {
             return Err(invalid(
                 field,
-                "a config this two-party parser does not read (unbalanced PSI, or SecretFlow's \
-                 v1 form); Plan::from_config reads every kind (as `blindjoin run --config` and \
+                "a config this two-party parser does not read (unbalanced or labeled PSI, or \
+                 SecretFlow's v1 form); Plan::from_config reads every kind (as `blindjoin run --config` and \
                  blindjoin.run do)",
             ));
         }
@@ -224,7 +232,8 @@ pub fn parse_launch_config(
             return Err(not_yet(
                 field,
                 "{...}",
-                "only psi_config, legacy_psi_config and ub_psi_config run in this version",
+                "only psi_config, legacy_psi_config, ub_psi_config and the apsi configs run in \
+                 this version",
             ));
         }
     }
