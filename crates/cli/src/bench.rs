@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub(crate) struct BenchArgs {
-    /// Protocol: ecdh, rr22 or kkrt.
+    /// Protocol: ecdh, rr22, kkrt, or apsi (labeled PSI: `--apsi-preset`, `--label-bytes`,
+    /// `--queries`; `--rows` is the sender's DB size).
     #[arg(long, default_value = "ecdh")]
     protocol: String,
     /// Curve (ECDH).
@@ -55,6 +56,15 @@ pub(crate) struct BenchArgs {
     /// Simulate this one-way latency each way, e.g. 10ms (a round trip costs twice that).
     #[arg(long, value_name = "DELAY")]
     latency: Option<String>,
+    /// apsi: APSI's parameter JSON (e.g. SecretFlow's `1M-1024-cmp.json`).
+    #[arg(long, value_name = "JSON")]
+    apsi_preset: Option<std::path::PathBuf>,
+    /// apsi: label bytes per DB row (0: unlabeled).
+    #[arg(long, default_value_t = 32)]
+    label_bytes: usize,
+    /// apsi: query keys (half of them in the DB).
+    #[arg(long, default_value_t = 1)]
+    queries: usize,
 }
 
 #[derive(Serialize)]
@@ -83,6 +93,35 @@ pub(crate) fn run(a: BenchArgs) -> Result<()> {
         None => std::env::temp_dir().join(format!("blindjoin-bench-{}", std::process::id())),
     };
     std::fs::create_dir_all(&dir)?;
+    if a.protocol == "apsi" {
+        let preset = a
+            .apsi_preset
+            .as_deref()
+            .context("--protocol apsi needs --apsi-preset (APSI's parameter JSON)")?;
+        let r = crate::bench_apsi::bench_apsi(&crate::bench_apsi::ApsiBench {
+            dir: &dir,
+            preset,
+            rows: a.rows,
+            label_bytes: a.label_bytes,
+            queries: a.queries,
+            timeout: Duration::from_secs(a.timeout),
+            bandwidth: a.bandwidth.as_deref(),
+            latency: a.latency.as_deref(),
+        });
+        if a.keep.is_none() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        let r = r?;
+        if a.json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else {
+            crate::bench_apsi::print(&r);
+        }
+        if !r.correct {
+            bail!("the result does not match the plaintext lookup");
+        }
+        return Ok(());
+    }
     let r = bench_in(&dir, &a);
     if a.keep.is_none() {
         let _ = std::fs::remove_dir_all(&dir);

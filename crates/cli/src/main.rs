@@ -4,6 +4,7 @@
 //! input are wrong (the message names the field, or the file, line and column).
 
 mod bench;
+mod bench_apsi;
 mod demo;
 mod gen_cmd;
 mod progress;

@@ -145,6 +145,18 @@ pub enum DataError {
         /// The minimum asked for.
         min: u64,
     },
+    /// Labeled PSI: an input file (source table, query table, sender DB) cannot be used; the
+    /// message names the file and, for a table, the line.
+    #[error("{path}: {problem}")]
+    ApsiInput {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
+    /// Labeled PSI: the protocol layer refused; [`Fault::of_apsi`] sorts it.
+    #[error("labeled PSI: {0}")]
+    Apsi(#[from] blindjoin_apsi::ApsiError),
     /// The link to the peer failed.
     #[error(transparent)]
     Link(#[from] LinkError),
@@ -199,6 +211,21 @@ impl Fault {
         }
     }
 
+    /// The fault of a labeled-PSI error.
+    pub fn of_apsi(e: &blindjoin_apsi::ApsiError) -> Fault {
+        use blindjoin_apsi::ApsiError as A;
+        match e {
+            // A preset APSI's rules refuse, or query keys that do not fit its table: the
+            // params_file (config) must change.
+            A::Params { .. } | A::Cuckoo { .. } => Fault::Config,
+            // The data does not fit the preset (labels too long, too many items per bin).
+            A::Input(_) | A::Db(_) => Fault::Input,
+            A::PeerMisbehaved(_) | A::ParamsMismatch(_) => Fault::Peer,
+            A::Link(l) => Fault::of_link(l),
+            A::He(_) | A::Crypto(_) => Fault::Peer,
+        }
+    }
+
     /// The fault of a protocol error.
     pub fn of_protocol(e: &ProtocolError) -> Fault {
         match e {
@@ -240,6 +267,8 @@ impl DataError {
             DataError::Io { action, .. } if INPUT_ACTIONS.contains(action) => Fault::Input,
             DataError::Io { .. } => Fault::Output,
             DataError::IntersectionTooSmall { .. } => Fault::Stopped,
+            DataError::ApsiInput { .. } => Fault::Input,
+            DataError::Apsi(a) => Fault::of_apsi(a),
             DataError::Link(l) => Fault::of_link(l),
             DataError::Protocol(p) => Fault::of_protocol(p),
         }
@@ -299,6 +328,28 @@ mod tests {
     #[test]
     fn each_error_has_one_fault_and_exit_code() {
         let cases: Vec<(DataError, Fault)> = vec![
+            (
+                DataError::ApsiInput {
+                    path: "sdb".into(),
+                    problem: "checksum mismatch".into(),
+                },
+                Fault::Input,
+            ),
+            (
+                DataError::Apsi(blindjoin_apsi::ApsiError::Cuckoo {
+                    items: 300,
+                    table_size: 256,
+                }),
+                Fault::Config,
+            ),
+            (
+                DataError::Apsi(blindjoin_apsi::ApsiError::PeerMisbehaved("x".into())),
+                Fault::Peer,
+            ),
+            (
+                DataError::Apsi(blindjoin_apsi::ApsiError::Input("label too long".into())),
+                Fault::Input,
+            ),
             (
                 DataError::Config(ConfigError::Invalid {
                     field: "keys".into(),

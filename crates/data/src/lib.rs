@@ -17,6 +17,7 @@
 //!
 //! Layering: depends on `blindjoin-protocols` and `blindjoin-link`; nothing above it.
 
+pub mod apsi;
 mod config;
 mod error;
 /// Entry points for the fuzz targets (feature `fuzzing`; not a stable API).

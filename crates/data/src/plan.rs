@@ -2,6 +2,7 @@
 //! [`Plan::run`] the CLI and the Python API both call. A new kind of run (labeled PSI, n-party)
 //! is one config module, one variant here and one pipeline.
 
+use crate::apsi::{ApsiReport, ApsiSpec};
 use crate::config::{NPartySpec, ThreePartySpec};
 use crate::error::{ConfigError, DataError, Fault};
 use crate::pipeline::report::Report;
@@ -24,6 +25,8 @@ pub enum Plan {
     Unbalanced(Box<UbSpec>),
     /// n parties (`PROTOCOL_NPC`, `ECDH_PSI_NPC`, `KKRT_PSI_NPC`) or DP-PSI (`DP_PSI_2PC`).
     NParty(Box<NPartySpec>),
+    /// Labeled PSI, `apsi_sender_config` / `apsi_receiver_config`.
+    Apsi(Box<ApsiSpec>),
 }
 
 /// Link settings given apart from the config (the CLI's `--connect-timeout`, `--recv-timeout`,
@@ -70,6 +73,8 @@ pub enum Outcome {
     Unbalanced(UbReport),
     /// An n-party or DP-PSI run's report and per-link traffic.
     NParty(ThreePartyOutcome),
+    /// A labeled-PSI run's report.
+    Apsi(ApsiReport),
 }
 
 /// Why a run failed.
@@ -112,6 +117,7 @@ impl Plan {
             Plan::ThreeParty(t) => &t.spec.warnings,
             Plan::Unbalanced(u) => &u.warnings,
             Plan::NParty(t) => &t.spec.warnings,
+            Plan::Apsi(a) => &a.warnings,
         }
     }
 
@@ -122,6 +128,7 @@ impl Plan {
             Plan::ThreeParty(_) => "three-party",
             Plan::Unbalanced(_) => "unbalanced",
             Plan::NParty(_) => "n-party",
+            Plan::Apsi(_) => "labeled PSI",
         }
     }
 
@@ -132,6 +139,7 @@ impl Plan {
             Plan::ThreeParty(t) => &t.spec.parties.self_id,
             Plan::Unbalanced(u) => u.parties.as_ref().map_or("", |p| p.self_id.as_str()),
             Plan::NParty(t) => &t.spec.parties.self_id,
+            Plan::Apsi(a) => a.parties.as_ref().map_or("", |p| p.self_id.as_str()),
         }
     }
 
@@ -142,6 +150,7 @@ impl Plan {
             Plan::ThreeParty(t) => t.spec.report = Some(path),
             Plan::Unbalanced(u) => u.report = Some(path),
             Plan::NParty(t) => t.spec.report = Some(path),
+            Plan::Apsi(a) => a.report = Some(path),
         }
     }
 
@@ -194,6 +203,24 @@ impl Plan {
                         ),
                     });
                 }
+                Plan::Apsi(a) if a.parties.is_none() => {
+                    let given = o.given();
+                    if given.is_empty() {
+                        return Ok(());
+                    }
+                    return Err(ConfigError::Invalid {
+                        field: given.join(", "),
+                        message: "cannot apply: a sender with save_db_only runs alone and opens                                   no connection"
+                            .into(),
+                    });
+                }
+                Plan::Apsi(a) => (
+                    &mut a.connect_timeout,
+                    &mut a.recv_timeout,
+                    &mut a.silence_timeout,
+                    &mut a.link_shape,
+                    vec![&mut a.tls],
+                ),
                 Plan::Unbalanced(u) => (
                     &mut u.connect_timeout,
                     &mut u.recv_timeout,
@@ -297,6 +324,7 @@ impl Plan {
             }
             Plan::Unbalanced(u) => Outcome::Unbalanced(crate::ub::run_ub(u, progress, cancel)?),
             Plan::NParty(t) => Outcome::NParty(crate::run_n_party(t, progress, cancel)?),
+            Plan::Apsi(a) => Outcome::Apsi(crate::apsi::run_apsi(a, progress, cancel)?),
         })
     }
 
@@ -347,6 +375,7 @@ impl Outcome {
             Outcome::ThreeParty(o) => serde_json::to_string_pretty(&o.report),
             Outcome::Unbalanced(r) => serde_json::to_string_pretty(r),
             Outcome::NParty(o) => serde_json::to_string_pretty(&o.report),
+            Outcome::Apsi(r) => serde_json::to_string_pretty(r),
         }
     }
 
@@ -363,6 +392,7 @@ impl Outcome {
             Outcome::ThreeParty(o) => three_party_summary(o),
             Outcome::Unbalanced(r) => unbalanced_summary(r),
             Outcome::NParty(o) => three_party_summary(o).replace("three-way", "n-way"),
+            Outcome::Apsi(r) => apsi_summary(r),
         }
     }
 }
@@ -467,4 +497,26 @@ fn unbalanced_summary(r: &UbReport) -> String {
         });
     }
     format!("blindjoin: {}; total {:.2} s", parts.join("; "), r.total_s)
+}
+
+fn apsi_summary(r: &ApsiReport) -> String {
+    let what = match (r.role.as_str(), &r.output_path) {
+        ("receiver", Some(o)) => format!(
+            "labeled PSI receiver: {} of {} query rows found -> {o}",
+            r.intersection_count, r.original_count
+        ),
+        _ if r.online_s == 0.0 => format!(
+            "labeled PSI sender: DB of {} items saved to {}",
+            r.db_items,
+            r.db_path.as_deref().unwrap_or("-")
+        ),
+        _ => format!("labeled PSI sender: served a DB of {} items", r.db_items),
+    };
+    format!(
+        "blindjoin: {what}; setup {:.2} s, online {:.3} s, sent {:.3} MB, received {:.3} MB",
+        r.setup_s,
+        r.online_s,
+        mb(r.bytes_sent),
+        mb(r.bytes_received)
+    )
 }

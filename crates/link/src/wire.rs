@@ -121,6 +121,9 @@ pub mod ids {
     pub const APSI_RESULT_HEAD: &[u8] = &[0xa6];
     /// Labeled PSI: one bundle's result.
     pub const APSI_RESULT: &[u8] = &[0xa7];
+    /// Labeled PSI, data path: the receiver's plan of queries (bucket count, then the bucket
+    /// of each query in order), before the first query.
+    pub const APSI_ROUNDS: &[u8] = &[0xa8];
 }
 
 /// Every registered id with its name, for the collision test and for readers.
@@ -174,6 +177,7 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("APSI_QUERY_CT", ids::APSI_QUERY_CT),
     ("APSI_RESULT_HEAD", ids::APSI_RESULT_HEAD),
     ("APSI_RESULT", ids::APSI_RESULT),
+    ("APSI_ROUNDS", ids::APSI_ROUNDS),
 ];
 
 /// The one-byte id of a one-byte registered id (for the modules that write the id byte

@@ -348,6 +348,7 @@ fn run_parsed(
         Outcome::ThreeParty(o) => serde_json::to_string(&o.report),
         Outcome::NParty(o) => serde_json::to_string(&o.report),
         Outcome::Unbalanced(r) => serde_json::to_string(&r),
+        Outcome::Apsi(r) => serde_json::to_string(&r),
     };
     encoded(json)
 }

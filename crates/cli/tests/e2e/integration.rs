@@ -482,16 +482,16 @@ fn bad_configs_name_the_field() {
         "{}",
         stderr(&o)
     );
-    let o = run_config_alone("apsi", |t| {
+    let o = run_config_alone("dk_pir", |t| {
         t.replacen(
             "\"psi_config\": {",
-            "\"apsi_sender_config\": {}, \"psi_config\": {",
+            "\"dk_pir_sender_config\": {}, \"psi_config\": {",
             1,
         )
     });
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("apsi_sender_config") && stderr(&o).contains("not supported yet"),
+        stderr(&o).contains("dk_pir_sender_config") && stderr(&o).contains("not supported yet"),
         "{}",
         stderr(&o)
     );

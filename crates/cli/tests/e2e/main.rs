@@ -7,6 +7,7 @@
 
 mod support;
 
+mod apsi;
 mod faults;
 #[cfg(unix)]
 mod file_modes;

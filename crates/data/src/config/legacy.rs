@@ -662,6 +662,7 @@ pub(crate) fn warnings_of(plan: &mut Plan) -> &mut Vec<String> {
         Plan::ThreeParty(t) => &mut t.spec.warnings,
         Plan::Unbalanced(u) => &mut u.warnings,
         Plan::NParty(t) => &mut t.spec.warnings,
+        Plan::Apsi(a) => &mut a.warnings,
     }
 }
 

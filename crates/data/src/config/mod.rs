@@ -216,11 +216,19 @@ pub fn parse_launch_config(
             cfg.dk_pir_receiver_config.is_some(),
         ),
     ] {
-        if present && (field == "ub_psi_config" || field == "legacy_psi_config") {
+        if present
+            && matches!(
+                field,
+                "ub_psi_config"
+                    | "legacy_psi_config"
+                    | "apsi_sender_config"
+                    | "apsi_receiver_config"
+            )
+        {
             return Err(invalid(
                 field,
-                "a config this two-party parser does not read (unbalanced PSI, or SecretFlow's \
-                 v1 form); Plan::from_config reads every kind (as `blindjoin run --config` and \
+                "a config this two-party parser does not read (unbalanced or labeled PSI, or \
+                 SecretFlow's v1 form); Plan::from_config reads every kind (as `blindjoin run --config` and \
                  blindjoin.run do)",
             ));
         }
@@ -228,7 +236,8 @@ pub fn parse_launch_config(
             return Err(not_yet(
                 field,
                 "{...}",
-                "only psi_config, legacy_psi_config and ub_psi_config run in this version",
+                "only psi_config, legacy_psi_config, ub_psi_config and the apsi configs run in \
+                 this version",
             ));
         }
     }
@@ -927,6 +936,9 @@ mod tests;
 mod ub;
 pub use ub::{is_ub_launch_config, parse_ub_launch_config};
 
+mod apsi;
+pub use apsi::{is_apsi_launch_config, parse_apsi_launch_config};
+
 /// Parses a launch config of any kind: SecretFlow's v1 form (`legacy_psi_config`, whose
 /// `psi_type` picks the plan), else a three-party config (`psi_config` naming
 /// `PROTOCOL_ECDH_3PC`), else an unbalanced one (with `ub_psi_config`), else a two-party one.
@@ -952,6 +964,9 @@ pub(crate) fn parse_any_launch_config(
     if is_ub_launch_config(text) {
         return parse_ub_launch_config(text, source, base_dir)
             .map(|u| Plan::Unbalanced(Box::new(u)));
+    }
+    if is_apsi_launch_config(text) {
+        return parse_apsi_launch_config(text, source, base_dir).map(|a| Plan::Apsi(Box::new(a)));
     }
     parse_launch_config(text, source, base_dir).map(|s| Plan::TwoParty(Box::new(s)))
 }

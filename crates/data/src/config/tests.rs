@@ -74,8 +74,8 @@ fn unknown_fields_name_their_path_and_line() {
 fn features_not_built_are_refused_by_name() {
     let cases = [(
         "\"psi_config\": {",
-        "\"apsi_sender_config\": {}, \"psi_config\": {",
-        "apsi_sender_config",
+        "\"dk_pir_sender_config\": {}, \"psi_config\": {",
+        "dk_pir_sender_config",
     )];
     for (from, to, field) in cases {
         let text = seed_config("ROLE_RECEIVER", "receiver").replacen(from, to, 1);
