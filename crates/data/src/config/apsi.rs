@@ -3,10 +3,10 @@
 //! [`ApsiSpec`]. Every field of both messages is accepted; see `docs/config.md` for what each
 //! means here. Ours live in the top-level `blindjoin` object, as for unbalanced PSI.
 
-use super::{LinkConfig, invalid, lenient_u64, strip_trailing_commas, tls_config};
+use super::{LinkConfig, invalid, lenient_u64, strip_trailing_commas, two_party_link};
 use crate::apsi::{ApsiRole, ApsiSpec, Buckets, DEFAULT_NONCE_BYTES, SenderTask};
 use crate::error::ConfigError;
-use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties};
+use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT};
 use blindjoin_apsi::item::MAX_NONCE_LEN;
 use blindjoin_link::DEFAULT_SILENCE_TIMEOUT;
 use serde::Deserialize;
@@ -392,59 +392,9 @@ pub fn parse_apsi_launch_config(
 
     let (parties, tls, recv_timeout) = match (&cfg.link_config, &cfg.self_link_party) {
         (Some(link), Some(self_id)) if needs_link => {
-            if link.parties.len() != 2 {
-                return Err(invalid(
-                    "link_config.parties",
-                    &format!(
-                        "has {} parties; labeled PSI needs exactly 2",
-                        link.parties.len()
-                    ),
-                ));
-            }
-            let me = link
-                .parties
-                .iter()
-                .position(|p| &p.id == self_id)
-                .ok_or_else(|| {
-                    invalid(
-                        "self_link_party",
-                        &format!("{self_id:?} is not one of the ids in link_config.parties"),
-                    )
-                })?;
-            let peer = &link.parties[1 - me];
-            if &peer.id == self_id {
-                return Err(invalid(
-                    "link_config.parties",
-                    "both parties have the same id",
-                ));
-            }
-            let tls = if link.enable_ssl.unwrap_or(false) {
-                let listener = blindjoin_link::TcpLink::listens(self_id, &peer.id);
-                Some(tls_config(
-                    link.client_ssl_opts.as_ref(),
-                    link.server_ssl_opts.as_ref(),
-                    listener,
-                    &resolve,
-                )?)
-            } else {
-                None
-            };
-            let recv_timeout = match &link.recv_timeout_ms {
-                None => DEFAULT_RECV_TIMEOUT,
-                Some(v) => {
-                    Duration::from_millis(lenient_u64(v, "link_config.recv_timeout_ms")?.max(1))
-                }
-            };
-            (
-                Some(Parties {
-                    self_id: self_id.clone(),
-                    self_addr: link.parties[me].host.clone(),
-                    peer_id: peer.id.clone(),
-                    peer_addr: peer.host.clone(),
-                }),
-                tls,
-                recv_timeout,
-            )
+            let (parties, tls, recv_timeout) =
+                two_party_link(link, self_id, "labeled PSI", &resolve)?;
+            (Some(parties), tls, recv_timeout)
         }
         (_, _) if needs_link => {
             return Err(invalid(

@@ -656,6 +656,63 @@ pub fn parse_launch_config(
     })
 }
 
+/// The peer of a run with exactly two parties that is not read from `psi_config` (unbalanced
+/// and labeled PSI): this party and its peer from `link_config` and `self_link_party`, the TLS
+/// files when `enable_ssl`, and the receive timeout. `what` names the run in the party-count
+/// error ("unbalanced PSI").
+fn two_party_link(
+    link: &LinkConfig,
+    self_id: &str,
+    what: &str,
+    resolve: &dyn Fn(&str) -> PathBuf,
+) -> Result<(Parties, Option<TlsConfig>, Duration), ConfigError> {
+    if link.parties.len() != 2 {
+        return Err(invalid(
+            "link_config.parties",
+            &format!("has {} parties; {what} needs exactly 2", link.parties.len()),
+        ));
+    }
+    let me = link
+        .parties
+        .iter()
+        .position(|p| p.id == self_id)
+        .ok_or_else(|| {
+            invalid(
+                "self_link_party",
+                &format!("{self_id:?} is not one of the ids in link_config.parties"),
+            )
+        })?;
+    let peer = &link.parties[1 - me];
+    if peer.id == self_id {
+        return Err(invalid(
+            "link_config.parties",
+            "both parties have the same id",
+        ));
+    }
+    let tls = if link.enable_ssl.unwrap_or(false) {
+        let listener = blindjoin_link::TcpLink::listens(self_id, &peer.id);
+        Some(tls_config(
+            link.client_ssl_opts.as_ref(),
+            link.server_ssl_opts.as_ref(),
+            listener,
+            resolve,
+        )?)
+    } else {
+        None
+    };
+    let recv_timeout = match &link.recv_timeout_ms {
+        None => DEFAULT_RECV_TIMEOUT,
+        Some(v) => Duration::from_millis(lenient_u64(v, "link_config.recv_timeout_ms")?.max(1)),
+    };
+    let parties = Parties {
+        self_id: self_id.to_owned(),
+        self_addr: link.parties[me].host.clone(),
+        peer_id: peer.id.clone(),
+        peer_addr: peer.host.clone(),
+    };
+    Ok((parties, tls, recv_timeout))
+}
+
 /// The TLS files for this party. As in SecretFlow, a party uses `server_ssl_opts` where it
 /// listens and `client_ssl_opts` where it connects; we have one connection, so the listener (the
 /// party whose id sorts first) uses `server_ssl_opts` and the other `client_ssl_opts`. If only one

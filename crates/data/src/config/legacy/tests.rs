@@ -408,11 +408,15 @@ fn npc_types_pick_the_receiver_by_rank_and_run_secretflows_tree() {
         }
         let e = err(&text(t, "a", 5));
         assert!(e.contains("legacy_psi_config.receiver_rank"), "{e}");
-        let e = err(&text(t, "a", 0).replace(
+        // broadcast_result: every party learns the intersection.
+        let Plan::NParty(p) = parse(&text(t, "a", 0).replace(
             r#""receiver_rank": 0"#,
             r#""receiver_rank": 0, "broadcast_result": true"#,
-        ));
-        assert!(e.contains("legacy_psi_config.broadcast_result"), "{e}");
+        ))
+        .unwrap() else {
+            panic!("not n-party")
+        };
+        assert!(p.spec.broadcast_result);
         // Two parties are not n-party.
         let e = err(&cfg(&format!(r#""psi_type": "{t}", {IO}"#), "alice"));
         assert!(e.contains("at least 3"), "{e}");
@@ -444,6 +448,12 @@ fn dp_psi_takes_its_parameters() {
         ),
         "bob",
     );
+    // Only Bob learns DP-PSI's result.
+    let e = err(&text.replace(
+        r#""receiver_rank": 1,"#,
+        r#""receiver_rank": 1, "broadcast_result": true,"#,
+    ));
+    assert!(e.contains("legacy_psi_config.broadcast_result"), "{e}");
     let Plan::NParty(p) = parse(&text).unwrap() else {
         panic!("not DP-PSI")
     };
