@@ -164,24 +164,11 @@ pub fn parse_apsi_launch_config(
 ) -> Result<ApsiSpec, ConfigError> {
     let (cfg, mut warnings) = super::deserialize_config::<ApsiLaunch>(text, source)?;
     let resolve = |p: &str| super::resolve_path(base_dir, p);
-    for (field, present) in [
-        ("psi_config", cfg.psi_config.is_some()),
-        ("legacy_psi_config", cfg.legacy_psi_config.is_some()),
-        ("ub_psi_config", cfg.ub_psi_config.is_some()),
-        ("dk_pir_sender_config", cfg.dk_pir_sender_config.is_some()),
-        (
-            "dk_pir_receiver_config",
-            cfg.dk_pir_receiver_config.is_some(),
-        ),
-    ] {
-        if present {
-            return Err(invalid(
-                field,
-                "cannot be combined with apsi_sender_config / apsi_receiver_config; a launch \
-                 config runs one kind of PSI",
-            ));
-        }
-    }
+    super::one_runtime_config(
+        "apsi_sender_config / apsi_receiver_config",
+        &super::runtime_configs!(cfg; psi_config, legacy_psi_config, ub_psi_config,
+            dk_pir_sender_config, dk_pir_receiver_config),
+    )?;
     let (role, bucket_count, folder, query_batch_size, threads_n, needs_link) =
         match (cfg.apsi_sender_config, cfg.apsi_receiver_config) {
             (Some(_), Some(_)) => {

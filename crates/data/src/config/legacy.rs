@@ -261,27 +261,11 @@ pub fn parse_legacy_launch_config(
     base_dir: &Path,
 ) -> Result<Plan, ConfigError> {
     let (cfg, mut warnings) = super::deserialize_config::<LegacyLaunch<Value>>(text, source)?;
-    for (field, present) in [
-        ("psi_config", cfg.psi_config.is_some()),
-        ("ub_psi_config", cfg.ub_psi_config.is_some()),
-        ("apsi_sender_config", cfg.apsi_sender_config.is_some()),
-        ("apsi_receiver_config", cfg.apsi_receiver_config.is_some()),
-        ("dk_pir_sender_config", cfg.dk_pir_sender_config.is_some()),
-        (
-            "dk_pir_receiver_config",
-            cfg.dk_pir_receiver_config.is_some(),
-        ),
-    ] {
-        if present {
-            return Err(invalid(
-                field,
-                &format!(
-                    "cannot be combined with {KEY}; a launch config holds one runtime config \
-                     (SecretFlow's `oneof runtime_config`)"
-                ),
-            ));
-        }
-    }
+    super::one_runtime_config(
+        KEY,
+        &super::runtime_configs!(cfg; psi_config, ub_psi_config, apsi_sender_config,
+            apsi_receiver_config, dk_pir_sender_config, dk_pir_receiver_config),
+    )?;
     let b = &cfg.legacy_psi_config;
     let psi_type = PsiType::parse(b.psi_type.as_ref())?;
     // Our extensions are checked with the parser that will read them, on the user's text, so

@@ -203,19 +203,11 @@ pub fn parse_launch_config(
     let (cfg, mut warnings) = deserialize_config::<LaunchConfig>(text, source)?;
     let resolve = |p: &str| resolve_path(base_dir, p);
 
-    for (field, present) in [
-        ("legacy_psi_config", cfg.legacy_psi_config.is_some()),
-        // ub_psi_config: `ub::parse_ub_launch_config` (the CLI picks it with
-        // `is_ub_launch_config`); here it is only refused.
-        ("ub_psi_config", cfg.ub_psi_config.is_some()),
-        ("apsi_sender_config", cfg.apsi_sender_config.is_some()),
-        ("apsi_receiver_config", cfg.apsi_receiver_config.is_some()),
-        ("dk_pir_sender_config", cfg.dk_pir_sender_config.is_some()),
-        (
-            "dk_pir_receiver_config",
-            cfg.dk_pir_receiver_config.is_some(),
-        ),
-    ] {
+    // The other kinds have parsers of their own, which `Plan::from_config` picks; here they
+    // are only refused.
+    for (field, present) in runtime_configs!(cfg; legacy_psi_config, ub_psi_config,
+        apsi_sender_config, apsi_receiver_config, dk_pir_sender_config, dk_pir_receiver_config)
+    {
         if present
             && matches!(
                 field,
@@ -878,6 +870,29 @@ fn lenient_u64(v: &Value, field: &str) -> Result<u64, ConfigError> {
         _ => None,
     }
     .ok_or_else(|| invalid(field, &format!("expected a non-negative integer, got {v}")))
+}
+
+/// The runtime configs named that a parsed launch config holds, as `(name, present)` pairs.
+macro_rules! runtime_configs {
+    ($cfg:expr; $($name:ident),+ $(,)?) => {
+        [$((stringify!($name), $cfg.$name.is_some())),+]
+    };
+}
+pub(crate) use runtime_configs;
+
+/// SecretFlow's launch config holds one runtime config (`oneof runtime_config`): refuses the
+/// first of `others` that is present beside `ours`, naming it.
+pub(crate) fn one_runtime_config(ours: &str, others: &[(&str, bool)]) -> Result<(), ConfigError> {
+    match others.iter().find(|(_, present)| *present) {
+        Some((field, _)) => Err(invalid(
+            field,
+            &format!(
+                "cannot be combined with {ours}; a launch config holds one runtime config \
+                 (SecretFlow's `oneof runtime_config`)"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn invalid(field: &str, message: &str) -> ConfigError {

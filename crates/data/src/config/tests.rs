@@ -532,3 +532,30 @@ fn any_config_is_told_apart_as_the_cli_does() {
     let e = parse_any_launch_config(&bad, "ub.json", base).unwrap_err();
     assert!(e.to_string().contains("mode"), "{e}");
 }
+
+/// SecretFlow's `oneof runtime_config`: every parser refuses a second runtime config beside its
+/// own, naming it and its own.
+#[test]
+fn a_second_runtime_config_is_refused_by_every_parser() {
+    for (ours, body) in [
+        ("legacy_psi_config", r#"{"psi_type": "ECDH_PSI_2PC"}"#),
+        ("ub_psi_config", r#"{"mode": "MODE_ONLINE"}"#),
+        ("apsi_sender_config", r#"{"source_file": "db.csv"}"#),
+    ] {
+        let text = format!(r#"{{"{ours}": {body}, "psi_config": {{}}}}"#);
+        let err = parse_any_launch_config(&text, "two.json", Path::new("/base"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("`psi_config`")
+                || err.contains("psi_config:")
+                || err.starts_with("psi_config"),
+            "{ours}: the error names the other config: {err}"
+        );
+        assert!(
+            err.contains(&format!("cannot be combined with {}", &ours[..4])),
+            "{ours}: the error names this config: {err}"
+        );
+    }
+}

@@ -94,24 +94,11 @@ pub fn parse_ub_launch_config(
 ) -> Result<UbSpec, ConfigError> {
     let (cfg, mut warnings) = super::deserialize_config::<UbLaunch>(text, source)?;
     let resolve = |p: &str| super::resolve_path(base_dir, p);
-    for (field, present) in [
-        ("psi_config", cfg.psi_config.is_some()),
-        ("legacy_psi_config", cfg.legacy_psi_config.is_some()),
-        ("apsi_sender_config", cfg.apsi_sender_config.is_some()),
-        ("apsi_receiver_config", cfg.apsi_receiver_config.is_some()),
-        ("dk_pir_sender_config", cfg.dk_pir_sender_config.is_some()),
-        (
-            "dk_pir_receiver_config",
-            cfg.dk_pir_receiver_config.is_some(),
-        ),
-    ] {
-        if present {
-            return Err(invalid(
-                field,
-                "cannot be combined with ub_psi_config; a launch config runs one kind of PSI",
-            ));
-        }
-    }
+    super::one_runtime_config(
+        "ub_psi_config",
+        &super::runtime_configs!(cfg; psi_config, legacy_psi_config, apsi_sender_config,
+            apsi_receiver_config, dk_pir_sender_config, dk_pir_receiver_config),
+    )?;
     let ub = cfg.ub_psi_config;
     let f = |name: &str| format!("ub_psi_config.{name}");
 
