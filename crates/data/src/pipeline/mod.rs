@@ -6,6 +6,7 @@
 
 pub mod bucket;
 pub mod join;
+pub(crate) mod multi_party;
 pub(crate) mod n_party;
 pub mod partition;
 pub(crate) mod process;

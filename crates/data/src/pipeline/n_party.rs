@@ -13,17 +13,14 @@
 use crate::config::{NPartyProtocol, NPartySpec};
 use crate::error::DataError;
 use crate::pipeline::bucket::bucket_count;
-use crate::pipeline::process::key_groups;
-use crate::pipeline::report::{Report, Stages, peak_rss_bytes};
-use crate::pipeline::runs::{Runs, SortBy};
-use crate::pipeline::three_party::{ThreePartyOutcome, push_matches};
+use crate::pipeline::multi_party::{RunLabel, run_buckets, write_and_report};
+use crate::pipeline::report::Stages;
+use crate::pipeline::three_party::ThreePartyOutcome;
 use crate::pipeline::two_party::prepare;
-use crate::table::writer::RowWriter;
 use blindjoin_link::{Cancel, Link, LinkError, LinkStats, TcpLink, TcpOptions, establish_many};
 use blindjoin_protocols::npc::{hello_all_bounded, run_npc};
 use blindjoin_protocols::{
-    Hello, ItemDigest, NoProgress, Progress, ProtocolChoice, ProtocolError, PsiOptions, Role,
-    dp_psi, handshake,
+    Hello, ItemDigest, Progress, ProtocolChoice, ProtocolError, PsiOptions, Role, dp_psi, handshake,
 };
 use std::time::{Duration, Instant};
 
@@ -159,85 +156,24 @@ pub(crate) fn run_on_links<L: Link>(
     let b = bucket_count(largest, 0, spec.bucket_size)?;
 
     let learns = t.is_receiver() || spec.broadcast_result;
-    let output = match (learns, &spec.output) {
-        (false, _) => None,
-        (true, Some(out)) => Some(out.clone()),
-        (true, None) => {
-            return Err(DataError::Config(crate::error::ConfigError::Invalid {
-                field: "psi_config.output_config.path".into(),
-                message: "missing; this party receives the intersection".into(),
-            }));
-        }
-    };
-    let sort = if spec.align {
-        SortBy::Key
-    } else {
-        SortBy::Bytes
-    };
-    let mut runs = match (&output, table.dir()) {
-        (None, _) => None,
-        (Some(_), Some(dir)) => Some(Runs::on_disk(dir.join("n-party-matched"), sort)?),
-        (Some(_), None) => Some(Runs::in_memory(sort)),
-    };
-    // ⌈log2 B⌉ more tag bits, as bucketed two-party runs add, so 2^-40 holds for the whole run.
-    let opts = PsiOptions {
-        batch_size: spec.batch_size,
-        extra_stat_bits: usize::BITS - (b - 1).leading_zeros(),
-        ..PsiOptions::default()
-    };
-    if b > 1 {
-        progress.stage("running the protocol (buckets)", b as u64);
-    }
-    let bucket_progress: &dyn Progress = if b > 1 { &NoProgress } else { progress };
-    let (mut keys, mut matched_keys, mut peer_keys) = (0u64, 0u64, 0u64);
-    let mut bucket_s = Vec::with_capacity(b);
-    let mut join_s = 0.0;
-    let m = b.min(table.shards());
-    let per = b / m;
-    let buckets_span = crate::trace::span("buckets");
-    for unit in 0..m {
-        let t_load = Instant::now();
-        let group = table.load_unit(unit, b)?;
-        join_s += t_load.elapsed().as_secs_f64();
-        for k in unit * per..(unit + 1) * per {
-            let _bucket_span = crate::trace::bucket_span("bucket", k);
-            let t_bucket = Instant::now();
-            let rows = group.bucket(k, b);
-            let (ends, digests) = key_groups(&rows);
-            keys += digests.len() as u64;
-            let t_psi = Instant::now();
-            let protocol_span = crate::trace::bucket_span("protocol", k);
-            let (found, theirs) = run_bucket(t, links, setup, &opts, &digests, bucket_progress)?;
+    let done = run_buckets(
+        spec,
+        &mut table,
+        b,
+        learns,
+        "n-party-matched",
+        &mut stages,
+        progress,
+        |_, digests, opts, bucket_progress| {
+            let (found, theirs) = run_bucket(t, links, setup, opts, digests, bucket_progress)?;
             let found = if spec.broadcast_result {
-                share_result(t, links, &digests, found)?
+                share_result(t, links, digests, found)?
             } else {
                 found
             };
-            drop(protocol_span);
-            peer_keys += theirs;
-            let psi_s = t_psi.elapsed().as_secs_f64();
-            stages.protocol_s += psi_s;
-            if let (Some(mut found), Some(runs)) = (found, runs.as_mut()) {
-                found.sort_unstable();
-                found.dedup();
-                if found.last().is_some_and(|&g| g >= digests.len()) {
-                    return Err(DataError::Protocol(ProtocolError::Unreachable(
-                        "the protocol returned an item index out of range",
-                    )));
-                }
-                matched_keys += found.len() as u64;
-                push_matches(runs, &rows, &ends, &found, spec.align)?;
-                runs.end_run();
-            }
-            if b > 1 {
-                progress.advance(1);
-            }
-            let took = t_bucket.elapsed().as_secs_f64();
-            join_s += (took - psi_s).max(0.0);
-            bucket_s.push(took);
-        }
-    }
-    drop(buckets_span);
+            Ok((found, theirs))
+        },
+    )?;
     // Pairs close in (lower index, higher index) order at every party: no cycle of waits.
     let mut order: Vec<usize> = (0..links.len()).filter(|&p| p != t.me).collect();
     order.sort_by_key(|&p| (p.min(t.me), p.max(t.me)));
@@ -246,37 +182,11 @@ pub(crate) fn run_on_links<L: Link>(
             l.close()?;
         }
     }
-
-    let t_write = Instant::now();
-    let mut written = (-1i64, -1i64, None);
-    if let (Some(out), Some(mut runs)) = (output, runs) {
-        let _span = crate::trace::span("merge and write output");
-        let mut w = RowWriter::create(
-            &out,
-            spec.output_format,
-            &table.columns,
-            &spec.join.null_rep,
-        )?;
-        let n = runs.merge_into(&mut w)?;
-        w.commit()?;
-        written = (
-            n as i64,
-            matched_keys as i64,
-            Some(out.display().to_string()),
-        );
-    }
-    stages.write_output_s = t_write.elapsed().as_secs_f64();
-    stages.join_s = join_s;
-    stages.total_s = start.elapsed().as_secs_f64();
-
     let per_link: Vec<(String, LinkStats)> = links
         .iter()
         .flatten()
         .map(|l| (l.peer_id().to_string(), l.stats()))
         .collect();
-    let (sent, received) = per_link.iter().fold((0, 0), |(s, r), (_, st)| {
-        (s + st.bytes_sent, r + st.bytes_received)
-    });
     let (curve, mode) = match t.protocol {
         NPartyProtocol::Npc(v) => (None, Some(v.name())),
         NPartyProtocol::Dp { curve, params } => (
@@ -287,48 +197,14 @@ pub(crate) fn run_on_links<L: Link>(
             )),
         ),
     };
-    let report = Report {
-        version: env!("CARGO_PKG_VERSION").to_string(),
+    let label = RunLabel {
         party: t.parties[t.me].id.clone(),
-        role: if t.is_receiver() {
-            "ROLE_RECEIVER"
-        } else {
-            "ROLE_SENDER"
-        }
-        .into(),
+        receiver: t.is_receiver(),
         protocol: t.protocol.name(),
         curve,
         mode,
-        buckets: b as u64,
-        spilled: table.dir().is_some(),
-        resumed_at_bucket: 0,
-        original_count: table.rows as i64,
-        original_key_count: keys as i64,
-        intersection_count: written.0,
-        intersection_key_count: written.1,
-        peer_key_count: peer_keys as i64,
-        output_path: written.2,
-        aligned: spec.align,
-        bytes_sent: sent,
-        bytes_received: received,
-        stages,
-        bucket_s,
-        peak_rss_bytes: peak_rss_bytes(),
-        bucket_peak_rss_bytes: Vec::new(),
-        cardinality: None,
-        revealed_key_count: None,
-        key_sets_equal: None,
-        warnings: spec.warnings.clone(),
     };
-    if let Some(p) = spec.report_path() {
-        let mut json = serde_json::to_vec_pretty(&report).unwrap_or_default();
-        json.push(b'\n');
-        crate::table::output::write_atomic(&p, &json)?;
-    }
-    Ok(ThreePartyOutcome {
-        report,
-        links: per_link,
-    })
+    write_and_report(spec, &table, done, label, stages, start, per_link)
 }
 
 /// With `broadcast_result`: the receiver sends each other party the digests of the bucket's

@@ -16,15 +16,12 @@
 use crate::config::ThreePartySpec;
 use crate::error::DataError;
 use crate::pipeline::bucket::bucket_count;
-use crate::pipeline::process::key_groups;
-use crate::pipeline::report::{Report, Stages, peak_rss_bytes};
-use crate::pipeline::runs::{Runs, SortBy};
-use crate::pipeline::spill::GroupBucket;
+use crate::pipeline::multi_party::{RunLabel, run_buckets, write_and_report};
+use crate::pipeline::report::{Report, Stages};
 use crate::pipeline::two_party::prepare;
-use crate::table::writer::RowWriter;
 use blindjoin_link::{Cancel, Link, LinkError, LinkStats, TcpLink, TcpOptions, establish_three};
 use blindjoin_protocols::ecdh_3pc::{Seat, handshake_3pc, run_3pc, seats};
-use blindjoin_protocols::{NoProgress, Progress, ProtocolError, PsiOptions};
+use blindjoin_protocols::{Progress, ProtocolError};
 use std::time::{Duration, Instant};
 
 /// How long a party whose input is bad keeps trying to reach the others to tell them so.
@@ -190,52 +187,15 @@ pub(crate) fn run_on_links<L: Link>(
     let largest = totals.sizes.iter().copied().max().unwrap_or(0);
     let b = bucket_count(largest, 0, spec.bucket_size)?;
 
-    let output = match (t.is_receiver(), &spec.output) {
-        (false, _) => None,
-        (true, Some(out)) => Some(out.clone()),
-        (true, None) => {
-            return Err(DataError::Config(crate::error::ConfigError::Invalid {
-                field: "psi_config.output_config.path".into(),
-                message: "missing; this party receives the intersection".into(),
-            }));
-        }
-    };
-    let sort = if spec.align {
-        SortBy::Key
-    } else {
-        SortBy::Bytes
-    };
-    let mut runs = match (&output, table.dir()) {
-        (None, _) => None,
-        (Some(_), Some(dir)) => Some(Runs::on_disk(dir.join("three-party-matched"), sort)?),
-        (Some(_), None) => Some(Runs::in_memory(sort)),
-    };
-    // ⌈log2 B⌉ more tag bits, as two-party bucketed runs add, so 2^-40 holds for the whole run.
-    let opts = PsiOptions {
-        batch_size: spec.batch_size,
-        extra_stat_bits: usize::BITS - (b - 1).leading_zeros(),
-        ..PsiOptions::default()
-    };
-    if b > 1 {
-        progress.stage("running the protocol (buckets)", b as u64);
-    }
-    let bucket_progress: &dyn Progress = if b > 1 { &NoProgress } else { progress };
-    let (mut keys, mut matched_keys, mut peer_keys) = (0u64, 0u64, 0u64);
-    let mut bucket_s = Vec::with_capacity(b);
-    let mut join_s = 0.0;
-    let m = b.min(table.shards());
-    let per = b / m;
-    let buckets_span = crate::trace::span("buckets");
-    for unit in 0..m {
-        let t_load = Instant::now();
-        let group = table.load_unit(unit, b)?;
-        join_s += t_load.elapsed().as_secs_f64();
-        for k in unit * per..(unit + 1) * per {
-            let t_bucket = Instant::now();
-            let _span = crate::trace::bucket_span("bucket", k);
-            let rows = group.bucket(k, b);
-            let (ends, digests) = key_groups(&rows);
-            keys += digests.len() as u64;
+    let done = run_buckets(
+        spec,
+        &mut table,
+        b,
+        t.is_receiver(),
+        "three-party-matched",
+        &mut stages,
+        progress,
+        |_, digests, opts, bucket_progress| {
             let agreed = handshake_3pc(
                 [&mut *l0, &mut *l1],
                 seat,
@@ -244,158 +204,38 @@ pub(crate) fn run_on_links<L: Link>(
                 &t.setup(),
                 digests.len() as u64,
             )?;
-            peer_keys += agreed
+            let theirs = agreed
                 .sizes
                 .iter()
                 .enumerate()
                 .filter(|&(i, _)| i != my_pos)
                 .map(|(_, &n)| n)
                 .sum::<u64>();
-            let t_psi = Instant::now();
-            let protocol_span = crate::trace::bucket_span("protocol", k);
             let found = run_3pc(
                 [&mut *l0, &mut *l1],
                 &agreed,
-                &opts,
-                &digests,
+                opts,
+                digests,
                 bucket_progress,
             )?;
-            drop(protocol_span);
-            let _join_span = crate::trace::bucket_span("join", k);
-            let psi_s = t_psi.elapsed().as_secs_f64();
-            stages.protocol_s += psi_s;
-            if let (Some(mut found), Some(runs)) = (found, runs.as_mut()) {
-                found.sort_unstable();
-                found.dedup();
-                if found.last().is_some_and(|&g| g >= digests.len()) {
-                    return Err(DataError::Protocol(ProtocolError::Unreachable(
-                        "the protocol returned an item index out of range",
-                    )));
-                }
-                matched_keys += found.len() as u64;
-                push_matches(runs, &rows, &ends, &found, spec.align)?;
-                runs.end_run();
-            }
-            if b > 1 {
-                progress.advance(1);
-            }
-            let took = t_bucket.elapsed().as_secs_f64();
-            join_s += (took - psi_s).max(0.0);
-            bucket_s.push(took);
-        }
-    }
-    drop(buckets_span);
+            Ok((found, theirs))
+        },
+    )?;
     // Seat order is the same total order at every party, so closing in it cannot deadlock.
     l0.close()?;
     l1.close()?;
-
-    let t_write = Instant::now();
-    let mut written = (-1i64, -1i64, None);
-    if let (Some(out), Some(mut runs)) = (output, runs) {
-        let _span = crate::trace::span("merge and write output");
-        let mut w = RowWriter::create(
-            &out,
-            spec.output_format,
-            &table.columns,
-            &spec.join.null_rep,
-        )?;
-        let n = runs.merge_into(&mut w)?;
-        w.commit()?;
-        written = (
-            n as i64,
-            matched_keys as i64,
-            Some(out.display().to_string()),
-        );
-    }
-    stages.write_output_s = t_write.elapsed().as_secs_f64();
-    stages.join_s = join_s;
-    stages.total_s = start.elapsed().as_secs_f64();
-
     let per_link: Vec<(String, LinkStats)> = [&*l0, &*l1]
         .iter()
         .map(|l| (l.peer_id().to_string(), l.stats()))
         .collect();
-    let (sent, received) = per_link.iter().fold((0, 0), |(s, r), (_, st)| {
-        (s + st.bytes_sent, r + st.bytes_received)
-    });
-    let report = Report {
-        version: env!("CARGO_PKG_VERSION").to_string(),
+    let label = RunLabel {
         party: t.parties[t.me].id.clone(),
-        role: if t.is_receiver() {
-            "ROLE_RECEIVER"
-        } else {
-            "ROLE_SENDER"
-        }
-        .into(),
+        receiver: t.is_receiver(),
         protocol: "PROTOCOL_ECDH_3PC".into(),
         curve: Some(curve.to_string()),
         mode: Some(format!("seat {seat:?}")),
-        buckets: b as u64,
-        spilled: table.dir().is_some(),
-        resumed_at_bucket: 0,
-        original_count: table.rows as i64,
-        original_key_count: keys as i64,
-        intersection_count: written.0,
-        intersection_key_count: written.1,
-        peer_key_count: peer_keys as i64,
-        output_path: written.2,
-        aligned: spec.align,
-        bytes_sent: sent,
-        bytes_received: received,
-        stages,
-        bucket_s,
-        peak_rss_bytes: peak_rss_bytes(),
-        bucket_peak_rss_bytes: Vec::new(),
-        cardinality: None,
-        revealed_key_count: None,
-        key_sets_equal: None,
-        warnings: spec.warnings.clone(),
     };
-    if let Some(p) = spec.report_path() {
-        let mut json = serde_json::to_vec_pretty(&report).unwrap_or_default();
-        json.push(b'\n');
-        crate::table::output::write_atomic(&p, &json)?;
-    }
-    Ok(ThreePartyOutcome {
-        report,
-        links: per_link,
-    })
-}
-
-/// Appends a bucket's matched groups (`found`, indices into `ends`) to `runs`: by key when
-/// aligned, else by row number, so merging the buckets' runs gives one global order.
-pub(crate) fn push_matches(
-    runs: &mut Runs,
-    rows: &GroupBucket<'_>,
-    ends: &[usize],
-    found: &[usize],
-    align: bool,
-) -> Result<(), DataError> {
-    let range = |g: usize| (if g == 0 { 0 } else { ends[g - 1] }, ends[g]);
-    if align {
-        // Groups in index order are in key order (the bucket's rows are).
-        for (a, b) in found.iter().map(|&g| range(g)) {
-            runs.push(rows.key(a), 1, true, (a..b).map(|i| rows.raw(i)))?;
-        }
-    } else {
-        let mut keep: Vec<usize> = found
-            .iter()
-            .flat_map(|&g| {
-                let (a, b) = range(g);
-                a..b
-            })
-            .collect();
-        keep.sort_unstable_by_key(|&i| rows.row(i));
-        for i in keep {
-            runs.push(
-                &rows.row(i).to_be_bytes(),
-                1,
-                true,
-                std::iter::once(rows.raw(i)),
-            )?;
-        }
-    }
-    Ok(())
+    write_and_report(spec, &table, done, label, stages, start, per_link)
 }
 
 /// Mutable borrows of the links to parties `a` and `b` (distinct, both present).

@@ -3,7 +3,9 @@
 
 use super::*;
 use crate::config::parse_n_party_config;
+use crate::pipeline::report::Report;
 use blindjoin_link::{MemLink, mem_pair};
+use blindjoin_protocols::NoProgress;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
