@@ -13,19 +13,15 @@
 use crate::config::{NPartyProtocol, NPartySpec};
 use crate::error::DataError;
 use crate::pipeline::bucket::bucket_count;
-use crate::pipeline::multi_party::{RunLabel, run_buckets, write_and_report};
+use crate::pipeline::multi_party::{RunLabel, connect_and_run, run_buckets, write_and_report};
 use crate::pipeline::report::Stages;
 use crate::pipeline::three_party::ThreePartyOutcome;
-use crate::pipeline::two_party::prepare;
-use blindjoin_link::{Cancel, Link, LinkError, LinkStats, TcpLink, TcpOptions, establish_many};
+use blindjoin_link::{Cancel, Link, LinkStats, establish_many};
 use blindjoin_protocols::npc::{hello_all_bounded, run_npc};
 use blindjoin_protocols::{
     Hello, ItemDigest, Progress, ProtocolChoice, ProtocolError, PsiOptions, Role, dp_psi, handshake,
 };
-use std::time::{Duration, Instant};
-
-/// How long a party whose input is bad keeps trying to reach the others to tell them so.
-const ABORT_GRACE: Duration = Duration::from_secs(5);
+use std::time::Instant;
 
 /// Runs this party of an n-party (or DP-PSI) config over TCP.
 ///
@@ -45,82 +41,17 @@ fn run_inner(
     cancel: &Cancel,
 ) -> Result<ThreePartyOutcome, DataError> {
     let start = Instant::now();
-    let spec = &t.spec;
-    let base = TcpOptions {
-        self_id: String::new(),
-        self_addr: String::new(),
-        peer_id: String::new(),
-        peer_addr: String::new(),
-        connect_timeout: spec.connect_timeout,
-        recv_timeout: spec.recv_timeout,
-        silence_timeout: spec.silence_timeout,
-        tls: None,
-        shape: spec.link_shape,
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (parties, me, cancel2) = (t.parties.clone(), t.me, cancel.clone());
+    let (parties, me) = (t.parties.clone(), t.me);
     let (tls_s, tls_c) = (t.tls_server.clone(), t.tls_client.clone());
-    std::thread::Builder::new()
-        .name("connect".into())
-        .spawn(move || {
-            let _ = tx.send(establish_many(&parties, me, &base, tls_s, tls_c, &cancel2));
-        })
-        .map_err(|source| DataError::Io {
-            path: spec.input.clone(),
-            action: "starting the connect thread",
-            source,
-        })?;
-    let prepared = prepare(spec, progress);
-    let wait = if prepared.is_ok() {
-        spec.connect_timeout + Duration::from_secs(5)
-    } else {
-        ABORT_GRACE
-    };
-    let connect_span = crate::trace::span("connect");
-    let connected: Result<Vec<Option<TcpLink>>, LinkError> =
-        rx.recv_timeout(wait).unwrap_or_else(|_| {
-            Err(LinkError::ConnectTimeout {
-                peer: "the other parties".into(),
-                addr: t.parties[t.me].addr.clone(),
-                waited: wait,
-                last: "the connect attempts did not finish".into(),
-            })
-        });
-    drop(connect_span);
-    let (prepared, mut links) = match (prepared, connected) {
-        (Ok(p), Ok(l)) => (p, l),
-        (Err(e), Ok(mut l)) => {
-            abort_all(&mut l, &e.to_string());
-            return Err(e);
-        }
-        (Err(e), Err(_)) => return Err(e),
-        (Ok(_), Err(e)) => return Err(e.into()),
-    };
-    if cancel.is_cancelled() {
-        abort_all(&mut links, &cancel.reason());
-        return Err(LinkError::Cancelled {
-            reason: cancel.reason(),
-        }
-        .into());
-    }
-    match run_on_links(t, prepared, &mut links, progress, start) {
-        Ok(out) => Ok(out),
-        Err(e) => {
-            let why = if cancel.is_cancelled() {
-                cancel.reason()
-            } else {
-                e.to_string()
-            };
-            abort_all(&mut links, &why);
-            Err(e)
-        }
-    }
-}
-
-fn abort_all<L: Link>(links: &mut [Option<L>], why: &str) {
-    for l in links.iter_mut().flatten() {
-        l.abort(why);
-    }
+    connect_and_run(
+        &t.spec,
+        &t.parties[t.me].addr,
+        "the other parties",
+        move |base, cancel| establish_many(&parties, me, &base, tls_s, tls_c, &cancel),
+        progress,
+        cancel,
+        |prepared, links| run_on_links(t, prepared, links, progress, start),
+    )
 }
 
 /// Everything after the links are up, on any links (indexed by party; `None` at our index).

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::config::parse_three_party_config;
+use crate::pipeline::two_party::prepare;
 use blindjoin_link::{MemLink, mem_pair};
 use blindjoin_protocols::NoProgress;
 use std::collections::HashSet;
