@@ -991,6 +991,7 @@ fn strip_trailing_commas(text: &str) -> (String, Vec<usize>) {
 }
 
 mod legacy;
+mod multi_party;
 pub use legacy::{is_legacy_launch_config, parse_legacy_launch_config};
 
 mod psi_csv;

@@ -13,7 +13,10 @@
 //! `broadcast_result` for DP-PSI (only Bob learns), recovery, cardinality-only,
 //! thresholds, `min_intersection`, `check_hash_digest`, and a user secret key.
 
-use super::{LinkConfig, invalid, strip_trailing_commas, tls_config};
+use super::multi_party::{
+    NOT_INNER, Parties, check_receiver_only, named_protocol, receiver_id, self_and_parties,
+};
+use super::{invalid, strip_trailing_commas};
 use crate::error::ConfigError;
 use crate::pipeline::join::JoinType;
 use crate::spec::RunSpec;
@@ -128,29 +131,13 @@ pub fn parse_n_party_config(
     let Ok(mut v) = serde_json::from_str::<Value>(&cleaned) else {
         return Ok(None);
     };
-    let pc = &v["psi_config"]["protocol_config"];
-    let named = pc["protocol"]
-        .as_str()
-        .map(str::trim)
-        .unwrap_or_default()
-        .to_string();
-    let named = named.as_str();
-    if !N_PARTY_PROTOCOLS.contains(&named) {
+    let Some(named) = named_protocol(&v, &N_PARTY_PROTOCOLS) else {
         return Ok(None);
-    }
-    let field = |f: &str| format!("psi_config.protocol_config.{f}");
-    let receiver_id = match &pc["receiver"] {
-        Value::String(s) if !s.trim().is_empty() => s.trim().to_string(),
-        _ => {
-            return Err(invalid(
-                &field("receiver"),
-                &format!(
-                    "missing; {named} needs the id of the party that receives the result (one \
-                     of link_config.parties)"
-                ),
-            ));
-        }
     };
+    let named = named.as_str();
+    let pc = &v["psi_config"]["protocol_config"];
+    let field = |f: &str| format!("psi_config.protocol_config.{f}");
+    let receiver_id = receiver_id(&v, named, "the result")?;
     let curve_name = pc["ecdh_config"]["curve"]
         .as_str()
         .map(str::trim)
@@ -217,21 +204,13 @@ pub fn parse_n_party_config(
             }
         }
     };
-    let self_id = v["self_link_party"]
-        .as_str()
-        .ok_or_else(|| {
-            invalid(
-                "self_link_party",
-                "missing; set it to this party's id from link_config.parties",
-            )
-        })?
-        .to_string();
-    let link: LinkConfig =
-        serde_json::from_value(v["link_config"].clone()).map_err(|e| ConfigError::Syntax {
-            path: source.to_string(),
-            message: format!("field `link_config`: {e}"),
-        })?;
-    let n = link.parties.len();
+    let Parties {
+        self_id,
+        parties,
+        tls_server,
+        tls_client,
+    } = self_and_parties(&v, source, base_dir)?;
+    let n = parties.len();
     let dp = matches!(protocol, NPartyProtocol::Dp { .. });
     if (dp && n != 2) || n < 2 {
         return Err(invalid(
@@ -242,14 +221,6 @@ pub fn parse_n_party_config(
             ),
         ));
     }
-    let parties: Vec<PartyAddr> = link
-        .parties
-        .iter()
-        .map(|p| PartyAddr {
-            id: p.id.clone(),
-            addr: p.host.clone(),
-        })
-        .collect();
     let ids: Vec<String> = parties.iter().map(|p| p.id.clone()).collect();
     for (i, id) in ids.iter().enumerate() {
         if ids[i + 1..].contains(id) {
@@ -274,46 +245,13 @@ pub fn parse_n_party_config(
     } else {
         blindjoin_protocols::Role::Sender
     };
-    if let Some(given) = pc["role"].as_str().map(str::trim).filter(|r| !r.is_empty())
-        && given != role.config_name()
-        && given != "ROLE_UNSPECIFIED"
-    {
-        return Err(invalid(
-            &field("role"),
-            &format!(
-                "{given} contradicts receiver = {receiver_id:?} for party {self_id:?}; it must \
-                 be {role} (or left out)"
-            ),
-        ));
-    }
-    if let Some(j) = v["psi_config"]["advanced_join_type"]
-        .as_str()
-        .map(str::trim)
-        && !matches!(
-            j,
-            "" | "ADVANCED_JOIN_TYPE_UNSPECIFIED" | "ADVANCED_JOIN_TYPE_INNER_JOIN"
-        )
-    {
-        return Err(invalid(
-            "psi_config.advanced_join_type",
-            &format!("{named}: {j} is not available; {NOT_INNER}"),
-        ));
-    }
+    check_receiver_only(&v, named, role, &receiver_id, &self_id, "the result")?;
     if pc["broadcast_result"].as_bool() == Some(true)
         && matches!(protocol, NPartyProtocol::Dp { .. })
     {
         return Err(invalid(
             &field("broadcast_result"),
             &format!("{named}: {NO_BROADCAST}"),
-        ));
-    }
-    if v["psi_config"]["check_hash_digest"].as_bool() == Some(true) {
-        return Err(invalid(
-            "psi_config.check_hash_digest",
-            &format!(
-                "{named}: only the receiver learns the result, so there is nothing to compare; \
-                 set it to false"
-            ),
         ));
     }
 
@@ -353,16 +291,6 @@ pub fn parse_n_party_config(
     let spec = super::parse_launch_config(&v.to_string(), source, base_dir)?;
     refuse_unsupported(&spec, named)?;
 
-    let resolve = |p: &str| super::resolve_path(base_dir, p);
-    let (tls_server, tls_client) = if link.enable_ssl.unwrap_or(false) {
-        let (c, s) = (link.client_ssl_opts.as_ref(), link.server_ssl_opts.as_ref());
-        (
-            Some(tls_config(c, s, true, &resolve)?),
-            Some(tls_config(c, s, false, &resolve)?),
-        )
-    } else {
-        (None, None)
-    };
     let mut spec = spec;
     if let NPartyProtocol::Npc(NpcVariant::Iterated(_)) = protocol {
         spec.warnings.push(format!(
@@ -381,8 +309,6 @@ pub fn parse_n_party_config(
     }))
 }
 
-const NOT_INNER: &str = "only the inner join; only the receiver learns anything, so no party \
-                         could pad or pair rows for an outer join or a difference";
 const NO_BROADCAST: &str = "must be false; DP-PSI's guarantee is for what Bob (the receiver) \
                             learns, and Alice is to learn only the sizes";
 

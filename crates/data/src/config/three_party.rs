@@ -11,7 +11,10 @@
 //! cardinality-only, thresholds and `min_intersection` (not built for three parties), and a
 //! user secret key (each party's key is random per run).
 
-use super::{LinkConfig, invalid, strip_trailing_commas, tls_config};
+use super::multi_party::{
+    NOT_INNER, Parties, check_receiver_only, named_protocol, receiver_id, self_and_parties,
+};
+use super::{invalid, strip_trailing_commas};
 use crate::error::ConfigError;
 use crate::pipeline::join::JoinType;
 use crate::spec::RunSpec;
@@ -70,59 +73,26 @@ pub fn parse_three_party_config(
     let Ok(mut v) = serde_json::from_str::<Value>(&cleaned) else {
         return Ok(None);
     };
-    let pc = &v["psi_config"]["protocol_config"];
-    let named = pc["protocol"]
-        .as_str()
-        .map(str::trim)
-        .unwrap_or_default()
-        .to_string();
-    let named = named.as_str();
-    if !THREE_PARTY_PROTOCOLS.contains(&named) {
+    let Some(named) = named_protocol(&v, &THREE_PARTY_PROTOCOLS) else {
         return Ok(None);
-    }
-    let receiver_id = match &pc["receiver"] {
-        Value::String(s) if !s.trim().is_empty() => s.trim().to_string(),
-        _ => {
-            return Err(invalid(
-                "psi_config.protocol_config.receiver",
-                &format!(
-                    "missing; {named} needs the id of the party that receives the three-way \
-                     intersection (one of link_config.parties)"
-                ),
-            ));
-        }
     };
-    let self_id = v["self_link_party"]
-        .as_str()
-        .ok_or_else(|| {
-            invalid(
-                "self_link_party",
-                "missing; set it to this party's id from link_config.parties",
-            )
-        })?
-        .to_string();
-    let link: LinkConfig =
-        serde_json::from_value(v["link_config"].clone()).map_err(|e| ConfigError::Syntax {
-            path: source.to_string(),
-            message: format!("field `link_config`: {e}"),
-        })?;
-    if link.parties.len() != 3 {
+    let named = named.as_str();
+    let receiver_id = receiver_id(&v, named, "the three-way intersection")?;
+    let Parties {
+        self_id,
+        parties,
+        tls_server,
+        tls_client,
+    } = self_and_parties(&v, source, base_dir)?;
+    if parties.len() != 3 {
         return Err(invalid(
             "link_config.parties",
             &format!(
                 "has {} parties; {named} needs exactly 3 (the receiver and two helpers)",
-                link.parties.len()
+                parties.len()
             ),
         ));
     }
-    let parties: Vec<PartyAddr> = link
-        .parties
-        .iter()
-        .map(|p| PartyAddr {
-            id: p.id.clone(),
-            addr: p.host.clone(),
-        })
-        .collect();
     let ids: Vec<String> = parties.iter().map(|p| p.id.clone()).collect();
     let seats = blindjoin_protocols::ecdh_3pc::seats(&ids, &receiver_id)
         .map_err(|e| invalid("psi_config.protocol_config.receiver", &e.to_string()))?;
@@ -138,49 +108,13 @@ pub fn parse_three_party_config(
     } else {
         Role::Sender
     };
-    if let Some(given) = pc["role"].as_str().map(str::trim).filter(|r| !r.is_empty())
-        && given != role.config_name()
-        && given != "ROLE_UNSPECIFIED"
-    {
-        return Err(invalid(
-            "psi_config.protocol_config.role",
-            &format!(
-                "{given} contradicts receiver = {receiver_id:?} for party {self_id:?}; it must \
-                 be {role} (or left out)"
-            ),
-        ));
-    }
-
     // Refused before the two-party parser, whose reasons (e.g. "an outer join needs
     // broadcast_result") do not apply here.
-    if let Some(j) = v["psi_config"]["advanced_join_type"]
-        .as_str()
-        .map(str::trim)
-        && !matches!(
-            j,
-            "" | "ADVANCED_JOIN_TYPE_UNSPECIFIED" | "ADVANCED_JOIN_TYPE_INNER_JOIN"
-        )
-    {
-        return Err(invalid(
-            "psi_config.advanced_join_type",
-            &format!("{named}: {j} is not available; {NOT_INNER}"),
-        ));
-    }
-    let broadcast = pc["broadcast_result"].as_bool() == Some(true);
-    if broadcast {
+    check_receiver_only(&v, named, role, &receiver_id, &self_id, "the intersection")?;
+    if v["psi_config"]["protocol_config"]["broadcast_result"].as_bool() == Some(true) {
         return Err(invalid(
             "psi_config.protocol_config.broadcast_result",
             &format!("{named}: {NO_BROADCAST}"),
-        ));
-    }
-
-    if v["psi_config"]["check_hash_digest"].as_bool() == Some(true) {
-        return Err(invalid(
-            "psi_config.check_hash_digest",
-            &format!(
-                "{named}: only the receiver learns the intersection, so there is nothing to \
-                 compare; set it to false"
-            ),
         ));
     }
 
@@ -201,16 +135,6 @@ pub fn parse_three_party_config(
     let spec = super::parse_launch_config(&v.to_string(), source, base_dir)?;
     refuse_unsupported(&spec, named)?;
 
-    let resolve = |p: &str| super::resolve_path(base_dir, p);
-    let (tls_server, tls_client) = if link.enable_ssl.unwrap_or(false) {
-        let (c, s) = (link.client_ssl_opts.as_ref(), link.server_ssl_opts.as_ref());
-        (
-            Some(tls_config(c, s, true, &resolve)?),
-            Some(tls_config(c, s, false, &resolve)?),
-        )
-    } else {
-        (None, None)
-    };
     Ok(Some(ThreePartySpec {
         spec,
         parties,
@@ -221,8 +145,6 @@ pub fn parse_three_party_config(
     }))
 }
 
-const NOT_INNER: &str = "only the inner join; only the receiver learns anything, so no party \
-                         could pad or pair rows for an outer join or a difference";
 const NO_BROADCAST: &str = "must be false; the helpers learn only set sizes (and one helper \
                             |P ∩ Q|), and broadcasting would hand them the three-way intersection";
 
