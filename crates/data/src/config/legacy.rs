@@ -672,6 +672,21 @@ fn launch(
     Value::Object(top)
 }
 
+/// A v2 launch config with a `psi_config` of `protocol_config` = `pc` and the v1 config's
+/// input, output, keys and sorting.
+fn psi_launch(c: &Common, pc: Value, link: Option<Value>, ext: Option<Value>) -> Value {
+    let mut psi = json!({
+        "protocol_config": pc,
+        "input_config": io(&c.input),
+        "keys": c.keys,
+        "disable_alignment": !c.need_sort,
+    });
+    if c.output.is_some() {
+        psi["output_config"] = io(&c.output);
+    }
+    launch("psi_config", psi, link, c.self_link_party.as_deref(), ext)
+}
+
 fn io(path: &Option<String>) -> Value {
     json!({ "type": "IO_TYPE_FILE_CSV", "path": path.clone().unwrap_or_default() })
 }
@@ -684,7 +699,6 @@ fn two_party(
     ext: Option<Value>,
     warnings: &mut Vec<String>,
 ) -> Result<Value, ConfigError> {
-    let self_id = c.self_link_party.clone();
     let receiver = c.is_receiver()?;
     if c.ids.len() != 2 {
         return Err(invalid(
@@ -732,16 +746,7 @@ fn two_party(
         }
         _ => {}
     }
-    let mut psi = json!({
-        "protocol_config": pc,
-        "input_config": io(&c.input),
-        "keys": c.keys,
-        "disable_alignment": !c.need_sort,
-    });
-    if c.output.is_some() {
-        psi["output_config"] = io(&c.output);
-    }
-    Ok(launch("psi_config", psi, link, self_id.as_deref(), ext))
+    Ok(psi_launch(c, pc, link, ext))
 }
 
 /// ECDH among three parties: a v2 three-party `psi_config`, the receiver by `receiver_rank`.
@@ -751,7 +756,6 @@ fn three_party(
     ext: Option<Value>,
     warnings: &mut Vec<String>,
 ) -> Result<Value, ConfigError> {
-    let self_id = c.self_link_party.clone();
     c.is_receiver()?;
     if c.ids.len() != 3 {
         return Err(invalid(
@@ -770,21 +774,13 @@ fn three_party(
             "required for ECDH_PSI_3PC; e.g. \"CURVE_FOURQ\" or \"CURVE_25519\"",
         )
     })?;
-    let mut psi = json!({
-        "protocol_config": {
-            "protocol": "PROTOCOL_ECDH_3PC",
-            "receiver": c.ids[c.receiver_rank],
-            "ecdh_config": { "curve": curve },
-            "broadcast_result": c.broadcast_result,
-        },
-        "input_config": io(&c.input),
-        "keys": c.keys,
-        "disable_alignment": !c.need_sort,
+    let pc = json!({
+        "protocol": "PROTOCOL_ECDH_3PC",
+        "receiver": c.ids[c.receiver_rank],
+        "ecdh_config": { "curve": curve },
+        "broadcast_result": c.broadcast_result,
     });
-    if c.output.is_some() {
-        psi["output_config"] = io(&c.output);
-    }
-    Ok(launch("psi_config", psi, link, self_id.as_deref(), ext))
+    Ok(psi_launch(c, pc, link, ext))
 }
 
 /// `ECDH_PSI_NPC` / `KKRT_PSI_NPC` (n ≥ 3 parties, SecretFlow's tree of two-party runs) and
@@ -797,7 +793,6 @@ fn n_party(
     ext: Option<Value>,
     warnings: &mut Vec<String>,
 ) -> Result<Value, ConfigError> {
-    let self_id = c.self_link_party.clone();
     c.is_receiver()?;
     let dp = t == PsiType::DpPsi2pc;
     let n = c.ids.len();
@@ -847,16 +842,7 @@ fn n_party(
         }
         pc["dppsi_params"] = d;
     }
-    let mut psi = json!({
-        "protocol_config": pc,
-        "input_config": io(&c.input),
-        "keys": c.keys,
-        "disable_alignment": !c.need_sort,
-    });
-    if c.output.is_some() {
-        psi["output_config"] = io(&c.output);
-    }
-    Ok(launch("psi_config", psi, link, self_id.as_deref(), ext))
+    Ok(psi_launch(c, pc, link, ext))
 }
 
 /// The `ECDH_OPRF_UB_PSI_2PC_*` steps: a v2 `ub_psi_config`. Where SecretFlow keeps a file the
