@@ -640,7 +640,7 @@ mod tests {
         v
     }
 
-    fn merged(mut runs: Runs, _name: &str) -> String {
+    fn merged(mut runs: Runs) -> String {
         let mut lines = Vec::new();
         runs.merge_into(&mut lines).unwrap();
         String::from_utf8(lines).unwrap()
@@ -669,13 +669,13 @@ mod tests {
         let want = "a,1\n\"b\nx\",1\nb,2\n\"b\nx\",1\nb,2\nc,1\nc,1\nc,2\nc,2\n";
         let mut mem = Runs::in_memory(SortBy::Key);
         fill(&mut mem);
-        assert_eq!(merged(mem, "mem"), want);
+        assert_eq!(merged(mem), want);
         let dir = std::env::temp_dir().join(format!("bj-runs-{}-disk", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("runs");
         let mut disk = Runs::on_disk(path.clone(), SortBy::Key).unwrap();
         fill(&mut disk);
-        assert_eq!(merged(disk, "disk"), want);
+        assert_eq!(merged(disk), want);
         assert!(!path.exists(), "the run file is removed");
     }
 
@@ -790,13 +790,13 @@ mod tests {
         let want = "a,1\na,1\na,1\na,2\na,2\na,2\n\"b\nx\",1\nb,2\n\"b\nx\",1\nb,2\nd,1\n";
         let mut mem = Runs::in_memory(SortBy::Key);
         one(&mut mem);
-        assert_eq!(merged(mem, "one-mem"), want);
+        assert_eq!(merged(mem), want);
         let dir = std::env::temp_dir().join(format!("bj-runs-{}-one-disk", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut disk = Runs::on_disk(dir.join("runs"), SortBy::Key).unwrap();
         one(&mut disk);
-        assert_eq!(merged(disk, "one-disk"), want);
-        assert_eq!(merged(Runs::in_memory(SortBy::Key), "none"), "");
+        assert_eq!(merged(disk), want);
+        assert_eq!(merged(Runs::in_memory(SortBy::Key)), "");
     }
 
     #[test]
@@ -853,7 +853,7 @@ mod tests {
             .iter()
             .map(|(_, r)| format!("{}\n", String::from_utf8_lossy(r)))
             .collect();
-        assert_eq!(merged(runs, "reserved"), want);
+        assert_eq!(merged(runs), want);
     }
 
     #[test]
@@ -889,7 +889,7 @@ mod tests {
                 runs.end_run();
             }
             let want: String = (0..keys.len()).map(|i| format!("{i}\n")).collect();
-            assert_eq!(merged(runs, name), want, "{name}");
+            assert_eq!(merged(runs), want, "{name}");
         }
         // Plain bytes: a shorter string that ties on the padded prefix sorts first.
         assert!(bytes_prefix(b"ab") < bytes_prefix(b"ab\0\x01"));
@@ -910,6 +910,6 @@ mod tests {
             runs.end_run();
         }
         let want: String = (0..1500).map(|i| format!("{i}\n")).collect();
-        assert_eq!(merged(runs, "many"), want);
+        assert_eq!(merged(runs), want);
     }
 }
