@@ -95,6 +95,11 @@ fn header(kind: u8, meta: &CacheMeta) -> Vec<u8> {
     h
 }
 
+/// The header of a server cache with `meta` (for [`super::gen_cache`], which writes the body itself).
+pub(super) fn header_of_server(meta: &CacheMeta) -> Vec<u8> {
+    header(KIND_SERVER, meta)
+}
+
 /// The label parts of a cache file: each position's length, then the sealed labels.
 fn label_parts(
     path: &Path,
@@ -713,6 +718,57 @@ impl CacheFile {
             out.insert(p, blob);
         }
         Ok(out)
+    }
+}
+
+/// What the transfer sends from a server cache, read in place: the values, then the label
+/// lengths and the labels (the digests stay with the server).
+pub struct TransferSource<'a> {
+    file: &'a CacheFile,
+    /// `(offset, length)` of each section still to send.
+    spans: Vec<(u64, u64)>,
+    /// Bytes of the first span already read.
+    done: u64,
+}
+
+impl CacheFile {
+    /// The transfer's view of this cache ([`blindjoin_protocols::ub_oprf::send_cache_from`]).
+    pub fn transfer_source(&self) -> TransferSource<'_> {
+        let n = self.meta.count;
+        let mut spans = vec![(self.values_at, n * self.meta.tag_len as u64)];
+        if let Some(m) = &self.meta.labels {
+            spans.push((self.lens_at, 4 * n));
+            spans.push((self.data_at, m.bytes));
+        }
+        TransferSource {
+            file: self,
+            spans,
+            done: 0,
+        }
+    }
+}
+
+impl blindjoin_protocols::ub_oprf::CacheSource for TransferSource<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> Result<(), blindjoin_protocols::ProtocolError> {
+        use blindjoin_protocols::ProtocolError;
+        while self.spans.first().is_some_and(|&(_, len)| len == self.done) {
+            self.spans.remove(0);
+            self.done = 0;
+        }
+        let &(at, len) = self
+            .spans
+            .first()
+            .ok_or(ProtocolError::Unreachable("read past the cache's sections"))?;
+        if self.done + buf.len() as u64 > len {
+            return Err(ProtocolError::Unreachable(
+                "a read spans two cache sections",
+            ));
+        }
+        self.file
+            .read_at(buf, at + self.done)
+            .map_err(|e| ProtocolError::Config(format!("cannot send the server cache: {e}")))?;
+        self.done += buf.len() as u64;
+        Ok(())
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod budget;
 pub mod cache;
+pub mod gen_cache;
 pub mod key;
 pub mod labels;
 mod run;
