@@ -306,8 +306,13 @@ impl<'a> CacheSorter<'a> {
         });
         // A set that fit one chunk stays in memory to the end.
         let on_disk = !self.runs.is_empty();
+        let runs: Vec<PathBuf> = self.runs.drain(..).map(|r| r.path).collect();
         let mut sections = Sections::create(self, on_disk)?;
         merge_counted(inputs, &mut sections, progress)?;
+        // The runs' disk is free again before the cache is written.
+        for r in &runs {
+            let _ = std::fs::remove_file(r);
+        }
         drop(_span);
         let _span = crate::trace::span("write cache");
         let meta = sections.assemble(progress)?;
