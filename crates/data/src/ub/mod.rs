@@ -10,6 +10,7 @@ pub mod gen_cache;
 pub mod key;
 pub mod labels;
 mod run;
+mod sort_runs;
 
 pub use run::run_ub;
 
