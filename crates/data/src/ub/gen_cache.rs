@@ -4,7 +4,7 @@
 //! [`CacheSorter::push`]). They are gathered in chunks of at most
 //! [`SortLimits::memory`]` / `[`CHUNK_BYTES_PER_ITEM`] items; each chunk is deduplicated,
 //! evaluated (`F_k(y)`, keeping the full 16-byte tag, and with labels the item's sealed label),
-//! sorted by (tag, digest) and written as a run ([`super::sort_runs`]) to a private temporary
+//! sorted by (tag, digest) and written as a run (`sort_runs.rs`) to a private temporary
 //! folder. The runs are then
 //! merged k-way, at most [`SortLimits::fan_in`] at a time, and a key that was in two chunks is
 //! dropped on the merge: its two records are equal (same digest, so same tag and label) and
