@@ -201,7 +201,7 @@ impl<'a> CacheSorter<'a> {
     /// Deduplicates, evaluates, seals and sorts the current chunk, leaving it empty.
     fn evaluate_chunk(&mut self) -> Result<(Vec<Record>, Vec<Vec<u8>>), DataError> {
         let mut items = std::mem::take(&mut self.chunk);
-        let _span = crate::trace::span("evaluate OPRF");
+        let oprf_span = crate::trace::span("evaluate OPRF");
         items.par_sort_unstable();
         items.dedup();
         let mut records: Vec<Record> = Vec::with_capacity(items.len());
@@ -247,6 +247,7 @@ impl<'a> CacheSorter<'a> {
         }
         drop(items);
         drop(points);
+        drop(oprf_span);
         let _sort = crate::trace::span("sort run");
         records.par_sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
         Ok((records, labels))
