@@ -1052,6 +1052,38 @@ mod tests {
         assert_eq!(open_client(&q).unwrap().meta, meta);
     }
 
+    #[test]
+    fn the_transfer_from_the_file_sends_what_the_memory_sends() {
+        use blindjoin_protocols::ub_oprf::{recv_cache, send_cache, send_cache_from};
+        // Over one message (4 MiB) of values, so the file is read in several pieces.
+        for (n, labels) in [(0u64, false), (1, true), (400_000, false), (3000, true)] {
+            let (mut meta, values, digests) = sample(n);
+            let mut l = SealedLabels::default();
+            l.offsets.push(0);
+            for i in 0..n {
+                l.push(&vec![i as u8; 16 + (i % 5) as usize]);
+            }
+            if labels {
+                meta.labels = Some(LabelMeta {
+                    salt: [2; SALT_LEN],
+                    columns: vec!["v".into()],
+                    bytes: l.data.len() as u64,
+                });
+            }
+            let sealed = labels.then_some(&l);
+            let p = tmp(&format!("send{n}{labels}"));
+            write_server(&p, &meta, &values, &digests, sealed).unwrap();
+            let f = open_server(&p).unwrap();
+            let (mut a, mut b) = blindjoin_link::mem_pair();
+            send_cache_from(&mut a, &meta, &mut f.transfer_source()).unwrap();
+            let from_file = recv_cache(&mut b, u64::MAX).unwrap();
+            send_cache(&mut a, &meta, &values, sealed).unwrap();
+            let from_memory = recv_cache(&mut b, u64::MAX).unwrap();
+            assert_eq!(from_file, from_memory, "{n} {labels}");
+            assert_eq!(from_file, (meta, values, sealed.cloned()));
+        }
+    }
+
     #[cfg(unix)]
     #[test]
     fn caches_are_0600() {
