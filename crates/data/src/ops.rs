@@ -158,20 +158,7 @@ pub fn run_plan(
         party => format!("blindjoin {party} ({})", plan.kind()),
     };
     let (result, traced) = crate::trace::record(ops.trace_path.as_deref(), &name, || {
-        let result = plan.run(progress, cancel);
-        if let Ok(Outcome::Unbalanced(r)) = &result {
-            // The unbalanced pipeline reports its phases' times; they ran back to back.
-            let phases = [
-                ("generate cache", r.gen_cache.as_ref().map(|p| p.seconds)),
-                (
-                    "transfer cache",
-                    r.transfer_cache.as_ref().map(|p| p.seconds),
-                ),
-                ("online", r.online.as_ref().map(|p| p.seconds)),
-            ];
-            crate::trace::phases_ending_now(&phases);
-        }
-        result
+        plan.run(progress, cancel)
     });
     if let (Err(e), Some(p)) = (traced, &ops.trace_path) {
         warnings.push(format!(

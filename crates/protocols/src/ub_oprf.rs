@@ -42,7 +42,7 @@ use crate::{ItemDigest, Progress, ProtocolError};
 use blindjoin_crypto::Curve;
 use blindjoin_crypto::oprf::{OprfScalar, POINT_LEN, tag};
 use blindjoin_link::wire::{self, ids};
-use blindjoin_link::{Link, Reader, put_bytes_u16, put_u64, recv_bulk, send_bulk};
+use blindjoin_link::{BULK_CHUNK, Link, Reader, put_bytes_u16, put_u64, recv_bulk, send_bulk};
 use rayon::prelude::*;
 
 pub mod labels;
@@ -285,23 +285,94 @@ pub fn send_cache(
             "the cache's values do not match its metadata",
         ));
     }
-    let mut head = vec![MSG_CACHE_HEAD];
-    put_meta(&mut head, meta);
-    link.send(&head)?;
-    send_bulk(link, MSG_CACHE_TAGS, values)?;
-    match (&meta.labels, labels) {
-        (None, None) => {}
+    let lens;
+    let sections: Vec<&[u8]> = match (&meta.labels, labels) {
+        (None, None) => vec![values],
         (Some(m), Some(l)) if l.len() as u64 == meta.count && l.data.len() as u64 == m.bytes => {
-            send_bulk(link, MSG_CACHE_TAGS, &l.lengths_le())?;
-            send_bulk(link, MSG_CACHE_TAGS, &l.data)?;
+            lens = l.lengths_le();
+            vec![values, &lens, &l.data]
         }
         _ => {
             return Err(ProtocolError::Unreachable(
                 "the cache's labels do not match its metadata",
             ));
         }
+    };
+    send_cache_from(link, meta, &mut SliceSource { sections, at: 0 })
+}
+
+/// Where [`send_cache_from`] reads the cache it sends.
+pub trait CacheSource {
+    /// Fills `buf` with the next bytes of the values, then of the label lengths, then of the
+    /// sealed labels (in that order; one call never spans two sections).
+    ///
+    /// # Errors
+    /// The source cannot be read.
+    fn read(&mut self, buf: &mut [u8]) -> Result<(), ProtocolError>;
+}
+
+/// Transfer, server side, streamed: as [`send_cache`], the sections read from `source` one
+/// message ([`BULK_CHUNK`] bytes) at a time, so the server's memory does not grow with the
+/// cache. The messages are the same as [`send_cache`]'s.
+///
+/// # Errors
+/// Link failures; the source's.
+pub fn send_cache_from(
+    link: &mut dyn Link,
+    meta: &CacheMeta,
+    source: &mut dyn CacheSource,
+) -> Result<(), ProtocolError> {
+    let mut head = vec![MSG_CACHE_HEAD];
+    put_meta(&mut head, meta);
+    link.send(&head)?;
+    let values = meta.count * meta.tag_len as u64;
+    let (lens, labels) = meta
+        .labels
+        .as_ref()
+        .map_or((0, 0), |l| (4 * meta.count, l.bytes));
+    let mut msg = Vec::new();
+    for len in [values, lens, labels] {
+        let mut left = len;
+        while left > 0 {
+            let k = left.min(BULK_CHUNK as u64) as usize;
+            msg.clear();
+            msg.push(MSG_CACHE_TAGS);
+            msg.resize(1 + k, 0);
+            source.read(&mut msg[1..])?;
+            link.send(&msg)?;
+            left -= k as u64;
+        }
     }
     Ok(())
+}
+
+/// [`send_cache`]'s source: sections in memory, read one after another.
+struct SliceSource<'a> {
+    sections: Vec<&'a [u8]>,
+    at: usize,
+}
+
+impl CacheSource for SliceSource<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> Result<(), ProtocolError> {
+        while self.sections.first().is_some_and(|s| s.is_empty()) {
+            self.sections.remove(0);
+        }
+        let Some(s) = self.sections.first() else {
+            return Err(ProtocolError::Unreachable("read past the cache's sections"));
+        };
+        let part = s
+            .get(self.at..self.at + buf.len())
+            .ok_or(ProtocolError::Unreachable(
+                "a read spans two cache sections",
+            ))?;
+        buf.copy_from_slice(part);
+        self.at += buf.len();
+        if self.at == s.len() {
+            self.sections.remove(0);
+            self.at = 0;
+        }
+        Ok(())
+    }
 }
 
 /// Transfer, client side: the metadata, the values and the sealed labels if any. `max_bytes`

@@ -746,3 +746,89 @@ fn full_mode_on_sm2_and_secp256k1() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The stage names in a trace file, in start order.
+fn trace_stages(path: &Path) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn unbalanced_traces_show_the_stages_of_each_mode() {
+    let dir = tmp("ub", "trace");
+    tables(&dir);
+    let p = ports();
+    let trace = |me: &str| format!(r#""debug_options": {{"trace_path": "{me}.trace"}},"#);
+    let both = r#","server_get_result": true, "client_get_result": true"#;
+    config(
+        &dir,
+        "s.json",
+        "ROLE_SERVER",
+        "MODE_FULL",
+        p,
+        &format!("{}{SERVER}{both}", trace("server")),
+    );
+    config(
+        &dir,
+        "c.json",
+        "ROLE_CLIENT",
+        "MODE_FULL",
+        p,
+        &format!("{}{CLIENT}{both}", trace("client")),
+    );
+    let ((ok_s, err_s), (ok_c, err_c)) = run_pair(&dir, "s.json", "c.json");
+    assert!(ok_s && ok_c, "{err_s}{err_c}");
+    assert_eq!(ids(&dir.join("client_out.csv"), 1), expected());
+    let has = |who: &str, want: &[&str]| {
+        let got = trace_stages(&dir.join(format!("{who}.trace")));
+        assert_eq!(
+            got.first().map(String::as_str),
+            Some("run"),
+            "{who}: {got:?}"
+        );
+        // Each stage once at least, the top-level ones in the order they ran.
+        for w in want {
+            assert!(got.iter().any(|g| g == w), "{who}: no {w:?} in {got:?}");
+        }
+        let at = |w: &str| got.iter().position(|g| g == w).unwrap();
+        for pair in want.windows(2) {
+            assert!(at(pair[0]) <= at(pair[1]), "{who}: {pair:?} in {got:?}");
+        }
+    };
+    has(
+        "server",
+        &[
+            "generate cache",
+            "read input",
+            "evaluate OPRF",
+            "sort run",
+            "merge runs",
+            "write cache",
+            "check cache",
+            "connect",
+            "transfer cache",
+            "online",
+            "query",
+            "match",
+            "write output",
+        ],
+    );
+    has(
+        "client",
+        &[
+            "connect",
+            "transfer cache",
+            "check cache",
+            "read input",
+            "online",
+            "query",
+            "write output",
+        ],
+    );
+}

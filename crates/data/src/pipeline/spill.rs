@@ -560,17 +560,6 @@ impl RowSink for Vec<Sink> {
 }
 
 /// Key digests only, in file order.
-impl RowSink for Vec<ItemDigest> {
-    fn reserve(&mut self, rows: usize) {
-        Vec::reserve(self, rows);
-    }
-
-    fn row(&mut self, r: ScannedRow<'_>) -> Result<(), DataError> {
-        self.push(crate::table::rows::digest_of_order(r.order));
-        Ok(())
-    }
-}
-
 /// Streams `file` (the CSV at `path`) in blocks of about `block_bytes`: parses each block's whole
 /// records, keys and hashes them (on all cores) and hands every row to `emit` in file order as
 /// (order key, shard of `shards`, row number, canonical key, raw bytes). Returns the header and
@@ -665,38 +654,41 @@ fn scan_blocks(
     Ok((header, rows))
 }
 
-/// The header and every row's key digest, in file order, of the table at `path`, streamed: the
-/// rows themselves are never all in memory (a server making an unbalanced-PSI cache from a
-/// large table needs only the digests).
+/// Every row's key digest of the table at `path`, handed to `each` in file order as the table
+/// streams by; returns the row count. Nothing grows with the table: the unbalanced-PSI server
+/// sorts the digests externally (`crate::ub::gen_cache`).
 ///
 /// # Errors
-/// As [`spill`], without the disk.
-pub fn key_digests(
+/// As [`spill`], without the disk; and `each`'s.
+pub fn for_each_key_digest(
     path: &Path,
     format: TableFormat,
     keys: &[String],
     progress: &dyn Progress,
-) -> Result<(Vec<String>, Vec<ItemDigest>), DataError> {
-    let mut digests = Vec::new();
+    each: &mut dyn FnMut(ItemDigest) -> Result<(), DataError>,
+) -> Result<u64, DataError> {
+    let mut sink = EachDigest(each);
     if format == TableFormat::Parquet {
         let mut table = ParquetRows::open(path, keys)?;
         progress.stage("reading input", table.total_rows());
-        scan_parquet(&mut table, 1, progress, &mut digests)?;
-        return Ok((table.header(), digests));
+        return scan_parquet(&mut table, 1, progress, &mut sink);
     }
     let mut file = File::open(path).map_err(io_error(path, "reading the input"))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     progress.stage("reading input", size);
-    let (header, _) = scan_blocks(
-        path,
-        &mut file,
-        keys,
-        1,
-        progress,
-        BLOCK_BYTES,
-        &mut digests,
-    )?;
-    Ok((header, digests))
+    let (_, rows) = scan_blocks(path, &mut file, keys, 1, progress, BLOCK_BYTES, &mut sink)?;
+    Ok(rows)
+}
+
+/// [`for_each_key_digest`]'s sink: each row's digest to a callback, nothing kept.
+struct EachDigest<'a>(&'a mut dyn FnMut(ItemDigest) -> Result<(), DataError>);
+
+impl RowSink for EachDigest<'_> {
+    fn reserve(&mut self, _rows: usize) {}
+
+    fn row(&mut self, r: ScannedRow<'_>) -> Result<(), DataError> {
+        (self.0)(crate::table::rows::digest_of_order(r.order))
+    }
 }
 
 /// Streams a Parquet table batch by batch, hashing each batch's keys on all cores, and hands
@@ -1199,16 +1191,22 @@ mod tests {
             text.push_str(&format!("x{i},\"k{}\"\n", i % 4000));
         }
         std::fs::write(&p, &text).unwrap();
-        let (header, got) = key_digests(&p, TableFormat::Csv, &["id".into()], &NoProgress).unwrap();
+        let digests = |p: &Path| {
+            let mut got = Vec::new();
+            let rows =
+                for_each_key_digest(p, TableFormat::Csv, &["id".into()], &NoProgress, &mut |d| {
+                    got.push(d);
+                    Ok(())
+                })?;
+            assert_eq!(rows, got.len() as u64);
+            Ok::<_, DataError>(got)
+        };
+        let got = digests(&p).unwrap();
         let t = Table::read(&p, &["id".into()]).unwrap();
-        assert_eq!(header, t.columns.header);
         let want: Vec<ItemDigest> = (0..t.len()).map(|i| item_digest(t.key(i))).collect();
         assert_eq!(got, want);
         std::fs::write(&p, "v,id\nx,\n").unwrap();
-        assert!(
-            key_digests(&p, TableFormat::Csv, &["id".into()], &NoProgress).is_err(),
-            "an empty key"
-        );
+        assert!(digests(&p).is_err(), "an empty key");
     }
 
     #[test]

@@ -95,6 +95,11 @@ fn header(kind: u8, meta: &CacheMeta) -> Vec<u8> {
     h
 }
 
+/// The header of a server cache with `meta` (for [`super::gen_cache`], which writes the body itself).
+pub(super) fn header_of_server(meta: &CacheMeta) -> Vec<u8> {
+    header(KIND_SERVER, meta)
+}
+
 /// The label parts of a cache file: each position's length, then the sealed labels.
 fn label_parts(
     path: &Path,
@@ -716,6 +721,57 @@ impl CacheFile {
     }
 }
 
+/// What the transfer sends from a server cache, read in place: the values, then the label
+/// lengths and the labels (the digests stay with the server).
+pub struct TransferSource<'a> {
+    file: &'a CacheFile,
+    /// `(offset, length)` of each section still to send.
+    spans: Vec<(u64, u64)>,
+    /// Bytes of the first span already read.
+    done: u64,
+}
+
+impl CacheFile {
+    /// The transfer's view of this cache ([`blindjoin_protocols::ub_oprf::send_cache_from`]).
+    pub fn transfer_source(&self) -> TransferSource<'_> {
+        let n = self.meta.count;
+        let mut spans = vec![(self.values_at, n * self.meta.tag_len as u64)];
+        if let Some(m) = &self.meta.labels {
+            spans.push((self.lens_at, 4 * n));
+            spans.push((self.data_at, m.bytes));
+        }
+        TransferSource {
+            file: self,
+            spans,
+            done: 0,
+        }
+    }
+}
+
+impl blindjoin_protocols::ub_oprf::CacheSource for TransferSource<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> Result<(), blindjoin_protocols::ProtocolError> {
+        use blindjoin_protocols::ProtocolError;
+        while self.spans.first().is_some_and(|&(_, len)| len == self.done) {
+            self.spans.remove(0);
+            self.done = 0;
+        }
+        let &(at, len) = self
+            .spans
+            .first()
+            .ok_or(ProtocolError::Unreachable("read past the cache's sections"))?;
+        if self.done + buf.len() as u64 > len {
+            return Err(ProtocolError::Unreachable(
+                "a read spans two cache sections",
+            ));
+        }
+        self.file
+            .read_at(buf, at + self.done)
+            .map_err(|e| ProtocolError::Config(format!("cannot send the server cache: {e}")))?;
+        self.done += buf.len() as u64;
+        Ok(())
+    }
+}
+
 impl blindjoin_protocols::ub_oprf::CacheLookup for CacheFile {
     /// One sequential pass over the values, merged with the sorted tags.
     fn positions(
@@ -994,6 +1050,38 @@ mod tests {
         w.commit().unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), std::fs::read(&q).unwrap());
         assert_eq!(open_client(&q).unwrap().meta, meta);
+    }
+
+    #[test]
+    fn the_transfer_from_the_file_sends_what_the_memory_sends() {
+        use blindjoin_protocols::ub_oprf::{recv_cache, send_cache, send_cache_from};
+        // Over one message (4 MiB) of values, so the file is read in several pieces.
+        for (n, labels) in [(0u64, false), (1, true), (400_000, false), (3000, true)] {
+            let (mut meta, values, digests) = sample(n);
+            let mut l = SealedLabels::default();
+            l.offsets.push(0);
+            for i in 0..n {
+                l.push(&vec![i as u8; 16 + (i % 5) as usize]);
+            }
+            if labels {
+                meta.labels = Some(LabelMeta {
+                    salt: [2; SALT_LEN],
+                    columns: vec!["v".into()],
+                    bytes: l.data.len() as u64,
+                });
+            }
+            let sealed = labels.then_some(&l);
+            let p = tmp(&format!("send{n}{labels}"));
+            write_server(&p, &meta, &values, &digests, sealed).unwrap();
+            let f = open_server(&p).unwrap();
+            let (mut a, mut b) = blindjoin_link::mem_pair();
+            send_cache_from(&mut a, &meta, &mut f.transfer_source()).unwrap();
+            let from_file = recv_cache(&mut b, u64::MAX).unwrap();
+            send_cache(&mut a, &meta, &values, sealed).unwrap();
+            let from_memory = recv_cache(&mut b, u64::MAX).unwrap();
+            assert_eq!(from_file, from_memory, "{n} {labels}");
+            assert_eq!(from_file, (meta, values, sealed.cloned()));
+        }
     }
 
     #[cfg(unix)]

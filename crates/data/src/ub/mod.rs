@@ -6,9 +6,11 @@
 
 pub mod budget;
 pub mod cache;
+pub mod gen_cache;
 pub mod key;
 pub mod labels;
 mod run;
+mod sort_runs;
 
 pub use run::run_ub;
 

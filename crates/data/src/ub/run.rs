@@ -2,7 +2,8 @@
 //! offline (both), online, full (all on one connection). The protocol sees digests and the
 //! link; this module reads the tables, keeps the files and maps results back to rows.
 
-use super::cache::{self, ClientCache, ServerCache};
+use super::cache::{self, ClientCache};
+use super::gen_cache::{CacheSorter, LabelSource, SortLimits};
 use super::labels::{self as lab, LabelRows};
 use super::{LabelChoice, UbError, UbMode, UbPhase, UbReport, UbRole, UbSpec, budget, key};
 use crate::error::ConfigError;
@@ -16,10 +17,10 @@ use blindjoin_crypto::oprf::OprfScalar;
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
 use blindjoin_protocols::ub_oprf::LabelMeta;
-use blindjoin_protocols::ub_oprf::labels::{LabelKey, SALT_LEN, SealedLabels, open, seal};
+use blindjoin_protocols::ub_oprf::labels::{LabelKey, SALT_LEN, open};
 use blindjoin_protocols::ub_oprf::{
-    CacheMeta, OnlineOptions, evaluate_server_set, online_client_with, online_server_hello,
-    online_server_serve, recv_cache_into, send_cache, tag_len,
+    CacheMeta, OnlineOptions, online_client_with, online_server_hello, online_server_serve,
+    recv_cache_into, send_cache_from,
 };
 use blindjoin_protocols::{Progress, ProtocolError};
 use rayon::prelude::*;
@@ -197,21 +198,6 @@ struct Keyed {
     unique: Vec<ItemDigest>,
 }
 
-/// The input's row count and its unique key digests (sorted), streamed: the rows are never all
-/// in memory.
-fn read_unique_digests(
-    spec: &UbSpec,
-    path: &Path,
-    progress: &dyn Progress,
-) -> Result<(u64, Vec<ItemDigest>), UbError> {
-    let (_, digests) =
-        crate::pipeline::spill::key_digests(path, spec.input_format, &spec.keys, progress)?;
-    let rows = digests.len() as u64;
-    let mut unique = sorted_unique(digests);
-    unique.shrink_to_fit();
-    Ok((rows, unique))
-}
-
 /// The distinct digests of `digests`, sorted.
 fn sorted_unique(mut digests: Vec<ItemDigest>) -> Vec<ItemDigest> {
     digests.par_sort_unstable();
@@ -252,149 +238,55 @@ fn server(
 ) -> Result<(), UbError> {
     let mut keyed: Option<Keyed> = None;
     let mut key: Option<OprfScalar> = None;
-    let mut server_file: Option<cache::CacheFile> = None;
-    let cache: ServerCache = if spec.mode.generates() {
+    if spec.mode.generates() {
+        let _span = crate::trace::span("generate cache");
         let clock = PhaseClock::start(None);
         let k = match &spec.secret_key_path {
             Some(p) => key::load_or_create(p, spec.curve, true)?.0,
             None => OprfScalar::random(spec.curve)?,
         };
-        let table = input(spec, "the server reads its table to generate the cache")?;
-        let want_labels = spec.label_columns != LabelChoice::None;
-        if want_labels && spec.input_format == TableFormat::Parquet {
-            return Err(UbError::Data(DataError::Config(ConfigError::Invalid {
-                field: "blindjoin.label_columns".into(),
-                message: "labels are read from a CSV server table; this one is Parquet (convert \
-                          it, or leave label_columns out)"
-                    .into(),
-            })));
-        }
-        // The rows themselves are needed only when this run goes on to write them or seals
-        // labels; otherwise the table is streamed for its key digests alone.
-        let mut label_cols: Vec<String> = Vec::new();
-        let (rows, unique) = if (spec.mode.queries() && spec.server_get_result) || want_labels {
-            let kd = read_keyed(spec, table, progress)?;
-            if want_labels {
-                label_cols =
-                    lab::choose_columns(&kd.table.columns.header, &spec.keys, &spec.label_columns)?;
-            }
-            let counts = (kd.table.len() as u64, kd.unique.clone());
-            keyed = Some(kd);
-            counts
-        } else {
-            read_unique_digests(spec, table, progress)?
-        };
-        let tl = tag_len(unique.len() as u64);
-        let set = evaluate_server_set(&k, &unique, tl, !label_cols.is_empty(), progress)?;
-        let (values, order) = (set.values, set.order);
-        let mut label_meta = None;
-        let mut sealed = None;
-        if let (Some(points), Some(kd)) = (set.points, keyed.as_ref()) {
-            progress.stage("sealing the labels", order.len() as u64);
-            let by_key = lab::rows_by_key(&unique, &kd.row_digests);
-            let vals = lab::row_values(&kd.table, &label_cols)?;
-            let mut salt = [0u8; SALT_LEN];
-            blindjoin_crypto::random_bytes(&mut salt)?;
-            let blobs: Vec<Vec<u8>> = order
-                .par_iter()
-                .map(|&u| {
-                    let rows: Vec<&[Vec<u8>]> =
-                        by_key[u as usize].iter().map(|&i| &vals[i][..]).collect();
-                    seal(
-                        &LabelKey::derive(&points[u as usize], &salt),
-                        &lab::encode(&rows),
-                    )
-                })
-                .collect();
-            if let Some(b) = blobs.iter().find(|b| b.len() > labels_max()) {
-                return Err(UbError::Data(DataError::Config(ConfigError::Invalid {
-                    field: "blindjoin.label_columns".into(),
-                    message: format!(
-                        "one key's rows hold {} bytes of labels; the most one key may carry is \
-                         {} (choose fewer columns)",
-                        b.len(),
-                        labels_max()
-                    ),
-                })));
-            }
-            let mut s = SealedLabels::default();
-            s.offsets.push(0);
-            for b in &blobs {
-                s.push(b);
-            }
-            label_meta = Some(LabelMeta {
-                salt,
-                columns: label_cols.clone(),
-                bytes: s.data.len() as u64,
-            });
-            sealed = Some(s);
-            if !(spec.mode.queries() && spec.server_get_result) {
-                keyed = None;
-            }
-        }
-        let digests: Vec<ItemDigest> = order.par_iter().map(|&i| unique[i as usize]).collect();
-        drop(unique);
-        let meta = CacheMeta {
-            curve: spec.curve,
-            count: digests.len() as u64,
-            tag_len: tl,
-            key_check: k.key_check_value()?,
-            labels: label_meta,
-        };
-        progress.stage("writing the server cache", 0);
-        cache::write_server(&spec.cache_path, &meta, &values, &digests, sealed.as_ref())?;
+        let (rows, meta) = generate(spec, &k, progress, &mut keyed)?;
         report.original_count = rows as i64;
-        report.original_key_count = digests.len() as i64;
+        report.original_key_count = meta.count as i64;
+        report.cache_count = meta.count;
+        report.cache_value_bytes = meta.tag_len as u64;
         report.gen_cache = Some(clock.stop(None));
         key = Some(k);
-        ServerCache {
-            meta,
-            values,
-            digests,
-            labels: sealed,
-        }
-    } else {
-        // Online alone reads the cache in place (checked whole by one streaming pass): the
-        // server's memory then does not grow with its set. Transfer sends it from memory.
-        let c = if spec.mode == UbMode::Online {
-            let f = cache::open_server(&spec.cache_path)?;
-            let c = ServerCache {
-                meta: f.meta.clone(),
-                values: Vec::new(),
-                digests: Vec::new(),
-                labels: None,
-            };
-            server_file = Some(f);
-            c
-        } else {
-            cache::read_server(&spec.cache_path)?
-        };
+    }
+    if spec.mode == UbMode::GenCache {
+        return Ok(());
+    }
+    // Every later phase reads the cache in place (checked whole by one streaming pass): the
+    // server's memory does not grow with its set.
+    let file = {
+        let _span = crate::trace::span("check cache");
+        cache::open_server(&spec.cache_path)?
+    };
+    if !spec.mode.generates() {
         if let Some(p) = &spec.secret_key_path {
             let k = key::load_or_create(p, spec.curve, false)?.0;
-            cache::check_key(&spec.cache_path, &c.meta, &k.key_check_value()?, p)?;
+            cache::check_key(&spec.cache_path, &file.meta, &k.key_check_value()?, p)?;
             key = Some(k);
         }
-        if c.meta.curve != spec.curve {
+        if file.meta.curve != spec.curve {
             return Err(UbError::Cache {
                 path: spec.cache_path.clone(),
                 problem: format!(
                     "the cache was generated on {}, this run asks for {}",
-                    c.meta.curve, spec.curve
+                    file.meta.curve, spec.curve
                 ),
                 fix: "set blindjoin.curve to the cache's curve, or regenerate the cache",
             });
         }
-        c
-    };
-    report.cache_count = cache.meta.count;
-    report.cache_value_bytes = cache.meta.tag_len as u64;
-    if spec.mode == UbMode::GenCache {
-        return Ok(());
     }
+    let meta = &file.meta;
+    report.cache_count = meta.count;
+    report.cache_value_bytes = meta.tag_len as u64;
     // Read the table before the query (and while the link comes up), so the online time is
     // the protocol's alone and the client does not wait for our table.
     let prep = Instant::now();
     if spec.mode.queries() && spec.server_get_result && keyed.is_none() {
+        let _span = crate::trace::span("read input");
         keyed = Some(read_keyed(
             spec,
             input(
@@ -408,16 +300,22 @@ fn server(
     if spec.mode.queries() {
         report.online_prepare_s = Some(prep.elapsed().as_secs_f64());
     }
-    let l = peer.get()?;
+    let l = {
+        let _span = crate::trace::span("connect");
+        peer.get()?
+    };
     if spec.mode.transfers() {
+        let _span = crate::trace::span("transfer cache");
         let clock = PhaseClock::start(Some(l));
         progress.stage("sending the cache", 0);
-        send_cache(l, &cache.meta, &cache.values, cache.labels.as_ref())?;
+        // Read from the file one message at a time.
+        send_cache_from(l, meta, &mut file.transfer_source())?;
         report.transfer_cache = Some(clock.stop(Some(l)));
     }
     if !spec.mode.queries() {
         return Ok(());
     }
+    let online_span = crate::trace::span("online");
     let key = key.ok_or_else(|| UbError::KeyFile {
         path: Default::default(),
         problem: "ub_psi_config.server_secret_key_path is required on the server in MODE_ONLINE \
@@ -429,7 +327,7 @@ fn server(
         server_get_result: spec.server_get_result,
         threshold: spec.threshold,
     };
-    if cache.meta.labels.is_some() && opts.shuffled() {
+    if meta.labels.is_some() && opts.shuffled() {
         return Err(UbError::Data(DataError::Config(ConfigError::Invalid {
             field: "blindjoin.label_columns".into(),
             message: "the cache carries sealed labels, and with client_get_result false (the \
@@ -439,17 +337,19 @@ fn server(
                 .into(),
         })));
     }
+    let query_span = crate::trace::span("query");
     let clock = PhaseClock::start(Some(l));
     // The client's announced count is charged to the key before anything is evaluated.
-    let n_client = online_server_hello(l, &cache.meta, opts)?;
+    let n_client = online_server_hello(l, meta, opts)?;
     report.key_query_items = Some(budget::charge(
         spec.secret_key_path.as_deref(),
         &key.key_check_value()?,
         spec.max_query_items,
         n_client,
     )?);
-    let out = online_server_serve(l, &key, &cache.meta, opts, n_client, progress)?;
+    let out = online_server_serve(l, &key, meta, opts, n_client, progress)?;
     report.online = Some(clock.stop(Some(l)));
+    drop(query_span);
     report.client_key_count = Some(out.peer_count);
     if let (Some(t), Some(real)) = (spec.threshold, out.count) {
         let revealed = out
@@ -460,28 +360,105 @@ fn server(
         write_counts(spec, real, revealed)?;
     }
     if let (Some(positions), Some(kd)) = (out.intersection, keyed.as_ref()) {
-        let matched: HashSet<ItemDigest> = match &server_file {
-            Some(f) => positions
-                .iter()
-                .map(|&p| f.digest_at(p))
-                .collect::<Result<_, _>>()?,
-            None => positions
-                .iter()
-                .filter_map(|&p| cache.digests.get(p).copied())
-                .collect(),
-        };
+        let match_span = crate::trace::span("match");
+        let matched: HashSet<ItemDigest> = positions
+            .iter()
+            .map(|&p| file.digest_at(p))
+            .collect::<Result<_, _>>()?;
         let present: HashSet<&ItemDigest> = kd.unique.iter().collect();
-        if let Some(missing) = matched.iter().find(|d| !present.contains(d)) {
-            let _ = missing;
+        if matched.iter().any(|d| !present.contains(d)) {
             return Err(UbError::InputChanged {
                 path: kd.table.path.clone(),
                 problem: "a key in the cache is no longer in the table".into(),
             });
         }
+        drop(match_span);
         report.intersection_key_count = matched.len() as i64;
+        let _span = crate::trace::span("write output");
         write_matches(spec, kd, &matched, None, report)?;
     }
+    drop(online_span);
     Ok(())
+}
+
+/// Generates the server cache at `spec.cache_path` under `k` by the external sort
+/// ([`gen_cache`]); returns the table's row count and the cache's metadata. The table is read
+/// whole only when this run goes on to write its rows (kept in `keyed`) or seals labels;
+/// otherwise its key digests stream into the sort and memory does not grow with the table.
+fn generate(
+    spec: &UbSpec,
+    k: &OprfScalar,
+    progress: &dyn Progress,
+    keyed: &mut Option<Keyed>,
+) -> Result<(u64, CacheMeta), UbError> {
+    let table = input(spec, "the server reads its table to generate the cache")?;
+    let want_labels = spec.label_columns != LabelChoice::None;
+    if want_labels && spec.input_format == TableFormat::Parquet {
+        return Err(UbError::Data(DataError::Config(ConfigError::Invalid {
+            field: "blindjoin.label_columns".into(),
+            message: "labels are read from a CSV server table; this one is Parquet (convert \
+                      it, or leave label_columns out)"
+                .into(),
+        })));
+    }
+    let limits = SortLimits::default();
+    let keep_rows = spec.mode.queries() && spec.server_get_result;
+    if !(keep_rows || want_labels) {
+        let mut sorter = CacheSorter::new(&spec.cache_path, k, spec.curve, None, limits);
+        let rows = crate::pipeline::spill::for_each_key_digest(
+            table,
+            spec.input_format,
+            &spec.keys,
+            progress,
+            &mut |d| sorter.push(d),
+        )?;
+        let (meta, _) = sorter.finish(progress)?;
+        return Ok((rows, meta));
+    }
+    let kd = {
+        let _span = crate::trace::span("read input");
+        read_keyed(spec, table, progress)?
+    };
+    let label_cols = if want_labels {
+        lab::choose_columns(&kd.table.columns.header, &spec.keys, &spec.label_columns)?
+    } else {
+        Vec::new()
+    };
+    let (by_key, vals) = if label_cols.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        (
+            lab::rows_by_key(&kd.unique, &kd.row_digests),
+            lab::row_values(&kd.table, &label_cols)?,
+        )
+    };
+    let plain = |d: &ItemDigest| -> Result<Vec<u8>, DataError> {
+        let u = kd.unique.binary_search(d).map_err(|_| {
+            DataError::Protocol(ProtocolError::Unreachable(
+                "a label for a key not in the table",
+            ))
+        })?;
+        let rows: Vec<&[Vec<u8>]> = by_key[u].iter().map(|&i| &vals[i][..]).collect();
+        Ok(lab::encode(&rows))
+    };
+    let mut salt = [0u8; SALT_LEN];
+    blindjoin_crypto::random_bytes(&mut salt)?;
+    let src = LabelSource {
+        salt,
+        columns: label_cols,
+        plain: &plain,
+    };
+    let labels = (!src.columns.is_empty()).then_some(&src);
+    let mut sorter = CacheSorter::new(&spec.cache_path, k, spec.curve, labels, limits);
+    for d in &kd.unique {
+        sorter.push(*d)?;
+    }
+    let (meta, _) = sorter.finish(progress)?;
+    let rows = kd.table.len() as u64;
+    if keep_rows {
+        *keyed = Some(kd);
+    }
+    Ok((rows, meta))
 }
 
 /// Threshold mode: writes `real_count,final_count` (the intersection's unique keys, and those
@@ -496,11 +473,6 @@ fn write_counts(spec: &UbSpec, real: u64, revealed: u64) -> Result<(), UbError> 
     Ok(())
 }
 
-/// The most bytes one key's sealed label may have.
-fn labels_max() -> usize {
-    blindjoin_protocols::ub_oprf::labels::MAX_SEALED_LEN
-}
-
 fn client(
     spec: &UbSpec,
     progress: &dyn Progress,
@@ -509,7 +481,11 @@ fn client(
 ) -> Result<(), UbError> {
     let mut client_file: Option<cache::CacheFile> = None;
     let cache: ClientCache = if spec.mode.transfers() {
-        let l = peer.get()?;
+        let l = {
+            let _span = crate::trace::span("connect");
+            peer.get()?
+        };
+        let transfer_span = crate::trace::span("transfer cache");
         let clock = PhaseClock::start(Some(l));
         progress.stage("receiving the cache", 0);
         // Streamed into the file as it arrives: the client's memory does not grow with the
@@ -531,8 +507,10 @@ fn client(
         }
         w.commit()?;
         report.transfer_cache = Some(clock.stop(Some(l)));
+        drop(transfer_span);
         // MODE_FULL goes on to query: from the file, in place, as MODE_ONLINE.
         if spec.mode.queries() {
+            let _span = crate::trace::span("check cache");
             client_file = Some(cache::open_client(&spec.cache_path)?);
         }
         ClientCache {
@@ -544,6 +522,7 @@ fn client(
         // Read in place (checked whole by one streaming pass, looked up by another): the
         // client's memory does not grow with the server's set.
         let prep = Instant::now();
+        let _span = crate::trace::span("check cache");
         let f = cache::open_client(&spec.cache_path)?;
         report.online_prepare_s = Some(prep.elapsed().as_secs_f64());
         let c = ClientCache {
@@ -560,6 +539,7 @@ fn client(
         return Ok(());
     }
     let prep = Instant::now();
+    let read_span = crate::trace::span("read input");
     let kd = read_keyed(
         spec,
         input(
@@ -568,6 +548,7 @@ fn client(
         )?,
         progress,
     )?;
+    drop(read_span);
     report.original_count = kd.table.len() as i64;
     report.original_key_count = kd.unique.len() as i64;
     report.client_key_count = Some(kd.unique.len() as u64);
@@ -582,18 +563,24 @@ fn client(
                 .into(),
         })));
     }
-    let l = peer.get()?;
+    let l = {
+        let _span = crate::trace::span("connect");
+        peer.get()?
+    };
     let opts = OnlineOptions {
         client_get_result: spec.client_get_result,
         server_get_result: spec.server_get_result,
         threshold: spec.threshold,
     };
+    let _online_span = crate::trace::span("online");
+    let query_span = crate::trace::span("query");
     let clock = PhaseClock::start(Some(l));
     let file = client_file.as_mut().ok_or(ProtocolError::Unreachable(
         "the client queries without its cache file",
     ))?;
     let out = online_client_with(l, &cache.meta, file, &kd.unique, opts, progress)?;
     report.online = Some(clock.stop(Some(l)));
+    drop(query_span);
     if let (Some(_), Some(real), Some(revealed)) =
         (spec.threshold, out.count, out.intersection.as_ref())
     {
@@ -605,6 +592,7 @@ fn client(
         report.intersection_key_count = matched.len() as i64;
         let opened = match &cache.meta.labels {
             Some(m) => {
+                let _span = crate::trace::span("open labels");
                 let at: Vec<u32> = out
                     .hits
                     .iter()
@@ -616,6 +604,7 @@ fn client(
             None => None,
         };
         let labels = opened.as_ref().map(|(m, rows)| (&m.columns[..], rows));
+        let _span = crate::trace::span("write output");
         write_matches(spec, &kd, &matched, labels, report)?;
     } else if let Some(c) = out.count {
         // The client always learns the count (see the protocol's leakage); report it.
