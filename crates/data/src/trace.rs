@@ -128,34 +128,6 @@ impl Drop for Span {
     }
 }
 
-/// Records stages that ran back to back and ended now, from their lengths in seconds (`None`:
-/// the stage did not run), for a pipeline that reports its phases' times rather than marking
-/// them (unbalanced PSI).
-pub fn phases_ending_now(phases: &[(&'static str, Option<f64>)]) {
-    let _ = RECORDER.try_with(|r| {
-        if let Ok(mut r) = r.try_borrow_mut()
-            && let Some(rec) = r.as_mut()
-        {
-            let mut end = rec.start.elapsed().as_secs_f64() * 1e6;
-            for &(name, secs) in phases.iter().rev() {
-                let Some(secs) = secs else { continue };
-                let dur = (secs.max(0.0) * 1e6).min(end);
-                end -= dur;
-                rec.events.push(Event {
-                    name: name.to_string(),
-                    cat: "stage",
-                    ph: "X",
-                    ts: end,
-                    dur,
-                    pid: 1,
-                    tid: 1,
-                    args: None,
-                });
-            }
-        }
-    });
-}
-
 /// The trace file: the events in start order (an enclosing stage before the buckets inside it),
 /// plus the process's name (`party` and the kind of run) for the viewer's track.
 #[derive(Serialize)]
