@@ -91,7 +91,7 @@ fn spawn(cfg: &Path, extra: &[String]) -> Child {
 
 /// The flags for `w` workers: the receiver listens (its id sorts first), on a fresh range of
 /// `w` contiguous free ports (taken from the shared counter, so no other test gets them).
-fn worker_flags(w: usize) -> Vec<String> {
+pub(super) fn worker_flags(w: usize) -> Vec<String> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = LOCK
         .lock()

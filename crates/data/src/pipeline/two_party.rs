@@ -5,6 +5,7 @@
 use crate::error::DataError;
 use crate::pipeline::bucket::BucketedPsi;
 use crate::pipeline::partition;
+use crate::pipeline::partition_recovery::RecoveryAt;
 use crate::pipeline::process::{Processor, RunsAt, key_groups, key_set_digest, key_sets_equal};
 use crate::pipeline::recovery::{Checkpoint, Recovery};
 use crate::pipeline::report::{PeakTracker, Report, Stages};
@@ -339,6 +340,8 @@ fn wanted_workers(spec: &RunSpec, net: bool) -> Result<usize, DataError> {
     if !net {
         return Ok(1);
     }
+    // With recovery the default is 1: a rerun must use the interrupted run's count, which a
+    // default taken from the machine's free memory would not promise.
     let splittable = spec.reveal == Reveal::Intersection
         && spec.min_intersection.is_none()
         && spec.recovery.is_none();
@@ -355,14 +358,6 @@ fn wanted_workers(spec: &RunSpec, net: bool) -> Result<usize, DataError> {
         }
     };
     partition::check_splittable(w, spec.reveal, spec.min_intersection)?;
-    if w > 1 && spec.recovery.is_some() {
-        return Err(DataError::Config(crate::error::ConfigError::Invalid {
-            field: "blindjoin.workers (--workers)".into(),
-            message: format!(
-                "{w} workers asked for with recovery_config; partitioned runs do not                  checkpoint yet. Use 1 worker, or run without recovery"
-            ),
-        }));
-    }
     Ok(w.min(blindjoin_link::worker::MAX_PARTITIONS as usize))
 }
 
@@ -428,8 +423,18 @@ fn run_on_link_with(
     } else {
         false
     };
-    let resume = match &recovery {
-        Some((_, cp)) => Some(cp.agree(link, b)?),
+    // A partitioned run's partitions each agree where they resume, on their own links.
+    let resume = match &mut recovery {
+        Some((rec, cp)) => {
+            if cp.use_partitions(parts)? {
+                rec.save(cp)?;
+            }
+            if parts > 1 {
+                None
+            } else {
+                Some(cp.agree(link, b)?)
+            }
+        }
         None => None,
     };
     let runs_at = match (&recovery, &resume, table.dir()) {
@@ -458,11 +463,24 @@ fn run_on_link_with(
         progress.stage("running the protocol (partitions)", 0);
         let _span = crate::trace::span("partitions");
         let listener = TcpLink::is_listener(main);
-        let (work, stats) = partition::run_partitions(
-            spec, &hs, &opts, &mut table, session, links, listener, equal_sets, cancel,
+        let checkpoints = recovery.as_ref().map(|(rec, _)| RecoveryAt {
+            folder: rec.folder().to_path_buf(),
+            fingerprint: rec.fingerprint().to_string(),
+        });
+        let (work, stats, resumed) = partition::run_partitions(
+            spec,
+            &hs,
+            &opts,
+            &mut table,
+            session,
+            links,
+            listener,
+            equal_sets,
+            checkpoints,
+            cancel,
         )?;
         worker_stats = stats;
-        (work, 0)
+        (work, resumed)
     } else {
         let mut work = Processor::new(spec, psi, runs_at)?;
         if equal_sets {
