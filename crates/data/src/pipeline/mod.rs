@@ -8,6 +8,7 @@ pub mod bucket;
 pub mod join;
 pub(crate) mod n_party;
 pub mod partition;
+pub mod partition_job;
 pub(crate) mod partition_recovery;
 pub(crate) mod process;
 pub(crate) mod recovery;

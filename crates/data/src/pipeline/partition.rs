@@ -26,7 +26,9 @@ use blindjoin_link::worker::{
     MAX_PARTITIONS, SessionId, WorkerGreeting, WorkerTable, greet_worker,
 };
 use blindjoin_link::{Cancel, Link, LinkStats, TcpLink, TcpOptions};
-use blindjoin_protocols::{HandshakeChecked, NoProgress, ProtocolError, PsiOptions, Reveal};
+use blindjoin_protocols::{
+    HandshakeChecked, Hello, NoProgress, ProtocolError, PsiOptions, Reveal, handshake,
+};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
@@ -360,11 +362,56 @@ pub(crate) fn run_partition<'a>(
     units: &SharedUnits<'_>,
     cancel: &Cancel,
 ) -> Result<PartitionDone<'a>, DataError> {
+    let (mut link, theirs) = connect_worker(
+        &job.link,
+        job.listener,
+        &job.greeting,
+        job.hs.ours(),
+        cancel,
+    )?;
+    if theirs.theirs() != job.hs.theirs() {
+        let why = "the peer's worker announced another run than its coordinator did (the \
+                   worker link's handshake differs from the main link's)";
+        link.abort(why);
+        return Err(DataError::Protocol(ProtocolError::PeerMisbehaved(
+            why.into(),
+        )));
+    }
+    run_on_worker_link(&job, units, link)
+}
+
+/// Connects partition `greeting.partition`'s worker link, checks the greeting, and runs the
+/// handshake on it again with `hello` (the main link's): every worker link is bound to the
+/// run's session and attempt, and re-checks the run's parameters, whichever process it
+/// runs in.
+///
+/// # Errors
+/// Link errors; a refused greeting; a handshake mismatch.
+pub(crate) fn connect_worker(
+    opts: &TcpOptions,
+    listener: bool,
+    greeting: &WorkerGreeting,
+    hello: &Hello,
+    cancel: &Cancel,
+) -> Result<(TcpLink, HandshakeChecked), DataError> {
+    let mut link = TcpLink::establish_as(opts, listener, cancel)?;
+    greet_worker(&mut link, greeting)?;
+    let hs = handshake(&mut link, hello.clone())?;
+    Ok((link, hs))
+}
+
+/// Runs `job`'s partition on its connected worker link and closes it.
+///
+/// # Errors
+/// As [`run_partition`].
+pub(crate) fn run_on_worker_link<'a>(
+    job: &PartitionJob<'a>,
+    units: &SharedUnits<'_>,
+    mut link: TcpLink,
+) -> Result<PartitionDone<'a>, DataError> {
     let p = job.greeting.partition as usize;
     let parts = job.greeting.partitions as usize;
-    let mut link = TcpLink::establish_as(&job.link, job.listener, cancel)?;
-    greet_worker(&mut link, &job.greeting)?;
-    match partition_buckets(&job, units, &mut link, p, parts) {
+    match partition_buckets(job, units, &mut link, p, parts) {
         Ok((work, resumed)) => {
             link.close()?;
             Ok(PartitionDone {

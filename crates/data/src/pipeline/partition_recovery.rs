@@ -208,6 +208,27 @@ impl PartitionRecovery {
         }
     }
 
+    /// The state after the partition's last bucket (`range.end`), for the final merge.
+    ///
+    /// # Errors
+    /// The partition has not finished.
+    pub(crate) fn finished(&self, range: &Range<usize>) -> Result<ProcessorState, DataError> {
+        match &self.cp.current {
+            Some(s) if s.buckets_done == range.end => Ok(s.clone()),
+            None if range.is_empty() => Ok(ProcessorState {
+                buckets_done: range.start,
+                ..ProcessorState::default()
+            }),
+            other => Err(DataError::Protocol(ProtocolError::Config(format!(
+                "partition {} has not finished: its checkpoint is at bucket {} of {}..{}",
+                self.cp.partition,
+                other.as_ref().map_or(range.start, |s| s.buckets_done),
+                range.start,
+                range.end
+            )))),
+        }
+    }
+
     /// Records a finished bucket (the runs already synced) and replaces the checkpoint.
     ///
     /// # Errors

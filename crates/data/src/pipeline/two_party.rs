@@ -84,14 +84,9 @@ pub(crate) fn connect_in_background(
     Ok(rx)
 }
 
-/// The body of [`run_with_cancel`]; errors are reported as they happened.
-fn run_inner(
-    spec: &RunSpec,
-    progress: &dyn Progress,
-    cancel: &Cancel,
-) -> Result<Report, DataError> {
-    let start = Instant::now();
-    let opts = TcpOptions {
+/// The main link's options.
+pub(crate) fn link_options(spec: &RunSpec) -> TcpOptions {
+    TcpOptions {
         self_id: spec.parties.self_id.clone(),
         self_addr: spec.parties.self_addr.clone(),
         peer_id: spec.parties.peer_id.clone(),
@@ -101,7 +96,32 @@ fn run_inner(
         silence_timeout: spec.silence_timeout,
         tls: spec.tls.clone(),
         shape: spec.link_shape,
-    };
+    }
+}
+
+/// The protocol options of a run, with its secret key (if any).
+pub(crate) fn psi_options(spec: &RunSpec, secret_key: Option<Zeroizing<Vec<u8>>>) -> PsiOptions {
+    PsiOptions {
+        batch_size: spec.batch_size,
+        secret_key,
+        reveal: spec.reveal,
+        ..PsiOptions::default()
+    }
+}
+
+/// The hello this party announces in the run's handshake (and on every worker link).
+pub(crate) fn hello(spec: &RunSpec, rows: u64) -> Hello {
+    Hello::new(spec.protocol, spec.role, spec.broadcast_result, rows).with_reveal(spec.reveal)
+}
+
+/// The body of [`run_with_cancel`]; errors are reported as they happened.
+fn run_inner(
+    spec: &RunSpec,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+) -> Result<Report, DataError> {
+    let start = Instant::now();
+    let opts = link_options(spec);
     // A partition count this run refuses fails before anything else.
     wanted_workers(spec, true)?;
     // Connect while reading the input: both take time, and neither needs the other.
@@ -234,7 +254,7 @@ fn spills(spec: &RunSpec) -> bool {
 /// The columns of a table spilled by an earlier run, from its checkpoint's header; a Parquet
 /// input's schema is read from its footer again (the recovery checks that the input is the
 /// one the checkpoint was made from).
-fn resumed_columns(spec: &RunSpec, header: Vec<String>) -> Result<Columns, DataError> {
+pub(crate) fn resumed_columns(spec: &RunSpec, header: Vec<String>) -> Result<Columns, DataError> {
     Ok(Columns {
         header,
         schema: match spec.input_format {
@@ -244,7 +264,21 @@ fn resumed_columns(spec: &RunSpec, header: Vec<String>) -> Result<Columns, DataE
     })
 }
 
+/// A prepared input's parts: the table, its recovery folder and checkpoint, the secret key,
+/// and the seconds reading took.
+pub(crate) type PreparedParts = (
+    SpilledTable,
+    Option<(Recovery, Checkpoint)>,
+    Option<Zeroizing<Vec<u8>>>,
+    f64,
+);
+
 impl Prepared {
+    /// Its parts, for a run driven in phases ([`crate::pipeline::partition_job`]).
+    pub(crate) fn into_parts(self) -> PreparedParts {
+        (self.source, self.recovery, self.secret_key, self.read_s)
+    }
+
     /// The keyed table and the seconds reading it took (the three-party run uses neither
     /// recovery nor a secret key).
     pub(crate) fn into_table(self) -> (SpilledTable, f64) {
@@ -269,19 +303,7 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
     // 32 bytes (a scalar, on every curve) that group and others cannot read; refused
     // otherwise, naming `chmod 600`. Read before the input, so a bad key file fails the run
     // at once, not after a long spill.
-    let secret_key = match &spec.secret_key_path {
-        None => None,
-        Some(p) => Some(
-            private_fs::read_key_file(p, 32, " bytes: a scalar of the curve").map_err(
-                |problem| {
-                    DataError::Config(crate::error::ConfigError::Invalid {
-                        field: "blindjoin.secret_key_path (--secret-key)".into(),
-                        message: format!("{}: {problem}", p.display()),
-                    })
-                },
-            )?,
-        ),
-    };
+    let secret_key = secret_key(spec)?;
     let mut recovery = None;
     let source = if let Some(folder) = &spec.recovery {
         let (rec, cp) = Recovery::open(spec, folder)?;
@@ -317,6 +339,26 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
         secret_key,
         read_s: t.elapsed().as_secs_f64(),
     })
+}
+
+/// The ECDH key file, checked as the unbalanced server's key file is: a regular file of 32
+/// bytes (a scalar, on every curve) that group and others cannot read; refused otherwise,
+/// naming `chmod 600`.
+///
+/// # Errors
+/// A bad key file.
+pub(crate) fn secret_key(spec: &RunSpec) -> Result<Option<Zeroizing<Vec<u8>>>, DataError> {
+    let Some(p) = &spec.secret_key_path else {
+        return Ok(None);
+    };
+    private_fs::read_key_file(p, 32, " bytes: a scalar of the curve")
+        .map(Some)
+        .map_err(|problem| {
+            DataError::Config(crate::error::ConfigError::Invalid {
+                field: "blindjoin.secret_key_path (--secret-key)".into(),
+                message: format!("{}: {problem}", p.display()),
+            })
+        })
 }
 
 /// Runs everything after the connection is up, on any link (tests use the in-memory one).
@@ -384,9 +426,7 @@ fn run_on_link_with(
 
     let t = Instant::now();
     let handshake_span = crate::trace::span("handshake");
-    let hello = Hello::new(spec.protocol, spec.role, spec.broadcast_result, table.rows)
-        .with_reveal(spec.reveal);
-    let hs = handshake(link, hello)?;
+    let hs = handshake(link, hello(spec, table.rows))?;
     let mut terms = RunTerms::of(spec);
     terms.workers = wanted_workers(spec, net.is_some())? as u32;
     let theirs = terms.agree(link, spec.role)?;
@@ -408,12 +448,7 @@ fn run_on_link_with(
     }
 
     let t = Instant::now();
-    let opts = PsiOptions {
-        batch_size: spec.batch_size,
-        secret_key,
-        reveal: spec.reveal,
-        ..PsiOptions::default()
-    };
+    let opts = psi_options(spec, secret_key);
     let psi = BucketedPsi::new(&hs, &opts, spec.bucket_size)?;
     let b = psi.buckets();
     let equal_sets = if spec.join.check_hash_digest {
@@ -499,6 +534,66 @@ fn run_on_link_with(
         )?;
         (work, first)
     };
+    finish_run(
+        spec,
+        work,
+        link,
+        &table,
+        progress,
+        RunSoFar {
+            stages,
+            t,
+            start,
+            first,
+            worker_stats,
+            peak,
+            bucket_peaks,
+            min_check,
+            equal_sets,
+        },
+    )
+}
+
+/// What a run measured and decided before its last stage ([`finish_run`]).
+pub(crate) struct RunSoFar {
+    pub stages: Stages,
+    /// When the protocol stage started.
+    pub t: Instant,
+    /// When the run started.
+    pub start: Instant,
+    /// Buckets taken from checkpoints.
+    pub first: usize,
+    pub worker_stats: blindjoin_link::LinkStats,
+    pub peak: PeakTracker,
+    pub bucket_peaks: Vec<u64>,
+    pub min_check: Option<u64>,
+    pub equal_sets: bool,
+}
+
+/// The last stage of a run, after every bucket: totals and checks with the peer over the main
+/// link, close it, merge the sorted runs into the output, write the count and the report.
+///
+/// # Errors
+/// Link, check and output errors.
+pub(crate) fn finish_run(
+    spec: &RunSpec,
+    work: Processor<'_>,
+    link: &mut dyn Link,
+    table: &SpilledTable,
+    progress: &dyn Progress,
+    so_far: RunSoFar,
+) -> Result<Report, DataError> {
+    let RunSoFar {
+        mut stages,
+        t,
+        start,
+        first,
+        worker_stats,
+        peak,
+        bucket_peaks,
+        min_check,
+        equal_sets,
+    } = so_far;
     let finish_span = crate::trace::span("finish (totals and checks with the peer)");
     let mut finished = work.finish(link)?;
     drop(finish_span);

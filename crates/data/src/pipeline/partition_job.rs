@@ -1,0 +1,591 @@
+//! A partitioned run driven in phases by an outside scheduler (Ray, through the Python wheel):
+//! each partition runs as a task in a process of its own, possibly on another machine of the
+//! party's cluster.
+//!
+//! 1. [`Coordinator::start`] (the calling process): reads and spills the table into the work
+//!    folder, connects the main link, runs the handshake and the run terms (the partition
+//!    count is agreed as for `--workers`), and exchanges the worker endpoint table. It returns
+//!    one [`Coordinator::jobs`] entry per partition.
+//! 2. [`run_partition_job`] (a task, anywhere that sees the work folder): connects that
+//!    partition's worker link (greeting with the session, partition and attempt; the handshake
+//!    again), agrees with the peer's worker where the partition resumes, and runs its buckets,
+//!    checkpointing after each ([`crate::pipeline::partition_recovery`]).
+//! 3. [`Coordinator::retry_round`]: after each round of tasks both coordinators swap their
+//!    failed partitions over the main link and retry the union, each at its next attempt; a
+//!    retried partition resumes from its checkpoint, the others are not redone.
+//! 4. [`Coordinator::finish`]: merges the partitions' sorted runs (from their final
+//!    checkpoints) into the output, as a one-process run does, and writes the report.
+//!
+//! The work folder is the recovery folder when `recovery_config` is on (the run then also
+//! survives the coordinator's crash), else a private temporary folder (0700) removed at the
+//! end. Either way the run declares recovery in its terms, so the peer must enable
+//! `recovery_config` or run on a scheduler too.
+//!
+//! A job is our own versioned encoding (a magic line, then JSON): the config text, the paths,
+//! the session id, the partition, the endpoint. It holds no key material (a secret key is read
+//! by the task from the key file the config names), so it can go through the scheduler's
+//! object store; it still names the party's files, so it is never logged.
+
+use crate::error::{ConfigError, DataError};
+use crate::pipeline::bucket::BucketedPsi;
+use crate::pipeline::partition::{
+    self, PartitionJob, SharedUnits, buckets_of, connect_worker, run_on_worker_link, worker_link,
+};
+use crate::pipeline::partition_recovery::{PartitionRecovery, RecoveryAt};
+use crate::pipeline::process::{Processor, RunsAt, key_set_digest, key_sets_equal};
+use crate::pipeline::recovery::{Checkpoint, Recovery};
+use crate::pipeline::report::{PeakTracker, Report, Stages};
+use crate::pipeline::spill::{SpillDir, SpilledTable};
+use crate::pipeline::two_party::{self, RunSoFar};
+use crate::pipeline::wire::RunTerms;
+use crate::plan::Plan;
+use crate::spec::RunSpec;
+use crate::table::private_fs;
+use blindjoin_link::wire::WireMessage;
+use blindjoin_link::worker::{RetryRound, SessionId, WorkerGreeting};
+use blindjoin_link::{Cancel, Link, TcpLink};
+use blindjoin_protocols::{HandshakeChecked, NoProgress, ProtocolError, PsiOptions, handshake};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The first line of every job.
+const MAGIC: &[u8] = b"blindjoin-partition-job/1\n";
+/// Jobs are small (a config and a few paths): anything longer is refused unread.
+const MAX_JOB_BYTES: usize = 4 << 20;
+
+/// One partition's job, as [`Coordinator::jobs`] encodes it.
+#[derive(Clone, Serialize, Deserialize)]
+struct Job {
+    /// The launch config's text, its name for errors, and the folder its paths resolve in.
+    config: String,
+    source: String,
+    base_dir: PathBuf,
+    /// The partition count asked for (`workers`), as the coordinator's spec has it.
+    workers: usize,
+    /// The work folder: spill shards, checkpoints, the partitions' runs.
+    work_dir: PathBuf,
+    /// The run's fingerprint, checked against the work folder's checkpoint.
+    fingerprint: String,
+    session: SessionId,
+    partition: u32,
+    partitions: u32,
+    /// The worker link: the listening side's worker port, and whether we listen.
+    port: u16,
+    listener: bool,
+    /// The peer's row count from the main handshake: the worker's handshake must agree.
+    peer_rows: u64,
+    /// `check_hash_digest` found the key sets equal.
+    all_match: bool,
+}
+
+impl Job {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend(serde_json::to_vec(self).unwrap_or_default());
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Job, DataError> {
+        let bad = |why: String| {
+            DataError::Config(ConfigError::Invalid {
+                field: "partition job".into(),
+                message: why,
+            })
+        };
+        if bytes.len() > MAX_JOB_BYTES {
+            return Err(bad(format!(
+                "{} bytes, more than a job ever holds ({MAX_JOB_BYTES})",
+                bytes.len()
+            )));
+        }
+        let body = bytes
+            .strip_prefix(MAGIC)
+            .ok_or_else(|| bad("not a blindjoin partition job of this version".into()))?;
+        serde_json::from_slice(body).map_err(|e| bad(format!("unreadable ({e})")))
+    }
+
+    /// The run's spec, as the coordinator made it.
+    fn spec(&self) -> Result<RunSpec, DataError> {
+        let plan = Plan::from_config(&self.config, &self.source, &self.base_dir)?;
+        scheduled_spec(plan, self.workers, &self.work_dir)
+    }
+}
+
+/// A two-party plan's spec, set up for a scheduled run: `workers` partitions, checkpoints in
+/// `work_dir`.
+fn scheduled_spec(plan: Plan, workers: usize, work_dir: &Path) -> Result<RunSpec, DataError> {
+    let Plan::TwoParty(spec) = plan else {
+        return Err(DataError::Config(ConfigError::Invalid {
+            field: "psi_config".into(),
+            message: format!(
+                "a {} run cannot run on a scheduler; only two-party runs are partitioned",
+                plan.kind()
+            ),
+        }));
+    };
+    let mut spec = *spec;
+    spec.workers = Some(workers);
+    spec.recovery = Some(work_dir.to_path_buf());
+    Ok(spec)
+}
+
+/// What a partition task reports.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PartitionOutcome {
+    /// The partition.
+    pub partition: u32,
+    /// The attempt.
+    pub attempt: u32,
+    /// Buckets taken from the checkpoints rather than run.
+    pub resumed_buckets: u64,
+    /// The worker link's traffic.
+    pub bytes_sent: u64,
+    /// The worker link's traffic.
+    pub bytes_received: u64,
+}
+
+/// Runs one partition job (attempt `attempt`, which both coordinators agreed on) in this
+/// process.
+///
+/// # Errors
+/// A malformed job; link, protocol, checkpoint and file errors; a worker link that greets for
+/// another session, partition or attempt.
+pub fn run_partition_job(
+    job: &[u8],
+    attempt: u32,
+    cancel: &Cancel,
+) -> Result<PartitionOutcome, DataError> {
+    let job = Job::decode(job)?;
+    let spec = job.spec()?;
+    let (rec, cp) = Recovery::open(&spec, &job.work_dir)?;
+    let cp = match cp {
+        Some(cp) if rec.fingerprint() == job.fingerprint => cp,
+        _ => {
+            return Err(DataError::Config(ConfigError::Invalid {
+                field: "partition job".into(),
+                message: format!(
+                    "the work folder {} does not hold this run's spill (another run, or a \
+                     changed input)",
+                    job.work_dir.display()
+                ),
+            }));
+        }
+    };
+    let columns = two_party::resumed_columns(&spec, cp.header.clone())?;
+    let mut table = SpilledTable::reopen(
+        SpillDir::persistent(rec.shard_dir())?,
+        columns,
+        cp.rows,
+        cp.shards,
+    )?;
+    let opts = two_party::psi_options(&spec, two_party::secret_key(&spec)?);
+    let main = two_party::link_options(&spec);
+    let greeting = WorkerGreeting {
+        session: job.session,
+        partition: job.partition,
+        partitions: job.partitions,
+        attempt,
+    };
+    let link_opts = worker_link(&main, job.listener, job.port);
+    let hello = two_party::hello(&spec, cp.rows);
+    let (mut link, hs) = connect_worker(&link_opts, job.listener, &greeting, &hello, cancel)?;
+    if hs.theirs().item_count != job.peer_rows {
+        let why = format!(
+            "the peer's worker announced {} rows, its coordinator {}",
+            hs.theirs().item_count,
+            job.peer_rows
+        );
+        link.abort(&why);
+        return Err(DataError::Protocol(ProtocolError::PeerMisbehaved(why)));
+    }
+    let b = BucketedPsi::new(&hs, &opts, spec.bucket_size)?.buckets();
+    let parts = job.partitions as usize;
+    let units = SharedUnits::new(&mut table, b, parts);
+    let pjob = PartitionJob {
+        spec: &spec,
+        hs: &hs,
+        opts: &opts,
+        link: link_opts.clone(),
+        listener: job.listener,
+        greeting,
+        runs_dir: None,
+        all_match: job.all_match,
+        recovery: Some(RecoveryAt {
+            folder: job.work_dir.clone(),
+            fingerprint: job.fingerprint.clone(),
+        }),
+    };
+    let done = run_on_worker_link(&pjob, &units, link)?;
+    Ok(PartitionOutcome {
+        partition: job.partition,
+        attempt,
+        resumed_buckets: done.resumed as u64,
+        bytes_sent: done.stats.bytes_sent,
+        bytes_received: done.stats.bytes_received,
+    })
+}
+
+/// Most rounds of partition tasks a coordinator accepts from its caller: bounds how long two
+/// coordinators can keep retrying.
+pub const MAX_ROUNDS: u32 = 16;
+
+/// One party's side of a scheduled partitioned run: the main link, the spilled table and what
+/// the handshake settled, between [`Coordinator::start`] and [`Coordinator::finish`].
+pub struct Coordinator {
+    spec: RunSpec,
+    link: TcpLink,
+    table: SpilledTable,
+    recovery: (Recovery, Checkpoint),
+    hs: HandshakeChecked,
+    opts: PsiOptions,
+    parts: usize,
+    jobs: Vec<Vec<u8>>,
+    attempts: Vec<u32>,
+    round: u32,
+    /// A work folder we made (removed at the end), not the user's recovery folder.
+    temporary: Option<PathBuf>,
+    stages: Stages,
+    start: Instant,
+    t: Instant,
+    equal_sets: bool,
+}
+
+impl Coordinator {
+    /// Starts a scheduled run of a launch config with `workers` partitions: reads the table
+    /// into the work folder (`recovery_config`'s folder, else a private folder made in
+    /// `work_parent`, else in the system's temporary folder), connects, and agrees the run
+    /// and the worker endpoints with the peer.
+    ///
+    /// # Errors
+    /// Config, input and link errors; a peer that agreed to a single partition; runs that are
+    /// never split.
+    pub fn start(
+        config: &str,
+        source: &str,
+        base_dir: &Path,
+        workers: usize,
+        work_parent: Option<&Path>,
+        cancel: &Cancel,
+    ) -> Result<Coordinator, DataError> {
+        let start = Instant::now();
+        let plan = Plan::from_config(config, source, base_dir)?;
+        let user_folder = match &plan {
+            Plan::TwoParty(s) => s.recovery.clone(),
+            _ => None,
+        };
+        let (work_dir, temporary) = match user_folder {
+            Some(f) => (f, None),
+            None => {
+                let parent = work_parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
+                let d = private_fs::create_private_dir_in(&parent, "work").map_err(|source| {
+                    DataError::Io {
+                        path: parent.clone(),
+                        action: "creating the partitions' work folder",
+                        source,
+                    }
+                })?;
+                (d.clone(), Some(d))
+            }
+        };
+        let spec = scheduled_spec(plan, workers.max(2), &work_dir)?;
+        partition::check_splittable(workers.max(2), spec.reveal, spec.min_intersection)?;
+        let prepared = two_party::prepare(&spec, &NoProgress)?;
+        let (mut table, recovery, secret_key, read_s) = prepared.into_parts();
+        let Some(mut recovery) = recovery else {
+            return Err(internal("a scheduled run without its work folder"));
+        };
+        let main = two_party::link_options(&spec);
+        let mut link = TcpLink::establish_with_cancel(&main, cancel)?;
+        let t = Instant::now();
+        let setup = (|| -> Result<_, DataError> {
+            let hs = handshake(&mut link, two_party::hello(&spec, table.rows))?;
+            let mut terms = RunTerms::of(&spec);
+            terms.workers =
+                workers.clamp(2, blindjoin_link::worker::MAX_PARTITIONS as usize) as u32;
+            let theirs = terms.agree(&mut link, spec.role)?;
+            let parts = partition::agreed(terms.workers, theirs.workers) as usize;
+            if parts < 2 {
+                return Err(DataError::Config(ConfigError::Invalid {
+                    field: "workers".into(),
+                    message: "the peer asked for 1 worker; a run on a scheduler needs at least \
+                              2 partitions on both sides (the peer's blindjoin.workers)"
+                        .into(),
+                }));
+            }
+            let opts = two_party::psi_options(&spec, secret_key);
+            let b = BucketedPsi::new(&hs, &opts, spec.bucket_size)?.buckets();
+            let equal_sets = if spec.join.check_hash_digest {
+                let digest = key_set_digest(&mut table, b)?;
+                key_sets_equal(&mut link, spec.role, &digest)?
+            } else {
+                false
+            };
+            let (rec, cp) = &mut recovery;
+            if cp.use_partitions(parts)? {
+                rec.save(cp)?;
+            }
+            let (session, links) = partition::exchange_endpoints(&mut link, &spec, &main, parts)?;
+            Ok((hs, opts, parts, equal_sets, session, links))
+        })();
+        let (hs, opts, parts, equal_sets, session, links) = match setup {
+            Ok(v) => v,
+            Err(e) => {
+                if !matches!(
+                    e,
+                    DataError::Link(_) | DataError::Protocol(ProtocolError::Link(_))
+                ) {
+                    link.abort(&e.to_string());
+                }
+                return Err(e);
+            }
+        };
+        let listener = TcpLink::is_listener(&main);
+        let jobs = links
+            .iter()
+            .enumerate()
+            .map(|(p, l)| {
+                let port = if listener { &l.self_addr } else { &l.peer_addr };
+                let port = port
+                    .rsplit_once(':')
+                    .and_then(|(_, p)| p.parse().ok())
+                    .unwrap_or(0);
+                Job {
+                    config: config.to_string(),
+                    source: source.to_string(),
+                    base_dir: base_dir.to_path_buf(),
+                    workers: workers.max(2),
+                    work_dir: work_dir.clone(),
+                    fingerprint: recovery.0.fingerprint().to_string(),
+                    session,
+                    partition: p as u32,
+                    partitions: parts as u32,
+                    port,
+                    listener,
+                    peer_rows: hs.theirs().item_count,
+                    all_match: equal_sets,
+                }
+                .encode()
+            })
+            .collect();
+        let stages = Stages {
+            read_input_s: read_s,
+            connect_s: t.elapsed().as_secs_f64(),
+            ..Stages::default()
+        };
+        Ok(Coordinator {
+            spec,
+            link,
+            table,
+            recovery,
+            hs,
+            opts,
+            parts,
+            jobs,
+            attempts: vec![0; parts],
+            round: 0,
+            temporary,
+            stages,
+            start,
+            t: Instant::now(),
+            equal_sets,
+        })
+    }
+
+    /// One job per partition, in partition order, to hand to [`run_partition_job`].
+    pub fn jobs(&self) -> &[Vec<u8>] {
+        &self.jobs
+    }
+
+    /// The work folder (checkpoints, shards, the partitions' runs).
+    pub fn work_dir(&self) -> &Path {
+        self.recovery.0.folder()
+    }
+
+    /// After a round of partition tasks: swaps this side's failed partitions with the peer's
+    /// over the main link and returns the partitions both retry, each with its next attempt
+    /// (the same on both sides). Empty: every partition finished on both sides.
+    ///
+    /// # Errors
+    /// Link errors; a peer in another round or naming partitions out of range; more than
+    /// [`MAX_ROUNDS`] rounds.
+    pub fn retry_round(&mut self, failed: &[u32]) -> Result<Vec<(u32, u32)>, DataError> {
+        let mut ours: Vec<u32> = failed.to_vec();
+        ours.sort_unstable();
+        ours.dedup();
+        if ours.iter().any(|&p| p as usize >= self.parts) {
+            return Err(internal("a failed partition out of range"));
+        }
+        let msg = RetryRound {
+            round: self.round,
+            failed: ours.clone(),
+        };
+        self.link.send(&msg.encode()).map_err(ProtocolError::from)?;
+        let reply = self.link.recv().map_err(ProtocolError::from)?;
+        let theirs = RetryRound::decode(&reply).map_err(ProtocolError::from)?;
+        if theirs.round != self.round {
+            return Err(peer_error(format!(
+                "the peer's coordinator is in retry round {}, ours in {}",
+                theirs.round, self.round
+            )));
+        }
+        if theirs.failed.iter().any(|&p| p as usize >= self.parts) {
+            return Err(peer_error(format!(
+                "the peer names a failed partition out of 0..{}",
+                self.parts
+            )));
+        }
+        self.round += 1;
+        ours.extend(theirs.failed);
+        ours.sort_unstable();
+        ours.dedup();
+        if !ours.is_empty() && self.round >= MAX_ROUNDS {
+            return Err(DataError::Config(ConfigError::Invalid {
+                field: "partition retries".into(),
+                message: format!(
+                    "partitions {ours:?} still fail after {MAX_ROUNDS} rounds; the run stops"
+                ),
+            }));
+        }
+        Ok(ours
+            .into_iter()
+            .map(|p| {
+                let a = &mut self.attempts[p as usize];
+                *a += 1;
+                (p, *a)
+            })
+            .collect())
+    }
+
+    /// Merges the finished partitions' runs into the output over the main link, as a
+    /// one-process partitioned run does, closes the link and writes the report. A work folder
+    /// we made is removed.
+    ///
+    /// # Errors
+    /// A partition that has not finished; link, check and output errors.
+    pub fn finish(self, outcomes: &[PartitionOutcome]) -> Result<Report, DataError> {
+        let Coordinator {
+            spec,
+            mut link,
+            table,
+            recovery,
+            hs,
+            opts,
+            parts,
+            temporary,
+            stages,
+            start,
+            t,
+            equal_sets,
+            ..
+        } = self;
+        let report = (|| {
+            let b = BucketedPsi::new(&hs, &opts, spec.bucket_size)?.buckets();
+            let at = RecoveryAt {
+                folder: recovery.0.folder().to_path_buf(),
+                fingerprint: recovery.0.fingerprint().to_string(),
+            };
+            let mut works = Vec::with_capacity(parts);
+            for p in 0..parts {
+                let range = buckets_of(p, parts, b);
+                let rec = PartitionRecovery::open(&at, p, parts, b)?;
+                let state = rec.finished(&range)?;
+                let mut psi = BucketedPsi::new(&hs, &opts, spec.bucket_size)?;
+                psi.resume_at(range.start, 0, Default::default())?;
+                let mut work = Processor::new(&spec, psi, RunsAt::Recovery(rec.dir(), &state))?;
+                if equal_sets {
+                    work.all_keys_match();
+                }
+                works.push(work);
+            }
+            let work = Processor::merged(works)?;
+            let mut worker_stats = blindjoin_link::LinkStats::default();
+            for o in outcomes {
+                worker_stats.bytes_sent += o.bytes_sent;
+                worker_stats.bytes_received += o.bytes_received;
+            }
+            let resumed = outcomes.iter().map(|o| o.resumed_buckets as usize).sum();
+            two_party::finish_run(
+                &spec,
+                work,
+                &mut link,
+                &table,
+                &NoProgress,
+                RunSoFar {
+                    stages,
+                    t,
+                    start,
+                    first: resumed,
+                    worker_stats,
+                    peak: PeakTracker::default(),
+                    bucket_peaks: Vec::new(),
+                    min_check: None,
+                    equal_sets,
+                },
+            )
+        })();
+        if let Err(e) = &report
+            && !matches!(
+                e,
+                DataError::Link(_) | DataError::Protocol(ProtocolError::Link(_))
+            )
+        {
+            link.abort(&e.to_string());
+        }
+        drop(table);
+        if let (Ok(_), Some(dir)) = (&report, temporary) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        report
+    }
+}
+
+fn internal(what: &str) -> DataError {
+    DataError::Protocol(ProtocolError::Config(format!("internal: {what}")))
+}
+
+fn peer_error(message: String) -> DataError {
+    DataError::Protocol(ProtocolError::PeerMisbehaved(message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> Job {
+        Job {
+            config: "{}".into(),
+            source: "c.json".into(),
+            base_dir: "/tmp".into(),
+            workers: 2,
+            work_dir: "/tmp/w".into(),
+            fingerprint: "f".into(),
+            session: [4; 16],
+            partition: 1,
+            partitions: 2,
+            port: 9100,
+            listener: true,
+            peer_rows: 7,
+            all_match: false,
+        }
+    }
+
+    #[test]
+    fn jobs_round_trip_and_foreign_or_huge_bytes_are_refused() {
+        let j = job();
+        let back = Job::decode(&j.encode()).unwrap();
+        assert_eq!(back.session, j.session);
+        assert_eq!((back.partition, back.port, back.peer_rows), (1, 9100, 7));
+        assert!(Job::decode(b"{}").is_err());
+        let mut other = b"blindjoin-partition-job/2\n".to_vec();
+        other.extend_from_slice(&j.encode()[MAGIC.len()..]);
+        let e = Job::decode(&other).err().unwrap().to_string();
+        assert!(e.contains("this version"), "{e}");
+        let mut bad = MAGIC.to_vec();
+        bad.extend_from_slice(b"{\"config\":");
+        assert!(Job::decode(&bad).is_err());
+        let huge = vec![b' '; MAX_JOB_BYTES + 1];
+        let e = Job::decode(&huge).err().unwrap().to_string();
+        assert!(e.contains("more than a job"), "{e}");
+    }
+}
