@@ -172,10 +172,13 @@ def same_bytes(d: Path, tag: str) -> None:
 def test_two_ray_parties_match_a_one_process_run(reference: Path) -> None:
     d = reference
     ports, workers = free_range(2), free_range(2)
-    pr, _, outr = start(d, "receiver", "ray", ports, workers)
-    ps, _, outs = start(d, "sender", "ray", ports, workers)
+    pr, work_r, outr = start(d, "receiver", "ray", ports, workers)
+    ps, work_s, outs = start(d, "sender", "ray", ports, workers)
     reports = finish([pr, ps], [outr, outs])
     same_bytes(d, "ray")
+    # The private work folders (copies of the inputs) are gone.
+    for w in (work_r, work_s):
+        assert not glob.glob(str(w / ".blindjoin-work-*")), w
     for r in reports:
         assert r["partition_attempts"] == [0, 0]
         assert r["resumed_at_bucket"] == 0

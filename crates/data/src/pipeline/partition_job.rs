@@ -18,7 +18,7 @@
 //!
 //! The work folder is the recovery folder when `recovery_config` is on (the run then also
 //! survives the coordinator's crash), else a private temporary folder (0700) removed at the
-//! end. Either way the run declares recovery in its terms, so the peer must enable
+//! end, also when the run fails (it holds a copy of the input). Either way the run declares recovery in its terms, so the peer must enable
 //! `recovery_config` or run on a scheduler too.
 //!
 //! A job is our own versioned encoding (a magic line, then JSON): the config text, the paths,
@@ -243,8 +243,9 @@ pub struct Coordinator {
     jobs: Vec<Vec<u8>>,
     attempts: Vec<u32>,
     round: u32,
-    /// A work folder we made (removed at the end), not the user's recovery folder.
-    temporary: Option<PathBuf>,
+    /// A work folder we made, not the user's recovery folder: removed when the coordinator
+    /// goes, finished or failed (it holds a copy of the input, and cannot be resumed from).
+    temporary: Option<WorkFolder>,
     stages: Stages,
     start: Instant,
     t: Instant,
@@ -285,7 +286,7 @@ impl Coordinator {
                         source,
                     }
                 })?;
-                (d.clone(), Some(d))
+                (d.clone(), Some(WorkFolder(d)))
             }
         };
         let spec = scheduled_spec(plan, workers.max(2), &work_dir)?;
@@ -533,10 +534,17 @@ impl Coordinator {
             link.abort(&e.to_string());
         }
         drop(table);
-        if let (Ok(_), Some(dir)) = (&report, temporary) {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+        drop(temporary);
         report
+    }
+}
+
+/// A private work folder, removed with everything in it when dropped.
+struct WorkFolder(PathBuf);
+
+impl Drop for WorkFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
