@@ -255,6 +255,12 @@ fn fingerprint(spec: &RunSpec) -> Result<String, DataError> {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
+    // A folder of parts: its own metadata misses a part rewritten in place.
+    let parts = if meta.is_dir() {
+        crate::table::parts::parts_fingerprint(&spec.input)?
+    } else {
+        String::new()
+    };
     let text = format!(
         "{:?}",
         (
@@ -269,7 +275,7 @@ fn fingerprint(spec: &RunSpec) -> Result<String, DataError> {
             (&spec.parties.self_id, &spec.parties.peer_id),
             (meta.len(), modified),
         )
-    );
+    ) + &parts;
     let d = item_digest(text.as_bytes());
     Ok(d.iter().map(|b| format!("{b:02x}")).collect())
 }

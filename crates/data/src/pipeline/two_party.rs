@@ -13,8 +13,8 @@ use crate::pipeline::spill::{SpillDir, SpillTo, SpilledTable, spill, table_bytes
 use crate::pipeline::wire::RunTerms;
 use crate::spec::{RunSpec, SpillMode, TableFormat};
 use crate::table::output::write_atomic;
-use crate::table::private_fs;
 use crate::table::writer::Columns;
+use crate::table::{parts, private_fs};
 use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
 use blindjoin_protocols::{Hello, Progress, ProtocolChoice, PsiOptions, Reveal, handshake};
 use std::path::Path;
@@ -243,11 +243,11 @@ fn cardinality_pass(
 }
 
 /// Whether the run spills its input to disk.
-fn spills(spec: &RunSpec) -> bool {
+fn spills(spec: &RunSpec, input: &Path) -> bool {
     match spec.spill {
         SpillMode::Always => true,
         SpillMode::Never => false,
-        SpillMode::Auto => table_bytes(&spec.input, spec.input_format) > AUTO_SPILL_BYTES,
+        SpillMode::Auto => table_bytes(input, spec.input_format) > AUTO_SPILL_BYTES,
     }
 }
 
@@ -316,7 +316,9 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
             }
             None => {
                 let to = SpillTo::Disk(dir);
-                let t = spill(&spec.input, spec.input_format, &spec.keys, to, progress)?;
+                // A folder of parts is read as their concatenation, made beside the shards.
+                let (input, _parts) = parts::resolve(&spec.input, spec.input_format, folder)?;
+                let t = spill(&input, spec.input_format, &spec.keys, to, progress)?;
                 let cp = rec.fresh(t.columns.header.clone(), t.rows, t.shards());
                 rec.save(&cp)?;
                 (t, cp)
@@ -326,12 +328,13 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
         table
     } else {
         let dir = spec.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let to = if spills(spec) {
+        let (input, _parts) = parts::resolve(&spec.input, spec.input_format, &dir)?;
+        let to = if spills(spec, &input) {
             SpillTo::Disk(SpillDir::temporary(&dir)?)
         } else {
             SpillTo::Memory
         };
-        spill(&spec.input, spec.input_format, &spec.keys, to, progress)?
+        spill(&input, spec.input_format, &spec.keys, to, progress)?
     };
     Ok(Prepared {
         source,
