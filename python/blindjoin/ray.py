@@ -20,9 +20,9 @@ the others are not redone. Rounds are bounded (``max_rounds``) and so is the tim
 The work folder (spill shards, checkpoints, the partitions' runs) is the config's
 ``recovery_config.folder`` if set (then the whole run also resumes after the coordinator's
 crash), else a private folder (0700) made in ``work_dir`` or the system's temporary folder and
-removed when the run ends (also on failure). Tasks read and write it: on a multi-machine Ray cluster it must be on
-storage every node sees at the same path. A scheduled run always checkpoints, so the peer must
-enable ``recovery_config`` (or also run on Ray).
+removed when the run ends (also on failure). Tasks read and write it: on a multi-machine
+Ray cluster it must be on storage every node sees at the same path. The peer must run
+``blindjoin.ray`` too (the coordinators swap failed partitions after each round).
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@
 //!
 //! The work folder is the recovery folder when `recovery_config` is on (the run then also
 //! survives the coordinator's crash), else a private temporary folder (0700) removed at the
-//! end, also when the run fails (it holds a copy of the input). Either way the run declares recovery in its terms, so the peer must enable
-//! `recovery_config` or run on a scheduler too.
+//! end, also when the run fails (it holds a copy of the input). Either way the run declares
+//! recovery in its terms. The peer must run on a scheduler too: the retry rounds on the main
+//! link are this mode's.
 //!
 //! A job is our own versioned encoding (a magic line, then JSON): the config text, the paths,
 //! the session id, the partition, the endpoint. It holds no key material (a secret key is read
