@@ -579,6 +579,167 @@ mod tests {
         }
     }
 
+    /// `n` contiguous free ports on 127.0.0.1.
+    fn free_range(n: u16, seed: u16) -> u16 {
+        for i in 0..500u16 {
+            let base = 20000 + (std::process::id() as u16 % 97) * 100 + seed * 7 + i * 13 % 9000;
+            let all =
+                (base..base + n).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok());
+            if all {
+                return base;
+            }
+        }
+        panic!("no free ports");
+    }
+
+    fn write_tables(d: &Path) {
+        let mut r = String::from("id,a\n");
+        for i in 0..700 {
+            r.push_str(&format!("k{i:05},{i}\n"));
+        }
+        for i in 0..40 {
+            r.push_str(&format!("k{i:05},dup{i}\n"));
+        }
+        let mut s = String::from("id,b\n");
+        for i in 400..1000 {
+            s.push_str(&format!("k{i:05},x{i}\n"));
+        }
+        std::fs::write(d.join("receiver.csv"), r).unwrap();
+        std::fs::write(d.join("sender.csv"), s).unwrap();
+    }
+
+    fn config(me: &str, main: u16, workers: u16, tag: &str) -> String {
+        let role = if me == "receiver" {
+            "ROLE_RECEIVER"
+        } else {
+            "ROLE_SENDER"
+        };
+        format!(
+            r#"{{
+  "psi_config": {{
+    "protocol_config": {{ "protocol": "PROTOCOL_RR22", "role": "{role}", "broadcast_result": true,
+      "rr22_config": {{ "bucket_size": "60" }} }},
+    "input_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "{me}.csv" }},
+    "output_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "{me}_{tag}.csv" }},
+    "keys": ["id"],
+    "advanced_join_type": "ADVANCED_JOIN_TYPE_FULL_JOIN",
+    "left_side": "ROLE_RECEIVER"
+  }},
+  "link_config": {{ "recv_timeout_ms": 30000, "parties": [
+    {{ "id": "receiver", "host": "127.0.0.1:{main}" }},
+    {{ "id": "sender", "host": "127.0.0.1:{}" }} ] }},
+  "self_link_party": "{me}",
+  "blindjoin": {{ "connect_timeout_ms": 20000, "worker_ports": "{workers}-{}" }}
+}}"#,
+            main + 1,
+            workers + 1
+        )
+    }
+
+    /// One party's coordinator, as `blindjoin.ray` drives it, with each round's tasks on
+    /// threads; `first_attempts` are round 0's attempts per partition.
+    fn coordinate(
+        d: &Path,
+        me: &str,
+        main: u16,
+        workers: u16,
+        first_attempts: [u32; 2],
+    ) -> (Report, Vec<u32>, usize) {
+        let cfg = config(me, main, workers, "job");
+        let mut c = Coordinator::start(&cfg, "test", d, 2, Some(d), &Cancel::new()).unwrap();
+        let jobs = c.jobs().to_vec();
+        assert_eq!(jobs.len(), 2);
+        let mut attempts = first_attempts.to_vec();
+        let mut outcomes: Vec<Option<PartitionOutcome>> = vec![None, None];
+        let mut pending = vec![0u32, 1];
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            let results: Vec<(u32, Result<PartitionOutcome, String>)> = std::thread::scope(|s| {
+                let hs: Vec<_> = pending
+                    .iter()
+                    .map(|&p| {
+                        let job = &jobs[p as usize];
+                        let a = attempts[p as usize];
+                        s.spawn(move || {
+                            let r = run_partition_job(job, a, &Cancel::new());
+                            (p, r.map_err(|e| e.to_string()))
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let mut failed = Vec::new();
+            for (p, r) in results {
+                match r {
+                    Ok(o) => outcomes[p as usize] = Some(o),
+                    Err(e) => {
+                        if attempts[p as usize] != first_attempts[p as usize] || rounds > 1 {
+                            panic!("{me} p{p}: {e}");
+                        }
+                        failed.push(p);
+                    }
+                }
+            }
+            let retry = c.retry_round(&failed).unwrap();
+            if retry.is_empty() {
+                break;
+            }
+            pending = retry.iter().map(|&(p, _)| p).collect();
+            for (p, a) in retry {
+                attempts[p as usize] = a;
+            }
+        }
+        let work = c.work_dir().to_path_buf();
+        let outcomes: Vec<PartitionOutcome> = outcomes.into_iter().map(Option::unwrap).collect();
+        let report = c.finish(&outcomes).unwrap();
+        assert!(!work.exists(), "the private work folder is removed");
+        (report, attempts, rounds)
+    }
+
+    #[test]
+    fn a_scheduled_run_matches_one_worker_and_a_refused_attempt_is_retried() {
+        let d = std::env::temp_dir().join(format!("bj-pjob-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        write_tables(&d);
+        // The reference: one worker, in one process.
+        let main = free_range(2, 1);
+        let one = |me: &'static str, d: PathBuf| {
+            move || {
+                let cfg = config(me, main, 1, "ref");
+                let Plan::TwoParty(mut spec) = Plan::from_config(&cfg, "test", &d).unwrap() else {
+                    panic!("two-party");
+                };
+                spec.workers = Some(1);
+                crate::pipeline::two_party::run(&spec, &NoProgress).unwrap()
+            }
+        };
+        let t = std::thread::spawn(one("sender", d.clone()));
+        one("receiver", d.clone())();
+        t.join().unwrap();
+
+        // Scheduled, 2 partitions; the receiver's first try of partition 0 greets with
+        // attempt 1, the sender's with 0: both refuse it, swap it as failed, and both rerun it
+        // at attempt 1 while partition 1 is not redone.
+        let (main, workers) = (free_range(2, 2), free_range(2, 3));
+        let d2 = d.clone();
+        let t = std::thread::spawn(move || coordinate(&d2, "sender", main, workers, [0, 0]));
+        let (rr, ar, nr) = coordinate(&d, "receiver", main, workers, [1, 0]);
+        let (rs, as_, ns) = t.join().unwrap();
+        assert_eq!((nr, ns), (2, 2), "one retry round");
+        assert_eq!(ar, vec![1, 0]);
+        assert_eq!(as_, vec![1, 0]);
+        for me in ["receiver", "sender"] {
+            let a = std::fs::read(d.join(format!("{me}_ref.csv"))).unwrap();
+            let b = std::fs::read(d.join(format!("{me}_job.csv"))).unwrap();
+            assert!(a.len() > 100);
+            assert!(a == b, "{me}: the scheduled run's output differs");
+        }
+        assert_eq!(rr.buckets, rs.buckets);
+        assert!(rr.buckets >= 4, "{}", rr.buckets);
+    }
+
     #[test]
     fn jobs_round_trip_and_foreign_or_huge_bytes_are_refused() {
         let j = job();
