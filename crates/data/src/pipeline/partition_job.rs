@@ -29,19 +29,23 @@
 
 use crate::error::{ConfigError, DataError};
 use crate::pipeline::bucket::BucketedPsi;
+use crate::pipeline::join::JoinType;
 use crate::pipeline::partition::{
     self, PartitionJob, SharedUnits, buckets_of, connect_worker, run_on_worker_link, worker_link,
 };
 use crate::pipeline::partition_recovery::{PartitionRecovery, RecoveryAt};
-use crate::pipeline::process::{Processor, RunsAt, key_set_digest, key_sets_equal};
+use crate::pipeline::process::{Processor, ProcessorState, RunsAt, key_set_digest, key_sets_equal};
 use crate::pipeline::recovery::{Checkpoint, Recovery};
 use crate::pipeline::report::{PeakTracker, Report, Stages};
+use crate::pipeline::runs::{Runs, SortBy};
 use crate::pipeline::spill::{SpillDir, SpilledTable};
 use crate::pipeline::two_party::{self, RunSoFar};
 use crate::pipeline::wire::RunTerms;
 use crate::plan::Plan;
 use crate::spec::RunSpec;
+use crate::spec::TableFormat;
 use crate::table::private_fs;
+use crate::table::writer::{Columns, RowWriter};
 use blindjoin_link::wire::WireMessage;
 use blindjoin_link::worker::{RetryRound, SessionId, WorkerGreeting};
 use blindjoin_link::{Cancel, Link, TcpLink};
@@ -290,7 +294,18 @@ impl Coordinator {
                 (d.clone(), Some(WorkFolder(d)))
             }
         };
-        let spec = scheduled_spec(plan, workers.max(2), &work_dir)?;
+        let mut spec = scheduled_spec(plan, workers.max(2), &work_dir)?;
+        check_output(&spec)?;
+        // A folder output's report goes beside the folder, not into it.
+        if let (None, Some(out)) = (&spec.report, &spec.output)
+            && output_folder(out)
+        {
+            let name = out.as_os_str().to_string_lossy();
+            spec.report = Some(PathBuf::from(format!(
+                "{}.report.json",
+                name.trim_end_matches('/')
+            )));
+        }
         partition::check_splittable(workers.max(2), spec.reveal, spec.min_intersection)?;
         let prepared = two_party::prepare(&spec, &NoProgress)?;
         let (mut table, recovery, secret_key, read_s) = prepared.into_parts();
@@ -488,10 +503,12 @@ impl Coordinator {
                 fingerprint: recovery.0.fingerprint().to_string(),
             };
             let mut works = Vec::with_capacity(parts);
+            let mut finals = Vec::with_capacity(parts);
             for p in 0..parts {
                 let range = buckets_of(p, parts, b);
                 let rec = PartitionRecovery::open(&at, p, parts, b)?;
                 let state = rec.finished(&range)?;
+                finals.push((rec.dir().to_path_buf(), state.clone()));
                 let mut psi = BucketedPsi::new(&hs, &opts, spec.bucket_size)?;
                 psi.resume_at(range.start, 0, Default::default())?;
                 let mut work = Processor::new(&spec, psi, RunsAt::Recovery(rec.dir(), &state))?;
@@ -501,6 +518,9 @@ impl Coordinator {
                 works.push(work);
             }
             let work = Processor::merged(works)?;
+            let parts_out = spec.output.as_deref().is_some_and(output_folder);
+            let write_parts =
+                |columns: &Columns, out: &Path| write_parts(&spec, &finals, columns, out);
             let mut worker_stats = blindjoin_link::LinkStats::default();
             for o in outcomes {
                 worker_stats.bytes_sent += o.bytes_sent;
@@ -524,6 +544,7 @@ impl Coordinator {
                     min_check: None,
                     equal_sets,
                 },
+                parts_out.then_some(&write_parts as two_party::WriteOutput<'_>),
             )
         })();
         if let Err(e) = &report
@@ -538,6 +559,65 @@ impl Coordinator {
         drop(temporary);
         report
     }
+}
+
+/// Whether `output_config.path` names a folder (ends with `/`, or is one): the output is then
+/// one part file per partition.
+fn output_folder(out: &Path) -> bool {
+    out.is_dir() || out.as_os_str().as_encoded_bytes().ends_with(b"/")
+}
+
+/// Refuses a folder output where parts could not line up with the peer's: an aligned outer
+/// join pads with the peer's unmatched rows, whose split over partitions we do not learn.
+fn check_output(spec: &RunSpec) -> Result<(), DataError> {
+    let folder = spec.output.as_deref().is_some_and(output_folder);
+    if folder && spec.align && spec.join.join != JoinType::Inner {
+        return Err(DataError::Config(ConfigError::Invalid {
+            field: "psi_config.output_config.path".into(),
+            message: "a folder output (one part per partition) is written for inner joins and \
+                      unaligned outputs; an aligned outer join pads with the peer's unmatched \
+                      rows, whose split over partitions is not exchanged. Name a file"
+                .into(),
+        }));
+    }
+    Ok(())
+}
+
+/// Writes one part per partition into the folder `out` (made 0700 if missing), in partition
+/// order: `part-00000.csv` (or `.parquet`), …, each with the header and that partition's rows
+/// as the one-file output orders them within the partition (by key when aligned, by row
+/// number when not), each written atomically.
+fn write_parts(
+    spec: &RunSpec,
+    finals: &[(PathBuf, ProcessorState)],
+    columns: &Columns,
+    out: &Path,
+) -> Result<u64, DataError> {
+    private_fs::ensure_user_dir(out).map_err(|source| DataError::Io {
+        path: out.to_path_buf(),
+        action: "creating the output folder",
+        source,
+    })?;
+    let sort = if spec.align {
+        SortBy::Key
+    } else {
+        SortBy::Bytes
+    };
+    let ext = match spec.output_format {
+        TableFormat::Csv => "csv",
+        TableFormat::Parquet => "parquet",
+    };
+    let mut total = 0;
+    for (p, (dir, st)) in finals.iter().enumerate() {
+        let path = out.join(format!("part-{p:05}.{ext}"));
+        let mut w = RowWriter::create(&path, spec.output_format, columns, &spec.join.null_rep)?;
+        let mut matched = Runs::resumed(dir.join("matched-runs"), sort, &st.matched)?;
+        let mut unmatched = Runs::resumed(dir.join("unmatched-runs"), sort, &st.unmatched)?;
+        Runs::merge_all(&mut [&mut matched], &mut w)?;
+        Runs::merge_all(&mut [&mut unmatched], &mut w)?;
+        total += w.commit()?;
+    }
+    Ok(total)
 }
 
 /// A private work folder, removed with everything in it when dropped.
@@ -609,6 +689,23 @@ mod tests {
     }
 
     fn config(me: &str, main: u16, workers: u16, tag: &str) -> String {
+        config_with(me, main, workers, tag, "FULL_JOIN", true, false)
+    }
+
+    fn config_with(
+        me: &str,
+        main: u16,
+        workers: u16,
+        tag: &str,
+        join: &str,
+        align: bool,
+        folder: bool,
+    ) -> String {
+        let out = if folder {
+            format!("{me}_{tag}/")
+        } else {
+            format!("{me}_{tag}.csv")
+        };
         let role = if me == "receiver" {
             "ROLE_RECEIVER"
         } else {
@@ -620,9 +717,10 @@ mod tests {
     "protocol_config": {{ "protocol": "PROTOCOL_RR22", "role": "{role}", "broadcast_result": true,
       "rr22_config": {{ "bucket_size": "60" }} }},
     "input_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "{me}.csv" }},
-    "output_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "{me}_{tag}.csv" }},
+    "output_config": {{ "type": "IO_TYPE_FILE_CSV", "path": "{out}" }},
     "keys": ["id"],
-    "advanced_join_type": "ADVANCED_JOIN_TYPE_FULL_JOIN",
+    "disable_alignment": {no_align},
+    "advanced_join_type": "ADVANCED_JOIN_TYPE_{join}",
     "left_side": "ROLE_RECEIVER"
   }},
   "link_config": {{ "recv_timeout_ms": 30000, "parties": [
@@ -632,7 +730,8 @@ mod tests {
   "blindjoin": {{ "connect_timeout_ms": 20000, "worker_ports": "{workers}-{}" }}
 }}"#,
             main + 1,
-            workers + 1
+            workers + 1,
+            no_align = !align,
         )
     }
 
@@ -645,8 +744,16 @@ mod tests {
         workers: u16,
         first_attempts: [u32; 2],
     ) -> (Report, Vec<u32>, usize) {
-        let cfg = config(me, main, workers, "job");
-        let mut c = Coordinator::start(&cfg, "test", d, 2, Some(d), &Cancel::new()).unwrap();
+        coordinate_config(d, me, &config(me, main, workers, "job"), first_attempts)
+    }
+
+    fn coordinate_config(
+        d: &Path,
+        me: &str,
+        cfg: &str,
+        first_attempts: [u32; 2],
+    ) -> (Report, Vec<u32>, usize) {
+        let mut c = Coordinator::start(cfg, "test", d, 2, Some(d), &Cancel::new()).unwrap();
         let jobs = c.jobs().to_vec();
         assert_eq!(jobs.len(), 2);
         let mut attempts = first_attempts.to_vec();
@@ -738,6 +845,83 @@ mod tests {
         }
         assert_eq!(rr.buckets, rs.buckets);
         assert!(rr.buckets >= 4, "{}", rr.buckets);
+    }
+
+    /// The data lines of a CSV file (after its header).
+    fn lines(path: &Path) -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap();
+        text.lines().skip(1).map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_folder_output_holds_one_part_per_partition() {
+        let d = std::env::temp_dir().join(format!("bj-pjob-parts-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        write_tables(&d);
+        for (join, align) in [("INNER_JOIN", true), ("FULL_JOIN", false)] {
+            let tag = format!("{join}{align}");
+            // The reference: one file, one worker.
+            let main = free_range(2, 4);
+            let one = |me: &'static str, d: PathBuf, tag: String| {
+                move || {
+                    let cfg = config_with(me, main, 1, &tag, join, align, false);
+                    let Plan::TwoParty(mut spec) = Plan::from_config(&cfg, "test", &d).unwrap()
+                    else {
+                        panic!("two-party");
+                    };
+                    spec.workers = Some(1);
+                    crate::pipeline::two_party::run(&spec, &NoProgress).unwrap()
+                }
+            };
+            let t = std::thread::spawn(one("sender", d.clone(), tag.clone()));
+            one("receiver", d.clone(), tag.clone())();
+            t.join().unwrap();
+            let (main, workers) = (free_range(2, 5), free_range(2, 6));
+            let cfg = |me: &str| config_with(me, main, workers, &tag, join, align, true);
+            let (d2, cs) = (d.clone(), cfg("sender"));
+            let t = std::thread::spawn(move || coordinate_config(&d2, "sender", &cs, [0, 0]));
+            let (rr, _, _) = coordinate_config(&d, "receiver", &cfg("receiver"), [0, 0]);
+            t.join().unwrap();
+            let folder = |me: &str| d.join(format!("{me}_{tag}"));
+            assert_eq!(
+                rr.output_path.as_deref(),
+                Some(format!("{}/", folder("receiver").display()).as_str())
+            );
+            assert!(d.join(format!("receiver_{tag}.report.json")).exists());
+            let mut part_rows = Vec::new();
+            for me in ["receiver", "sender"] {
+                let mut all = Vec::new();
+                let mut sizes = Vec::new();
+                for p in 0..2 {
+                    let part = folder(me).join(format!("part-{p:05}.csv"));
+                    let header = std::fs::read_to_string(&part).unwrap();
+                    let one = std::fs::read_to_string(d.join(format!("{me}_{tag}.csv"))).unwrap();
+                    assert_eq!(header.lines().next(), one.lines().next(), "{me} p{p}");
+                    let rows = lines(&part);
+                    sizes.push(rows.len());
+                    all.extend(rows);
+                }
+                let mut one = lines(&d.join(format!("{me}_{tag}.csv")));
+                assert!(one.len() > 100);
+                // The parts hold the one file's rows, each exactly once.
+                all.sort();
+                one.sort();
+                assert_eq!(all, one, "{me} {tag}");
+                part_rows.push(sizes);
+            }
+            if align {
+                // Aligned: part p of one party lines up with part p of the other.
+                assert_eq!(part_rows[0], part_rows[1]);
+            }
+        }
+        // An aligned outer join's parts could not line up: refused before connecting.
+        let cfg = config_with("receiver", 1, 2, "outer", "FULL_JOIN", true, true);
+        let e = Coordinator::start(&cfg, "test", &d, 2, Some(&d), &Cancel::new())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("inner joins and unaligned"), "{e}");
     }
 
     #[test]

@@ -554,8 +554,13 @@ fn run_on_link_with(
             min_check,
             equal_sets,
         },
+        None,
     )
 }
+
+/// Writes the output another way than one merged file (a folder of parts): given the
+/// columns and the output path, returns the rows written.
+pub(crate) type WriteOutput<'w> = &'w dyn Fn(&Columns, &Path) -> Result<u64, DataError>;
 
 /// What a run measured and decided before its last stage ([`finish_run`]).
 pub(crate) struct RunSoFar {
@@ -585,6 +590,7 @@ pub(crate) fn finish_run(
     table: &SpilledTable,
     progress: &dyn Progress,
     so_far: RunSoFar,
+    write_output: Option<WriteOutput<'_>>,
 ) -> Result<Report, DataError> {
     let RunSoFar {
         mut stages,
@@ -610,7 +616,10 @@ pub(crate) fn finish_run(
             (true, Some(out)) => {
                 progress.stage("writing output", 0);
                 let _span = crate::trace::span("merge and write output");
-                let written = finished.write(&table.columns, out)?;
+                let written = match write_output {
+                    Some(w) => w(&table.columns, out)?,
+                    None => finished.write(&table.columns, out)?,
+                };
                 (
                     written as i64,
                     finished.totals.matched_keys as i64,
