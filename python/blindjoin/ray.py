@@ -7,7 +7,8 @@ table into a work folder, connects the main link to the peer, agrees the run and
 endpoints, hands each partition to a task as a self-contained job (bytes in blindjoin's own
 versioned encoding: paths and ids, no key material), retries failed partitions, and finally
 merges the partitions' sorted runs into the one aligned output file, as ``blindjoin run
---workers W`` does in one process.
+--workers W`` does in one process, or, when ``output_config.path`` names a folder (ends with
+``/``), writes one part file per partition there (``docs/config.md``).
 
 Failures: a task that dies (``kill -9``, a lost node) raises on ``ray.get``; the peer's worker of
 that partition then sees its link fail too. After every round of tasks both coordinators swap
