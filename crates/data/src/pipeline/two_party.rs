@@ -255,10 +255,15 @@ fn spills(spec: &RunSpec, input: &Path) -> bool {
 /// input's schema is read from its footer again (the recovery checks that the input is the
 /// one the checkpoint was made from).
 pub(crate) fn resumed_columns(spec: &RunSpec, header: Vec<String>) -> Result<Columns, DataError> {
+    // A folder of Parquet parts was spilled from the concatenation kept beside the shards.
+    let schema_from = match (&spec.recovery, spec.input.is_dir()) {
+        (Some(folder), true) => folder.join(parts::KEPT_PARQUET),
+        _ => spec.input.clone(),
+    };
     Ok(Columns {
         header,
         schema: match spec.input_format {
-            TableFormat::Parquet => Some(crate::table::parquet_io::read_schema(&spec.input)?),
+            TableFormat::Parquet => Some(crate::table::parquet_io::read_schema(&schema_from)?),
             TableFormat::Csv => None,
         },
     })
@@ -317,7 +322,9 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
             None => {
                 let to = SpillTo::Disk(dir);
                 // A folder of parts is read as their concatenation, made beside the shards.
-                let (input, _parts) = parts::resolve(&spec.input, spec.input_format, folder)?;
+                let keep = folder.join(parts::KEPT_PARQUET);
+                let (input, _parts) =
+                    parts::resolve(&spec.input, spec.input_format, folder, Some(&keep))?;
                 let t = spill(&input, spec.input_format, &spec.keys, to, progress)?;
                 let cp = rec.fresh(t.columns.header.clone(), t.rows, t.shards());
                 rec.save(&cp)?;
@@ -328,7 +335,7 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
         table
     } else {
         let dir = spec.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let (input, _parts) = parts::resolve(&spec.input, spec.input_format, &dir)?;
+        let (input, _parts) = parts::resolve(&spec.input, spec.input_format, &dir, None)?;
         let to = if spills(spec, &input) {
             SpillTo::Disk(SpillDir::temporary(&dir)?)
         } else {

@@ -4,9 +4,13 @@
 //! same as for the one file their concatenation makes.
 //!
 //! CSV parts must all start with the same header line; the run reads their concatenation (the
-//! first part's header, then every part's rows), made in a private folder (0700, the file
-//! 0600) and removed once the table is spilled. Names starting with `.` or `_` (`_SUCCESS`,
-//! `.part-0.crc`) and anything but regular files are skipped. Parquet parts are not read yet.
+//! first part's header, then every part's rows). Parquet parts must all have the same schema;
+//! the run reads one Parquet file of all their rows, in order, rewritten with that schema
+//! (columns made nullable, as every Parquet file blindjoin writes). The concatenation is made
+//! in a private folder (0700, the file 0600) and removed once the table is spilled, except
+//! with recovery, where a Parquet one is kept in the recovery folder (`input.parquet`: a
+//! resumed run reads the spilled rows' schema from it). Names starting with `.` or `_`
+//! (`_SUCCESS`, `.part-0.crc`) and anything but regular files are skipped.
 
 use crate::error::{ConfigError, DataError};
 use crate::spec::TableFormat;
@@ -149,25 +153,77 @@ pub(crate) fn concat_csv(parts: &[PathBuf], out: &Path) -> Result<u64, DataError
     Ok(total)
 }
 
-/// The input to read: `input` itself, or, when it names a folder, the concatenation of its
-/// parts in a private folder made in `scratch` (removed when the returned guard drops).
+/// Concatenates Parquet `parts` into `out` (written atomically, 0600): every part's rows in
+/// order, under the first part's schema. Returns the rows.
 ///
 /// # Errors
-/// As [`part_files`] and [`concat_csv`]; a Parquet folder.
+/// A part that is not readable Parquet or has another schema than the first; a write error.
+#[cfg(feature = "parquet")]
+pub(crate) fn concat_parquet(parts: &[PathBuf], out: &Path) -> Result<u64, DataError> {
+    use crate::table::parquet_io::{ParquetRows, RowBatch, TypedRowWriter};
+    let first = parts
+        .first()
+        .ok_or_else(|| invalid("a folder with no part files".into()))?;
+    let schema = ParquetRows::open(first, &[])?.schema().clone();
+    let mut w = TypedRowWriter::create(out, &schema, true, "")?;
+    let mut rows = 0u64;
+    let mut batch = RowBatch::default();
+    for part in parts {
+        let mut r = ParquetRows::open(part, &[])?;
+        if r.schema().fields() != schema.fields() {
+            return Err(invalid(format!(
+                "{}: its schema differs from {}'s; every part of the input folder must have \
+                 the same columns and types",
+                part.display(),
+                first.display()
+            )));
+        }
+        while r.next_batch(&mut batch)? {
+            for i in 0..batch.len() {
+                w.row(batch.row(i))?;
+            }
+            rows += batch.len() as u64;
+        }
+    }
+    w.commit()?;
+    Ok(rows)
+}
+
+/// Without Parquet support: refused.
+#[cfg(not(feature = "parquet"))]
+pub(crate) fn concat_parquet(parts: &[PathBuf], _out: &Path) -> Result<u64, DataError> {
+    Err(invalid(format!(
+        "{}: this build reads no Parquet",
+        parts
+            .first()
+            .map_or_else(String::new, |p| p.display().to_string())
+    )))
+}
+
+/// Where a recovery folder keeps a Parquet folder input's concatenation.
+pub(crate) const KEPT_PARQUET: &str = "input.parquet";
+
+/// The input to read: `input` itself, or, when it names a folder, the concatenation of its
+/// parts in a private folder made in `scratch` (removed when the returned guard drops); a
+/// Parquet one goes to `keep` instead when given (a recovery folder's [`KEPT_PARQUET`]).
+///
+/// # Errors
+/// As [`part_files`], [`concat_csv`] and [`concat_parquet`].
 pub(crate) fn resolve(
     input: &Path,
     format: TableFormat,
     scratch: &Path,
+    keep: Option<&Path>,
 ) -> Result<(PathBuf, Option<Scratch>), DataError> {
     if !input.is_dir() {
         return Ok((input.to_path_buf(), None));
     }
     let parts = part_files(input)?;
     if format == TableFormat::Parquet {
-        return Err(invalid(format!(
-            "{}: a folder of Parquet parts is not read yet; give one Parquet file, or CSV parts",
-            input.display()
-        )));
+        if let Some(kept) = keep {
+            concat_parquet(&parts, kept)?;
+            return Ok((kept.to_path_buf(), None));
+        }
     }
     let dir =
         private_fs::create_private_dir_in(scratch, "input").map_err(|source| DataError::Io {
@@ -176,8 +232,18 @@ pub(crate) fn resolve(
             source,
         })?;
     let guard = Scratch(dir.clone());
-    let joined = dir.join("input.csv");
-    concat_csv(&parts, &joined)?;
+    let joined = match format {
+        TableFormat::Csv => {
+            let p = dir.join("input.csv");
+            concat_csv(&parts, &p)?;
+            p
+        }
+        TableFormat::Parquet => {
+            let p = dir.join("input.parquet");
+            concat_parquet(&parts, &p)?;
+            p
+        }
+    };
     Ok((joined, Some(guard)))
 }
 
@@ -232,7 +298,7 @@ mod tests {
         std::fs::write(input.join("_SUCCESS"), "").unwrap();
         std::fs::write(input.join(".part-0.csv.crc"), "x").unwrap();
         std::fs::create_dir(input.join("sub")).unwrap();
-        let (path, guard) = resolve(&input, TableFormat::Csv, &d).unwrap();
+        let (path, guard) = resolve(&input, TableFormat::Csv, &d, None).unwrap();
         let got = std::fs::read_to_string(&path).unwrap();
         assert_eq!(got, "id,v\na,1\nb,2\nc,3\nd,4\n");
         #[cfg(unix)]
@@ -246,7 +312,7 @@ mod tests {
         assert!(!path.exists(), "the concatenation is removed");
         // A file is used as it is.
         let f = input.join("part-0.csv");
-        let (same, none) = resolve(&f, TableFormat::Csv, &d).unwrap();
+        let (same, none) = resolve(&f, TableFormat::Csv, &d, None).unwrap();
         assert_eq!(same, f);
         assert!(none.is_none());
     }
@@ -256,29 +322,27 @@ mod tests {
         let d = dir("bad");
         let input = d.join("in");
         std::fs::create_dir(&input).unwrap();
-        let e = resolve(&input, TableFormat::Csv, &d)
+        let e = resolve(&input, TableFormat::Csv, &d, None)
             .err()
             .unwrap()
             .to_string();
         assert!(e.contains("no part files"), "{e}");
         std::fs::write(input.join("a.csv"), "id,v\na,1\n").unwrap();
         std::fs::write(input.join("b.csv"), "id,w\nb,2\n").unwrap();
-        let e = resolve(&input, TableFormat::Csv, &d)
+        let e = resolve(&input, TableFormat::Csv, &d, None)
             .err()
             .unwrap()
             .to_string();
         assert!(e.contains("b.csv") && e.contains("same header"), "{e}");
         std::fs::write(input.join("b.csv"), "").unwrap();
-        let e = resolve(&input, TableFormat::Csv, &d)
+        let e = resolve(&input, TableFormat::Csv, &d, None)
             .err()
             .unwrap()
             .to_string();
         assert!(e.contains("no header"), "{e}");
-        let e = resolve(&input, TableFormat::Parquet, &d)
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("not read yet"), "{e}");
+        // CSV parts read as Parquet: refused, naming the part.
+        std::fs::write(input.join("b.csv"), "id,v\nb,2\n").unwrap();
+        assert!(resolve(&input, TableFormat::Parquet, &d, None).is_err());
         // No scratch folder is left behind by a refused folder.
         let left: Vec<_> = std::fs::read_dir(&d)
             .unwrap()
