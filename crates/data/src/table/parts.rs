@@ -219,11 +219,9 @@ pub(crate) fn resolve(
         return Ok((input.to_path_buf(), None));
     }
     let parts = part_files(input)?;
-    if format == TableFormat::Parquet {
-        if let Some(kept) = keep {
-            concat_parquet(&parts, kept)?;
-            return Ok((kept.to_path_buf(), None));
-        }
+    if let (TableFormat::Parquet, Some(kept)) = (format, keep) {
+        concat_parquet(&parts, kept)?;
+        return Ok((kept.to_path_buf(), None));
     }
     let dir =
         private_fs::create_private_dir_in(scratch, "input").map_err(|source| DataError::Io {
