@@ -14,7 +14,7 @@ venv=target/pyenv
 # pandas and pyarrow: so the DataFrame and Table tests run instead of being skipped; absl-py and
 # multiprocess: the whitepaper's scripts import them (test_whitepaper.py). Binary wheels; a no-op
 # once installed, ~40 s on a first, uncached download.
-"$venv/bin/pip" install -q "maturin==1.16.0" "pytest>=8" pandas pyarrow absl-py multiprocess
+"$venv/bin/pip" install -q "maturin==1.16.0" "pytest>=8" pandas pyarrow absl-py multiprocess ray
 rm -rf target/wheels
 # The test wheel is a dev-profile build: crates/py is a workspace member, so it reuses the
 # dependencies `cargo test` just compiled (arrow, parquet, rustls, …) instead of building them

@@ -34,7 +34,7 @@ mod table;
 pub mod trace;
 pub mod ub;
 
-pub use pipeline::{bucket, join, partition};
+pub use pipeline::{bucket, join, partition, partition_job};
 pub use table::{csv, parquet_io};
 
 pub use config::{

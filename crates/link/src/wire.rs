@@ -33,6 +33,8 @@ pub mod ids {
     pub const WORKER_GREETING: &[u8] = &[0x0d];
     /// Data path, partitioned runs: the listening coordinator's worker endpoint table.
     pub const WORKER_TABLE: &[u8] = &[0x0e];
+    /// Data path, partitioned runs on a scheduler: the partitions a coordinator retries.
+    pub const WORKER_RETRY: &[u8] = &[0x0f];
 
     /// Intersection positions sent back to a party (every protocol's result transfer).
     pub const POSITIONS: &[u8] = &[0x10];

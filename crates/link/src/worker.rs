@@ -104,6 +104,46 @@ impl WireMessage for WorkerTable {
     }
 }
 
+/// A coordinator's failed partitions after a round of partition tasks (a run on a scheduler
+/// such as Ray). Both coordinators send theirs and retry the union, each partition at its
+/// next attempt, so the two sides' attempts for a partition always stay equal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryRound {
+    /// The round (0 first): both sides must be in the same one.
+    pub round: u32,
+    /// The partitions that failed here, ascending.
+    pub failed: Vec<u32>,
+}
+
+impl WireMessage for RetryRound {
+    const ID: &'static [u8] = ids::WORKER_RETRY;
+    const NAME: &'static str = "partition retry round";
+
+    fn put_body(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.round);
+        put_u32(out, self.failed.len() as u32);
+        for p in &self.failed {
+            put_u32(out, *p);
+        }
+    }
+
+    fn read_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let round = r.u32()?;
+        let n = r.u32()?;
+        if n > MAX_PARTITIONS {
+            return Err(DecodeError {
+                what: Self::NAME,
+                reason: format!("{n} failed partitions (at most {MAX_PARTITIONS})"),
+            });
+        }
+        let mut failed = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            failed.push(r.u32()?);
+        }
+        Ok(RetryRound { round, failed })
+    }
+}
+
 /// The first 4 bytes of a session id in hex: enough to tell two runs apart in an error.
 fn short(s: &SessionId) -> String {
     s[..4].iter().map(|b| format!("{b:02x}")).collect()
@@ -215,6 +255,25 @@ mod tests {
             "{e}"
         );
         assert!(b.is_err());
+    }
+
+    #[test]
+    fn retry_rounds_round_trip_and_huge_counts_are_refused() {
+        let m = RetryRound {
+            round: 2,
+            failed: vec![0, 3],
+        };
+        assert_eq!(RetryRound::decode(&m.encode()).unwrap(), m);
+        let empty = RetryRound {
+            round: 0,
+            failed: vec![],
+        };
+        assert_eq!(RetryRound::decode(&empty.encode()).unwrap(), empty);
+        let mut huge = m.encode();
+        let at = huge.len() - 12;
+        huge[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(RetryRound::decode(&huge).is_err());
+        assert!(RetryRound::decode(&m.encode()[..m.encode().len() - 1]).is_err());
     }
 
     #[test]

@@ -421,6 +421,123 @@ fn finish(result: RunResult) -> PyResult<String> {
     }
 }
 
+/// One party's coordinator of a run whose partitions run as tasks of a scheduler (Ray):
+/// `blindjoin.ray.run` drives it. See [`blindjoin_data::partition_job`].
+#[pyclass(name = "Coordinator")]
+struct PyCoordinator {
+    inner: std::sync::Mutex<Option<blindjoin_data::partition_job::Coordinator>>,
+}
+
+type CoordinatorGuard<'a> =
+    std::sync::MutexGuard<'a, Option<blindjoin_data::partition_job::Coordinator>>;
+
+impl PyCoordinator {
+    fn lock(&self) -> CoordinatorGuard<'_> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn finished_err() -> PyErr {
+    error::Error::new_err("the coordinator has finished")
+}
+
+#[pymethods]
+impl PyCoordinator {
+    /// One job (bytes) per partition, for `run_partition`. They name the party's files:
+    /// never log them.
+    fn jobs(&self) -> PyResult<Vec<Vec<u8>>> {
+        let g = self.lock();
+        Ok(g.as_ref().ok_or_else(finished_err)?.jobs().to_vec())
+    }
+
+    /// The work folder (checkpoints, spill shards, the partitions' runs).
+    #[getter]
+    fn work_dir(&self) -> PyResult<PathBuf> {
+        let g = self.lock();
+        Ok(g.as_ref()
+            .ok_or_else(finished_err)?
+            .work_dir()
+            .to_path_buf())
+    }
+
+    /// Swaps this side's failed partitions with the peer's; returns `[(partition, attempt)]`
+    /// to run again (empty: all finished on both sides).
+    fn retry_round(&self, py: Python<'_>, failed: Vec<u32>) -> PyResult<Vec<(u32, u32)>> {
+        let mut g = self.lock();
+        let c = g.as_mut().ok_or_else(finished_err)?;
+        py.detach(|| c.retry_round(&failed))
+            .map_err(|e| error::data_err(&e))
+    }
+
+    /// Merges the partitions into the output and closes the link; the report as JSON text.
+    /// `outcomes` are the tasks' JSON results.
+    fn finish(&self, py: Python<'_>, outcomes: Vec<String>) -> PyResult<String> {
+        let c = self.lock().take().ok_or_else(finished_err)?;
+        let outcomes = outcomes
+            .iter()
+            .map(|o| serde_json::from_str(o))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| error::Error::new_err(format!("a partition's outcome: {e}")))?;
+        let report = py
+            .detach(move || c.finish(&outcomes))
+            .map_err(|e| error::data_err(&e))?;
+        encoded(serde_json::to_string(&report))
+            .map_err(|_| error::Error::new_err("internal error: cannot encode the report"))
+    }
+}
+
+/// Starts a scheduled run of a two-party launch config with `workers` partitions: reads the
+/// table into the work folder, connects to the peer, agrees the run and the worker
+/// endpoints. `work_parent`: where to make the private work folder when the config has no
+/// `recovery_config`.
+#[pyfunction]
+#[pyo3(signature = (config_json, source, base_dir, workers, work_parent=None))]
+fn start_coordinator(
+    py: Python<'_>,
+    config_json: &str,
+    source: &str,
+    base_dir: PathBuf,
+    workers: usize,
+    work_parent: Option<PathBuf>,
+) -> PyResult<PyCoordinator> {
+    let c = py
+        .detach(|| {
+            blindjoin_data::partition_job::Coordinator::start(
+                config_json,
+                source,
+                &base_dir,
+                workers,
+                work_parent.as_deref(),
+                &blindjoin_data::Cancel::new(),
+            )
+        })
+        .map_err(|e| error::data_err(&e))?;
+    Ok(PyCoordinator {
+        inner: std::sync::Mutex::new(Some(c)),
+    })
+}
+
+/// Runs one partition job (from `Coordinator.jobs`) at `attempt` in this process; its outcome
+/// as JSON text (for `Coordinator.finish`).
+#[pyfunction]
+fn run_partition(py: Python<'_>, job: Vec<u8>, attempt: u32) -> PyResult<String> {
+    let outcome = py
+        .detach(|| {
+            let r = blindjoin_data::partition_job::run_partition_job(
+                &job,
+                attempt,
+                &blindjoin_data::Cancel::new(),
+            );
+            blindjoin_alloc::trim_pool();
+            r
+        })
+        .map_err(|e| error::data_err(&e))?;
+    serde_json::to_string(&outcome)
+        .map_err(|e| error::Error::new_err(format!("internal error: {e}")))
+}
+
 /// The extension module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -430,6 +547,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(psi_csv_plan, m)?)?;
     m.add_function(wrap_pyfunction!(run_plan, m)?)?;
     m.add_class::<PyPlan>()?;
+    m.add_class::<PyCoordinator>()?;
+    m.add_function(wrap_pyfunction!(start_coordinator, m)?)?;
+    m.add_function(wrap_pyfunction!(run_partition, m)?)?;
     m.add_class::<CancelToken>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     error::register(m)

@@ -19,3 +19,4 @@ mod recovery;
 mod three_party;
 mod ub;
 mod workers;
+mod workers_recovery;

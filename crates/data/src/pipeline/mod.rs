@@ -9,6 +9,8 @@ pub mod join;
 pub(crate) mod multi_party;
 pub(crate) mod n_party;
 pub mod partition;
+pub mod partition_job;
+pub(crate) mod partition_recovery;
 pub(crate) mod process;
 pub(crate) mod recovery;
 pub(crate) mod report;

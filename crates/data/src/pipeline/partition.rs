@@ -17,6 +17,7 @@
 
 use crate::error::{ConfigError, DataError};
 use crate::pipeline::bucket::{BucketedPsi, RevealCounts};
+use crate::pipeline::partition_recovery::{PartitionRecovery, RecoveryAt};
 use crate::pipeline::process::{Processor, RunsAt};
 use crate::pipeline::spill::{LoadedGroup, SpilledTable};
 use crate::spec::RunSpec;
@@ -25,7 +26,9 @@ use blindjoin_link::worker::{
     MAX_PARTITIONS, SessionId, WorkerGreeting, WorkerTable, greet_worker,
 };
 use blindjoin_link::{Cancel, Link, LinkStats, TcpLink, TcpOptions};
-use blindjoin_protocols::{HandshakeChecked, NoProgress, ProtocolError, PsiOptions, Reveal};
+use blindjoin_protocols::{
+    HandshakeChecked, Hello, NoProgress, ProtocolError, PsiOptions, Reveal, handshake,
+};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
@@ -295,7 +298,9 @@ impl<'t> SharedUnits<'t> {
         Ok(g)
     }
 
-    /// A partition is done with `unit`: the last one frees it.
+    /// A partition is done with `unit`: the last one frees it. A partition that resumes past
+    /// a unit (its buckets there were checkpointed) releases it without loading it, so the
+    /// partitions still to use it free it when they are done.
     fn release(&self, unit: usize) {
         let mut inner = self.lock();
         let last = match inner.loaded.get_mut(&unit) {
@@ -303,7 +308,12 @@ impl<'t> SharedUnits<'t> {
                 *n = n.saturating_sub(1);
                 *n == 0
             }
-            None => false,
+            None => {
+                if let Some(n) = inner.users.get_mut(unit) {
+                    *n = n.saturating_sub(1);
+                }
+                false
+            }
         };
         if last {
             inner.loaded.remove(&unit);
@@ -324,28 +334,91 @@ pub(crate) struct PartitionJob<'a> {
     pub runs_dir: Option<std::path::PathBuf>,
     /// `check_hash_digest` found the key sets equal.
     pub all_match: bool,
+    /// With recovery: where the partition keeps its checkpoint and runs (they then live
+    /// there, not in `runs_dir`).
+    pub recovery: Option<RecoveryAt>,
+}
+
+/// What a partition's worker did.
+pub(crate) struct PartitionDone<'a> {
+    /// Its processor, for [`Processor::merged`].
+    pub work: Processor<'a>,
+    /// Its connection's traffic.
+    pub stats: LinkStats,
+    /// Buckets not run again because both parties' checkpoints had them.
+    pub resumed: usize,
 }
 
 /// Runs partition `job.greeting.partition` of `job.greeting.partitions`: connects to the
 /// peer's worker of the same partition, checks the greeting, and runs its buckets with the
-/// whole run's parameters. Returns its processor (for [`Processor::merged`]) and its traffic.
-/// Callable on its own, given the session and the endpoint, for a worker in another process.
+/// whole run's parameters, checkpointing after each bucket with recovery (after first
+/// agreeing with the peer's worker where the partition resumes). Callable on its own, given
+/// the session and the endpoint, for a worker in another process.
 ///
 /// # Errors
-/// Link, protocol and run-file errors; a connection refused by the greeting.
+/// Link, protocol, checkpoint and run-file errors; a connection refused by the greeting.
 pub(crate) fn run_partition<'a>(
     job: PartitionJob<'a>,
     units: &SharedUnits<'_>,
     cancel: &Cancel,
-) -> Result<(Processor<'a>, LinkStats), DataError> {
+) -> Result<PartitionDone<'a>, DataError> {
+    let (mut link, theirs) = connect_worker(
+        &job.link,
+        job.listener,
+        &job.greeting,
+        job.hs.ours(),
+        cancel,
+    )?;
+    if theirs.theirs() != job.hs.theirs() {
+        let why = "the peer's worker announced another run than its coordinator did (the \
+                   worker link's handshake differs from the main link's)";
+        link.abort(why);
+        return Err(DataError::Protocol(ProtocolError::PeerMisbehaved(
+            why.into(),
+        )));
+    }
+    run_on_worker_link(&job, units, link)
+}
+
+/// Connects partition `greeting.partition`'s worker link, checks the greeting, and runs the
+/// handshake on it again with `hello` (the main link's): every worker link is bound to the
+/// run's session and attempt, and re-checks the run's parameters, whichever process it
+/// runs in.
+///
+/// # Errors
+/// Link errors; a refused greeting; a handshake mismatch.
+pub(crate) fn connect_worker(
+    opts: &TcpOptions,
+    listener: bool,
+    greeting: &WorkerGreeting,
+    hello: &Hello,
+    cancel: &Cancel,
+) -> Result<(TcpLink, HandshakeChecked), DataError> {
+    let mut link = TcpLink::establish_as(opts, listener, cancel)?;
+    greet_worker(&mut link, greeting)?;
+    let hs = handshake(&mut link, hello.clone())?;
+    Ok((link, hs))
+}
+
+/// Runs `job`'s partition on its connected worker link and closes it.
+///
+/// # Errors
+/// As [`run_partition`].
+pub(crate) fn run_on_worker_link<'a>(
+    job: &PartitionJob<'a>,
+    units: &SharedUnits<'_>,
+    mut link: TcpLink,
+) -> Result<PartitionDone<'a>, DataError> {
     let p = job.greeting.partition as usize;
     let parts = job.greeting.partitions as usize;
-    let mut link = TcpLink::establish_as(&job.link, job.listener, cancel)?;
-    greet_worker(&mut link, &job.greeting)?;
-    match partition_buckets(&job, units, &mut link, p, parts) {
-        Ok(work) => {
+    match partition_buckets(job, units, &mut link, p, parts) {
+        Ok((work, resumed)) => {
             link.close()?;
-            Ok((work, link.stats()))
+            Ok(PartitionDone {
+                work,
+                stats: link.stats(),
+                resumed,
+            })
         }
         Err(e) => {
             if !matches!(
@@ -365,36 +438,63 @@ fn partition_buckets<'a>(
     link: &mut TcpLink,
     p: usize,
     parts: usize,
-) -> Result<Processor<'a>, DataError> {
+) -> Result<(Processor<'a>, usize), DataError> {
     let mut psi = BucketedPsi::new(job.hs, job.opts, job.spec.bucket_size)?;
     let b = psi.buckets();
     let range = buckets_of(p, parts, b);
     psi.resume_at(range.start, 0, RevealCounts::default())?;
-    let at = match &job.runs_dir {
-        Some(dir) => RunsAt::Partition(dir, p),
-        None => RunsAt::Memory,
+    let (mut work, mut recovery) = match &job.recovery {
+        Some(at) => {
+            let rec = PartitionRecovery::open(at, p, parts, b)?;
+            let state = rec.agree(link, range.clone())?;
+            let work = Processor::new(job.spec, psi, RunsAt::Recovery(rec.dir(), &state))?;
+            (work, Some(rec))
+        }
+        None => {
+            let at = match &job.runs_dir {
+                Some(dir) => RunsAt::Partition(dir, p),
+                None => RunsAt::Memory,
+            };
+            (Processor::new(job.spec, psi, at)?, None)
+        }
     };
-    let mut work = Processor::new(job.spec, psi, at)?;
     if job.all_match {
         work.all_keys_match();
     }
-    let mut k = range.start;
+    let from = work.buckets_done().clamp(range.start, range.end);
+    // The units holding only buckets done before the crash are released unloaded.
+    if !range.is_empty() {
+        let last = units.unit_of(range.end - 1);
+        let skipped_to = if from < range.end {
+            units.unit_of(from)
+        } else {
+            last + 1
+        };
+        for unit in units.unit_of(range.start)..skipped_to {
+            units.release(unit);
+        }
+    }
+    let mut k = from;
     while k < range.end {
         let unit = units.unit_of(k);
         let group = units.get(unit)?;
         while k < range.end && units.unit_of(k) == unit {
             let _span = crate::trace::bucket_span("bucket", k);
             work.bucket(link, &group.bucket(k, b), &NoProgress)?;
+            if let Some(rec) = recovery.as_mut() {
+                rec.advance(work.checkpoint()?)?;
+            }
             k += 1;
         }
         drop(group);
         units.release(unit);
     }
-    Ok(work)
+    Ok((work, from - range.start))
 }
 
 /// Runs all `links.len()` partitions on threads of their own and merges them into one
-/// processor; returns it with the workers' traffic added up.
+/// processor; returns it with the workers' traffic added up, and the buckets taken from
+/// checkpoints (with `recovery`) rather than run again.
 ///
 /// # Errors
 /// The first partition's error (in partition order).
@@ -408,13 +508,14 @@ pub(crate) fn run_partitions<'a>(
     links: Vec<TcpOptions>,
     listener: bool,
     all_match: bool,
+    recovery: Option<RecoveryAt>,
     cancel: &Cancel,
-) -> Result<(Processor<'a>, LinkStats), DataError> {
+) -> Result<(Processor<'a>, LinkStats, usize), DataError> {
     let parts = links.len();
     let runs_dir = table.dir().map(Path::to_path_buf);
     let b = BucketedPsi::new(hs, opts, spec.bucket_size)?.buckets();
     let units = SharedUnits::new(table, b, parts);
-    let results: Vec<Result<(Processor<'a>, LinkStats), DataError>> = std::thread::scope(|s| {
+    let results: Vec<Result<PartitionDone<'a>, DataError>> = std::thread::scope(|s| {
         let handles: Vec<_> = links
             .into_iter()
             .enumerate()
@@ -433,6 +534,7 @@ pub(crate) fn run_partitions<'a>(
                     },
                     runs_dir: runs_dir.clone(),
                     all_match,
+                    recovery: recovery.clone(),
                 };
                 let units = &units;
                 std::thread::Builder::new()
@@ -458,15 +560,18 @@ pub(crate) fn run_partitions<'a>(
     });
     let mut works = Vec::with_capacity(parts);
     let mut stats = LinkStats::default();
+    let mut resumed = 0;
     for r in results {
-        let (w, st) = r?;
+        let done = r?;
+        let st = done.stats;
         stats.bytes_sent += st.bytes_sent;
         stats.bytes_received += st.bytes_received;
         stats.messages_sent += st.messages_sent;
         stats.messages_received += st.messages_received;
-        works.push(w);
+        resumed += done.resumed;
+        works.push(done.work);
     }
-    Ok((Processor::merged(works)?, stats))
+    Ok((Processor::merged(works)?, stats, resumed))
 }
 
 #[cfg(test)]

@@ -48,6 +48,10 @@ pub struct Checkpoint {
     pub current: Option<ProcessorState>,
     /// The state one bucket earlier, in case the peer is one behind.
     pub previous: Option<ProcessorState>,
+    /// The partition count of a partitioned run (each partition then keeps its own
+    /// checkpoint, [`crate::pipeline::partition_recovery`]); 0 until one starts.
+    #[serde(default)]
+    pub partitions: usize,
 }
 
 /// A run's recovery folder.
@@ -127,6 +131,7 @@ impl Recovery {
             buckets: 0,
             current: None,
             previous: None,
+            partitions: 0,
         }
     }
 
@@ -147,6 +152,11 @@ impl Recovery {
     /// Where the spill shards live.
     pub fn shard_dir(&self) -> PathBuf {
         self.folder.join("shards")
+    }
+
+    /// The digest of the run's settings and input that every checkpoint is bound to.
+    pub(crate) fn fingerprint(&self) -> &str {
+        &self.fingerprint
     }
 }
 
@@ -189,6 +199,37 @@ impl Checkpoint {
         }
     }
 
+    /// Checks that the folder's progress was made with `parts` partitions (a one-worker run's
+    /// progress cannot resume partitioned, nor the other way round, nor with another count:
+    /// the buckets' runs are laid out per partition), and records `parts`. Returns whether the
+    /// checkpoint changed (and must be saved).
+    ///
+    /// # Errors
+    /// The folder holds progress made with another worker count.
+    pub fn use_partitions(&mut self, parts: usize) -> Result<bool, DataError> {
+        let made_with = match (self.partitions, self.buckets) {
+            (0, 0) => None,
+            (0, _) => Some(1),
+            (n, _) => Some(n),
+        };
+        let asked = if parts > 1 { parts } else { 1 };
+        match made_with {
+            Some(n) if n != asked => Err(DataError::Config(ConfigError::Invalid {
+                field: "blindjoin.workers (--workers)".into(),
+                message: format!(
+                    "the recovery folder (psi_config.recovery_config.folder) holds the progress \
+                     of a run with {n} worker(s), this run has {asked}; rerun with --workers {n} \
+                     on both sides, or delete both recovery folders to start over"
+                ),
+            })),
+            _ if parts > 1 && self.partitions != parts => {
+                self.partitions = parts;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     /// Records a finished bucket.
     pub fn advance(&mut self, buckets: usize, state: ProcessorState) {
         self.buckets = buckets;
@@ -214,6 +255,12 @@ fn fingerprint(spec: &RunSpec) -> Result<String, DataError> {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
+    // A folder of parts: its own metadata misses a part rewritten in place.
+    let parts = if meta.is_dir() {
+        crate::table::parts::parts_fingerprint(&spec.input)?
+    } else {
+        String::new()
+    };
     let text = format!(
         "{:?}",
         (
@@ -228,7 +275,60 @@ fn fingerprint(spec: &RunSpec) -> Result<String, DataError> {
             (&spec.parties.self_id, &spec.parties.peer_id),
             (meta.len(), modified),
         )
-    );
+    ) + &parts;
     let d = item_digest(text.as_bytes());
     Ok(d.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cp(partitions: usize, buckets: usize) -> Checkpoint {
+        Checkpoint {
+            format: FORMAT,
+            fingerprint: "f".into(),
+            header: vec!["id".into()],
+            rows: 1,
+            shards: 1,
+            buckets,
+            current: None,
+            previous: None,
+            partitions,
+        }
+    }
+
+    #[test]
+    fn progress_resumes_only_with_the_worker_count_it_was_made_with() {
+        // A fresh folder takes any count, and records a partitioned one.
+        let mut fresh = cp(0, 0);
+        assert!(fresh.use_partitions(3).unwrap());
+        assert_eq!(fresh.partitions, 3);
+        assert!(!fresh.use_partitions(3).unwrap());
+        assert!(!cp(0, 0).use_partitions(1).unwrap());
+        // A one-worker run's progress resumes with one worker only.
+        assert!(!cp(0, 8).use_partitions(1).unwrap());
+        let e = cp(0, 8).use_partitions(2).unwrap_err().to_string();
+        assert!(
+            e.contains("1 worker(s)") && e.contains("--workers 1"),
+            "{e}"
+        );
+        // A partitioned run's, with the same count only.
+        assert!(!cp(2, 0).use_partitions(2).unwrap());
+        for other in [1, 4] {
+            let e = cp(2, 0).use_partitions(other).unwrap_err().to_string();
+            assert!(
+                e.contains("2 worker(s)") && e.contains("--workers 2"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn checkpoints_without_a_partition_count_still_read() {
+        let mut v = serde_json::to_value(cp(0, 4)).unwrap();
+        v.as_object_mut().unwrap().remove("partitions");
+        let back: Checkpoint = serde_json::from_value(v).unwrap();
+        assert_eq!(back.partitions, 0);
+    }
 }

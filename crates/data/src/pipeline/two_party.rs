@@ -5,6 +5,7 @@
 use crate::error::DataError;
 use crate::pipeline::bucket::BucketedPsi;
 use crate::pipeline::partition;
+use crate::pipeline::partition_recovery::RecoveryAt;
 use crate::pipeline::process::{Processor, RunsAt, key_groups, key_set_digest, key_sets_equal};
 use crate::pipeline::recovery::{Checkpoint, Recovery};
 use crate::pipeline::report::{PeakTracker, Report, Stages};
@@ -12,8 +13,8 @@ use crate::pipeline::spill::{SpillDir, SpillTo, SpilledTable, spill, table_bytes
 use crate::pipeline::wire::RunTerms;
 use crate::spec::{RunSpec, SpillMode, TableFormat};
 use crate::table::output::write_atomic;
-use crate::table::private_fs;
 use crate::table::writer::Columns;
+use crate::table::{parts, private_fs};
 use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
 use blindjoin_protocols::{Hello, Progress, ProtocolChoice, PsiOptions, Reveal, handshake};
 use std::path::Path;
@@ -83,14 +84,9 @@ pub(crate) fn connect_in_background(
     Ok(rx)
 }
 
-/// The body of [`run_with_cancel`]; errors are reported as they happened.
-fn run_inner(
-    spec: &RunSpec,
-    progress: &dyn Progress,
-    cancel: &Cancel,
-) -> Result<Report, DataError> {
-    let start = Instant::now();
-    let opts = TcpOptions {
+/// The main link's options.
+pub(crate) fn link_options(spec: &RunSpec) -> TcpOptions {
+    TcpOptions {
         self_id: spec.parties.self_id.clone(),
         self_addr: spec.parties.self_addr.clone(),
         peer_id: spec.parties.peer_id.clone(),
@@ -100,7 +96,32 @@ fn run_inner(
         silence_timeout: spec.silence_timeout,
         tls: spec.tls.clone(),
         shape: spec.link_shape,
-    };
+    }
+}
+
+/// The protocol options of a run, with its secret key (if any).
+pub(crate) fn psi_options(spec: &RunSpec, secret_key: Option<Zeroizing<Vec<u8>>>) -> PsiOptions {
+    PsiOptions {
+        batch_size: spec.batch_size,
+        secret_key,
+        reveal: spec.reveal,
+        ..PsiOptions::default()
+    }
+}
+
+/// The hello this party announces in the run's handshake (and on every worker link).
+pub(crate) fn hello(spec: &RunSpec, rows: u64) -> Hello {
+    Hello::new(spec.protocol, spec.role, spec.broadcast_result, rows).with_reveal(spec.reveal)
+}
+
+/// The body of [`run_with_cancel`]; errors are reported as they happened.
+fn run_inner(
+    spec: &RunSpec,
+    progress: &dyn Progress,
+    cancel: &Cancel,
+) -> Result<Report, DataError> {
+    let start = Instant::now();
+    let opts = link_options(spec);
     // A partition count this run refuses fails before anything else.
     wanted_workers(spec, true)?;
     // Connect while reading the input: both take time, and neither needs the other.
@@ -222,28 +243,47 @@ fn cardinality_pass(
 }
 
 /// Whether the run spills its input to disk.
-fn spills(spec: &RunSpec) -> bool {
+fn spills(spec: &RunSpec, input: &Path) -> bool {
     match spec.spill {
         SpillMode::Always => true,
         SpillMode::Never => false,
-        SpillMode::Auto => table_bytes(&spec.input, spec.input_format) > AUTO_SPILL_BYTES,
+        SpillMode::Auto => table_bytes(input, spec.input_format) > AUTO_SPILL_BYTES,
     }
 }
 
 /// The columns of a table spilled by an earlier run, from its checkpoint's header; a Parquet
 /// input's schema is read from its footer again (the recovery checks that the input is the
 /// one the checkpoint was made from).
-fn resumed_columns(spec: &RunSpec, header: Vec<String>) -> Result<Columns, DataError> {
+pub(crate) fn resumed_columns(spec: &RunSpec, header: Vec<String>) -> Result<Columns, DataError> {
+    // A folder of Parquet parts was spilled from the concatenation kept beside the shards.
+    let schema_from = match (&spec.recovery, spec.input.is_dir()) {
+        (Some(folder), true) => folder.join(parts::KEPT_PARQUET),
+        _ => spec.input.clone(),
+    };
     Ok(Columns {
         header,
         schema: match spec.input_format {
-            TableFormat::Parquet => Some(crate::table::parquet_io::read_schema(&spec.input)?),
+            TableFormat::Parquet => Some(crate::table::parquet_io::read_schema(&schema_from)?),
             TableFormat::Csv => None,
         },
     })
 }
 
+/// A prepared input's parts: the table, its recovery folder and checkpoint, the secret key,
+/// and the seconds reading took.
+pub(crate) type PreparedParts = (
+    SpilledTable,
+    Option<(Recovery, Checkpoint)>,
+    Option<Zeroizing<Vec<u8>>>,
+    f64,
+);
+
 impl Prepared {
+    /// Its parts, for a run driven in phases ([`crate::pipeline::partition_job`]).
+    pub(crate) fn into_parts(self) -> PreparedParts {
+        (self.source, self.recovery, self.secret_key, self.read_s)
+    }
+
     /// The keyed table and the seconds reading it took (the three-party run uses neither
     /// recovery nor a secret key).
     pub(crate) fn into_table(self) -> (SpilledTable, f64) {
@@ -268,19 +308,7 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
     // 32 bytes (a scalar, on every curve) that group and others cannot read; refused
     // otherwise, naming `chmod 600`. Read before the input, so a bad key file fails the run
     // at once, not after a long spill.
-    let secret_key = match &spec.secret_key_path {
-        None => None,
-        Some(p) => Some(
-            private_fs::read_key_file(p, 32, " bytes: a scalar of the curve").map_err(
-                |problem| {
-                    DataError::Config(crate::error::ConfigError::Invalid {
-                        field: "blindjoin.secret_key_path (--secret-key)".into(),
-                        message: format!("{}: {problem}", p.display()),
-                    })
-                },
-            )?,
-        ),
-    };
+    let secret_key = secret_key(spec)?;
     let mut recovery = None;
     let source = if let Some(folder) = &spec.recovery {
         let (rec, cp) = Recovery::open(spec, folder)?;
@@ -293,7 +321,11 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
             }
             None => {
                 let to = SpillTo::Disk(dir);
-                let t = spill(&spec.input, spec.input_format, &spec.keys, to, progress)?;
+                // A folder of parts is read as their concatenation, made beside the shards.
+                let keep = folder.join(parts::KEPT_PARQUET);
+                let (input, _parts) =
+                    parts::resolve(&spec.input, spec.input_format, folder, Some(&keep))?;
+                let t = spill(&input, spec.input_format, &spec.keys, to, progress)?;
                 let cp = rec.fresh(t.columns.header.clone(), t.rows, t.shards());
                 rec.save(&cp)?;
                 (t, cp)
@@ -303,12 +335,13 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
         table
     } else {
         let dir = spec.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let to = if spills(spec) {
+        let (input, _parts) = parts::resolve(&spec.input, spec.input_format, &dir, None)?;
+        let to = if spills(spec, &input) {
             SpillTo::Disk(SpillDir::temporary(&dir)?)
         } else {
             SpillTo::Memory
         };
-        spill(&spec.input, spec.input_format, &spec.keys, to, progress)?
+        spill(&input, spec.input_format, &spec.keys, to, progress)?
     };
     Ok(Prepared {
         source,
@@ -316,6 +349,26 @@ pub fn prepare(spec: &RunSpec, progress: &dyn Progress) -> Result<Prepared, Data
         secret_key,
         read_s: t.elapsed().as_secs_f64(),
     })
+}
+
+/// The ECDH key file, checked as the unbalanced server's key file is: a regular file of 32
+/// bytes (a scalar, on every curve) that group and others cannot read; refused otherwise,
+/// naming `chmod 600`.
+///
+/// # Errors
+/// A bad key file.
+pub(crate) fn secret_key(spec: &RunSpec) -> Result<Option<Zeroizing<Vec<u8>>>, DataError> {
+    let Some(p) = &spec.secret_key_path else {
+        return Ok(None);
+    };
+    private_fs::read_key_file(p, 32, " bytes: a scalar of the curve")
+        .map(Some)
+        .map_err(|problem| {
+            DataError::Config(crate::error::ConfigError::Invalid {
+                field: "blindjoin.secret_key_path (--secret-key)".into(),
+                message: format!("{}: {problem}", p.display()),
+            })
+        })
 }
 
 /// Runs everything after the connection is up, on any link (tests use the in-memory one).
@@ -339,6 +392,8 @@ fn wanted_workers(spec: &RunSpec, net: bool) -> Result<usize, DataError> {
     if !net {
         return Ok(1);
     }
+    // With recovery the default is 1: a rerun must use the interrupted run's count, which a
+    // default taken from the machine's free memory would not promise.
     let splittable = spec.reveal == Reveal::Intersection
         && spec.min_intersection.is_none()
         && spec.recovery.is_none();
@@ -355,14 +410,6 @@ fn wanted_workers(spec: &RunSpec, net: bool) -> Result<usize, DataError> {
         }
     };
     partition::check_splittable(w, spec.reveal, spec.min_intersection)?;
-    if w > 1 && spec.recovery.is_some() {
-        return Err(DataError::Config(crate::error::ConfigError::Invalid {
-            field: "blindjoin.workers (--workers)".into(),
-            message: format!(
-                "{w} workers asked for with recovery_config; partitioned runs do not                  checkpoint yet. Use 1 worker, or run without recovery"
-            ),
-        }));
-    }
     Ok(w.min(blindjoin_link::worker::MAX_PARTITIONS as usize))
 }
 
@@ -389,9 +436,7 @@ fn run_on_link_with(
 
     let t = Instant::now();
     let handshake_span = crate::trace::span("handshake");
-    let hello = Hello::new(spec.protocol, spec.role, spec.broadcast_result, table.rows)
-        .with_reveal(spec.reveal);
-    let hs = handshake(link, hello)?;
+    let hs = handshake(link, hello(spec, table.rows))?;
     let mut terms = RunTerms::of(spec);
     terms.workers = wanted_workers(spec, net.is_some())? as u32;
     let theirs = terms.agree(link, spec.role)?;
@@ -413,12 +458,7 @@ fn run_on_link_with(
     }
 
     let t = Instant::now();
-    let opts = PsiOptions {
-        batch_size: spec.batch_size,
-        secret_key,
-        reveal: spec.reveal,
-        ..PsiOptions::default()
-    };
+    let opts = psi_options(spec, secret_key);
     let psi = BucketedPsi::new(&hs, &opts, spec.bucket_size)?;
     let b = psi.buckets();
     let equal_sets = if spec.join.check_hash_digest {
@@ -428,8 +468,18 @@ fn run_on_link_with(
     } else {
         false
     };
-    let resume = match &recovery {
-        Some((_, cp)) => Some(cp.agree(link, b)?),
+    // A partitioned run's partitions each agree where they resume, on their own links.
+    let resume = match &mut recovery {
+        Some((rec, cp)) => {
+            if cp.use_partitions(parts)? {
+                rec.save(cp)?;
+            }
+            if parts > 1 {
+                None
+            } else {
+                Some(cp.agree(link, b)?)
+            }
+        }
         None => None,
     };
     let runs_at = match (&recovery, &resume, table.dir()) {
@@ -458,11 +508,24 @@ fn run_on_link_with(
         progress.stage("running the protocol (partitions)", 0);
         let _span = crate::trace::span("partitions");
         let listener = TcpLink::is_listener(main);
-        let (work, stats) = partition::run_partitions(
-            spec, &hs, &opts, &mut table, session, links, listener, equal_sets, cancel,
+        let checkpoints = recovery.as_ref().map(|(rec, _)| RecoveryAt {
+            folder: rec.folder().to_path_buf(),
+            fingerprint: rec.fingerprint().to_string(),
+        });
+        let (work, stats, resumed) = partition::run_partitions(
+            spec,
+            &hs,
+            &opts,
+            &mut table,
+            session,
+            links,
+            listener,
+            equal_sets,
+            checkpoints,
+            cancel,
         )?;
         worker_stats = stats;
-        (work, 0)
+        (work, resumed)
     } else {
         let mut work = Processor::new(spec, psi, runs_at)?;
         if equal_sets {
@@ -481,6 +544,72 @@ fn run_on_link_with(
         )?;
         (work, first)
     };
+    finish_run(
+        spec,
+        work,
+        link,
+        &table,
+        progress,
+        RunSoFar {
+            stages,
+            t,
+            start,
+            first,
+            worker_stats,
+            peak,
+            bucket_peaks,
+            min_check,
+            equal_sets,
+        },
+        None,
+    )
+}
+
+/// Writes the output another way than one merged file (a folder of parts): given the
+/// columns and the output path, returns the rows written.
+pub(crate) type WriteOutput<'w> = &'w dyn Fn(&Columns, &Path) -> Result<u64, DataError>;
+
+/// What a run measured and decided before its last stage ([`finish_run`]).
+pub(crate) struct RunSoFar {
+    pub stages: Stages,
+    /// When the protocol stage started.
+    pub t: Instant,
+    /// When the run started.
+    pub start: Instant,
+    /// Buckets taken from checkpoints.
+    pub first: usize,
+    pub worker_stats: blindjoin_link::LinkStats,
+    pub peak: PeakTracker,
+    pub bucket_peaks: Vec<u64>,
+    pub min_check: Option<u64>,
+    pub equal_sets: bool,
+}
+
+/// The last stage of a run, after every bucket: totals and checks with the peer over the main
+/// link, close it, merge the sorted runs into the output, write the count and the report.
+///
+/// # Errors
+/// Link, check and output errors.
+pub(crate) fn finish_run(
+    spec: &RunSpec,
+    work: Processor<'_>,
+    link: &mut dyn Link,
+    table: &SpilledTable,
+    progress: &dyn Progress,
+    so_far: RunSoFar,
+    write_output: Option<WriteOutput<'_>>,
+) -> Result<Report, DataError> {
+    let RunSoFar {
+        mut stages,
+        t,
+        start,
+        first,
+        worker_stats,
+        peak,
+        bucket_peaks,
+        min_check,
+        equal_sets,
+    } = so_far;
     let finish_span = crate::trace::span("finish (totals and checks with the peer)");
     let mut finished = work.finish(link)?;
     drop(finish_span);
@@ -494,7 +623,10 @@ fn run_on_link_with(
             (true, Some(out)) => {
                 progress.stage("writing output", 0);
                 let _span = crate::trace::span("merge and write output");
-                let written = finished.write(&table.columns, out)?;
+                let written = match write_output {
+                    Some(w) => w(&table.columns, out)?,
+                    None => finished.write(&table.columns, out)?,
+                };
                 (
                     written as i64,
                     finished.totals.matched_keys as i64,

@@ -9,6 +9,7 @@ pub mod parquet_io;
 #[cfg(not(feature = "parquet"))]
 #[path = "parquet_off.rs"]
 pub mod parquet_io;
+pub(crate) mod parts;
 pub(crate) mod private_fs;
 pub(crate) mod rows;
 pub mod writer;

@@ -959,3 +959,133 @@ fn the_key_set_digest_ignores_row_order_and_duplicates_and_sees_one_key_changed(
     // The bucket count is part of what is hashed: both parties use the agreed one.
     assert_ne!(digest("f", &["x"], 1), digest("g", &["x"], 2));
 }
+
+/// A folder of Parquet parts (same schema, `_SUCCESS` skipped) gives the bytes the one Parquet
+/// file gives, in memory, spilled and with recovery (which keeps the concatenation for a
+/// resumed run's schema); a part with another schema is refused, naming it.
+#[cfg(feature = "parquet")]
+#[test]
+fn a_folder_of_parquet_parts_reads_as_the_one_file() {
+    let mut seed = 77;
+    let left = int_side("L", 300, 200, &mut seed);
+    let right = int_side("R", 250, 200, &mut seed);
+    let halves = [
+        Side {
+            tag: "L",
+            keys: left.keys[..120].to_vec(),
+        },
+        Side {
+            tag: "M",
+            keys: left.keys[120..].to_vec(),
+        },
+    ];
+    // The receiver's output row counts, one per case: all equal.
+    let mut one = Vec::new();
+    for recovery in [false, true] {
+        for spill in [SpillMode::Never, SpillMode::Always] {
+            let name = format!("pq-parts-{spill:?}-{recovery}");
+            let d = dir(&name);
+            let _ = std::fs::remove_dir_all(d.join("rec-r"));
+            let _ = std::fs::remove_dir_all(d.join("rec-s"));
+            let folder = d.join("r-parts");
+            let _ = std::fs::remove_dir_all(&folder);
+            std::fs::create_dir_all(&folder).unwrap();
+            write_parquet(&folder.join("part-0.parquet"), &halves[0]);
+            write_parquet(&folder.join("part-1.parquet"), &halves[1]);
+            std::fs::write(folder.join("_SUCCESS"), "").unwrap();
+            write_parquet(&d.join("s.parquet"), &right);
+            let run = |input: PathBuf, tag: &str| {
+                let (mut lr, mut ls) = mem_pair();
+                let spec_for = |role, input: PathBuf| {
+                    let mut s = spec(&d, role, JoinType::Full, true, spill, Protocol::Rr22);
+                    let me = if role == Role::Receiver { "r" } else { "s" };
+                    s.input = input;
+                    s.output = Some(d.join(format!("{me}.{tag}.parquet")));
+                    s.input_format = crate::TableFormat::Parquet;
+                    s.output_format = crate::TableFormat::Parquet;
+                    if recovery {
+                        s.recovery = Some(d.join(format!("rec-{me}-{tag}")));
+                    }
+                    s
+                };
+                let ss = spec_for(Role::Sender, d.join("s.parquet"));
+                let t = std::thread::spawn(move || {
+                    let p = prepare(&ss, &NoProgress).unwrap();
+                    run_on_link(&ss, p, &mut ls, &NoProgress, Instant::now()).unwrap();
+                });
+                let rs = spec_for(Role::Receiver, input);
+                let p = prepare(&rs, &NoProgress).unwrap();
+                run_on_link(&rs, p, &mut lr, &NoProgress, Instant::now()).unwrap();
+                t.join().unwrap();
+                (
+                    std::fs::read(d.join(format!("r.{tag}.parquet"))).unwrap(),
+                    std::fs::read(d.join(format!("s.{tag}.parquet"))).unwrap(),
+                )
+            };
+            // The reference: the parts' rows as one file, written with arrow (not by our own
+            // concatenation, so the check is independent).
+            let joined = d.join("r-one.parquet");
+            {
+                use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+                let payloads: Vec<String> = halves
+                    .iter()
+                    .flat_map(|h| (0..h.keys.len()).map(move |i| format!("{}{i}", h.tag)))
+                    .collect();
+                let ids: Vec<i64> = halves
+                    .iter()
+                    .flat_map(|h| h.keys.iter().map(|k| k.parse::<i64>().unwrap()))
+                    .collect();
+                let payload: ArrayRef =
+                    std::sync::Arc::new(StringArray::from_iter_values(payloads));
+                let id: ArrayRef = std::sync::Arc::new(Int64Array::from_iter_values(ids));
+                let batch = RecordBatch::try_from_iter([("payload", payload), ("id", id)]).unwrap();
+                let file = std::fs::File::create(&joined).unwrap();
+                let mut w =
+                    parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+                w.write(&batch).unwrap();
+                w.close().unwrap();
+            }
+            let a = run(joined, "one");
+            let b = run(folder.clone(), "parts");
+            assert_eq!(
+                parquet_rows(&d.join("r.one.parquet")),
+                parquet_rows(&d.join("r.parts.parquet")),
+                "{name}"
+            );
+            assert!(a.1 == b.1, "{name}: the sender's output differs");
+            if recovery {
+                assert!(d.join("rec-r-parts").join("input.parquet").exists());
+                // Rerun: resumes from the checkpoints, the schema from the kept concatenation.
+                let again = run(folder.clone(), "parts");
+                assert!(again == b, "{name}: the resumed run's outputs differ");
+            }
+            one.push(parquet_rows(&d.join("r.parts.parquet")).len());
+            // A part with another schema is refused, naming it.
+            let other = &right;
+            {
+                use arrow_array::{ArrayRef, RecordBatch, StringArray};
+                let id: ArrayRef =
+                    std::sync::Arc::new(StringArray::from_iter_values(other.keys.iter().cloned()));
+                let batch = RecordBatch::try_from_iter([("id", id)]).unwrap();
+                let file = std::fs::File::create(folder.join("part-2.parquet")).unwrap();
+                let mut w =
+                    parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+                w.write(&batch).unwrap();
+                w.close().unwrap();
+            }
+            let mut s = spec(
+                &d,
+                Role::Receiver,
+                JoinType::Full,
+                true,
+                spill,
+                Protocol::Rr22,
+            );
+            s.input = folder.clone();
+            s.input_format = crate::TableFormat::Parquet;
+            let e = prepare(&s, &NoProgress).err().unwrap().to_string();
+            assert!(e.contains("part-2.parquet") && e.contains("schema"), "{e}");
+        }
+    }
+    assert!(one.iter().all(|&n| n == one[0] && n > 100));
+}

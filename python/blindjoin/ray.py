@@ -1,0 +1,168 @@
+"""Run one party's partitions as Ray tasks: ``pip install 'blindjoin[ray]'``.
+
+:func:`run` splits this party's run into ``workers`` partitions (hash-bucket ranges, the same
+ones the peer cuts) and runs each as a Ray task on **this party's own** Ray cluster; the two
+organisations never share one. The calling process is the coordinator: it reads and spills the
+table into a work folder, connects the main link to the peer, agrees the run and the worker
+endpoints, hands each partition to a task as a self-contained job (bytes in blindjoin's own
+versioned encoding: paths and ids, no key material), retries failed partitions, and finally
+merges the partitions' sorted runs into the one aligned output file, as ``blindjoin run
+--workers W`` does in one process, or, when ``output_config.path`` names a folder (ends with
+``/``), writes one part file per partition there (``docs/config.md``).
+
+Failures: a task that dies (``kill -9``, a lost node) raises on ``ray.get``; the peer's worker of
+that partition then sees its link fail too. After every round of tasks both coordinators swap
+their failed partitions over the main link and both rerun the union, each at its next attempt
+(so the two workers of a partition always greet with the same attempt, and a worker left over
+from an earlier try is refused). A rerun partition resumes from its last checkpointed bucket;
+the others are not redone. Rounds are bounded (``max_rounds``) and so is the time
+(``timeout_s``).
+
+The work folder (spill shards, checkpoints, the partitions' runs) is the config's
+``recovery_config.folder`` if set (then the whole run also resumes after the coordinator's
+crash), else a private folder (0700) made in ``work_dir`` or the system's temporary folder and
+removed when the run ends (also on failure). Tasks read and write it: on a multi-machine
+Ray cluster it must be on storage every node sees at the same path. The peer must run
+``blindjoin.ray`` too (the coordinators swap failed partitions after each round).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from typing import Any, Dict, List, Optional
+
+from . import Config, Error, PathLike, _config_text, _native
+
+__all__ = ["run"]
+
+_log = logging.getLogger("blindjoin")
+
+
+def _partition_task(job: bytes, partition: int, attempt: int, pid_dir: str) -> str:
+    """One partition, in a Ray worker process; records the process id (tests kill it)."""
+    os.makedirs(pid_dir, mode=0o700, exist_ok=True)
+    path = os.path.join(pid_dir, f"p{partition}-a{attempt}.pid")
+    with open(path, "w", encoding="ascii") as f:
+        f.write(str(os.getpid()))
+    from blindjoin import _native as native
+
+    result: str = native.run_partition(job, attempt)
+    return result
+
+
+def run(
+    config: Config,
+    workers: int = 2,
+    address: Optional[str] = None,
+    *,
+    work_dir: Optional[PathLike] = None,
+    max_rounds: int = 3,
+    timeout_s: float = 3600.0,
+    num_cpus: Optional[int] = None,
+) -> Dict[str, Any]:
+    """Run this party of a two-party launch config with ``workers`` partitions on Ray.
+
+    ``config`` is what :func:`blindjoin.run` takes. ``address=None`` starts a private local Ray
+    instance for this call (its own temporary folder, no dashboard, ``num_cpus`` CPUs, default
+    ``max(workers, cores)``) and stops it at the end, so two parties on one machine get two
+    instances. To use a cluster, pass its address (``"ray://head:10001"`` or ``"auto"`` on a
+    node of it); if Ray is already initialised in this process, that instance is used and left
+    running. The cluster must be able to run all ``workers`` tasks at once: the two parties'
+    workers of a partition run at the same time.
+
+    The partition count is the smaller of the two parties' (at least 2). Returns the report
+    (as :func:`blindjoin.run`'s), plus ``partition_attempts``: the last attempt of each
+    partition (0: never retried).
+    """
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("blindjoin.ray needs Ray: pip install 'blindjoin[ray]'") from e
+    if workers < 2:
+        raise ValueError("workers: a run on Ray needs at least 2 partitions")
+    text, source, base = _config_text(config)
+    own_tmp: Optional[str] = None
+    started = False
+    if not ray.is_initialized():
+        if address is None:
+            # Short path: Ray's socket names must fit in 107 bytes.
+            own_tmp = tempfile.mkdtemp(prefix="bjray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+            ray.init(
+                address="local",
+                num_cpus=num_cpus or max(workers, os.cpu_count() or 1),
+                include_dashboard=False,
+                _temp_dir=own_tmp,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
+        else:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        started = True
+    try:
+        return _coordinate(ray, text, source, base, workers, work_dir, max_rounds, timeout_s)
+    finally:
+        if started:
+            ray.shutdown()
+        if own_tmp is not None:
+            shutil.rmtree(own_tmp, ignore_errors=True)
+
+
+def _coordinate(
+    ray: Any,
+    text: str,
+    source: str,
+    base: str,
+    workers: int,
+    work_dir: Optional[PathLike],
+    max_rounds: int,
+    timeout_s: float,
+) -> Dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    coord = _native.start_coordinator(
+        text, source, base, workers, os.fspath(work_dir) if work_dir is not None else None
+    )
+    jobs: List[bytes] = coord.jobs()
+    n = len(jobs)
+    pid_dir = os.path.join(os.fspath(coord.work_dir), "pids")
+    task = ray.remote(num_cpus=1, max_retries=0)(_partition_task)
+    attempts = [0] * n
+    outcomes: Dict[int, str] = {}
+    pending = list(range(n))
+    errors: Dict[int, str] = {}
+    for _ in range(max(1, max_rounds)):
+        refs = {p: task.remote(jobs[p], p, attempts[p], pid_dir) for p in pending}
+        failed: List[int] = []
+        for p, ref in refs.items():
+            left = deadline - time.monotonic()
+            try:
+                outcomes[p] = ray.get(ref, timeout=max(1.0, left))
+            except Exception as e:  # the task's error, a dead worker, or the deadline
+                failed.append(p)
+                errors[p] = f"{type(e).__name__}: {e}"
+                _log.warning("partition %d attempt %d failed: %s", p, attempts[p], errors[p])
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # already ended
+                    pass
+        retry = coord.retry_round(failed)
+        if not retry:
+            break
+        if time.monotonic() > deadline:
+            raise Error(f"blindjoin.ray: out of time ({timeout_s} s) with partitions to retry")
+        for p, a in retry:
+            attempts[p] = a
+            outcomes.pop(p, None)
+        pending = [p for p, _ in retry]
+    else:
+        raise Error(
+            f"blindjoin.ray: partitions {pending} still failed after {max_rounds} rounds; "
+            f"last errors: {errors}"
+        )
+    report: Dict[str, Any] = json.loads(coord.finish([outcomes[p] for p in range(n)]))
+    report["partition_attempts"] = attempts
+    return report
