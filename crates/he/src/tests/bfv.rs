@@ -7,7 +7,8 @@ use crate::eval::{
     multiply_plain_accumulate, negate, relinearize, square, sub, to_ntt,
 };
 use crate::{
-    BatchEncoder, Ciphertext, Context, HeError, Parameters, PlainModulus, RelinKeys, SecretKey,
+    BatchEncoder, Ciphertext, Context, HeError, NttPlaintext, Parameters, PlainModulus, RelinKeys,
+    SecretKey,
 };
 
 struct Setup {
@@ -183,6 +184,34 @@ fn ct_times_pt_and_multiply_accumulate_match_plaintext() {
         Err(HeError::Mismatch(_))
     ));
     assert!(multiply_plain_accumulate(&s.ctx, &[]).is_err());
+}
+
+#[test]
+fn ntt_plaintexts_round_trip_through_their_residues_and_bad_ones_are_refused() {
+    let s = small();
+    let (n, t) = (s.ctx.degree(), s.ctx.plain_modulus());
+    let e = BatchEncoder::new(&s.ctx);
+    let level = s.ctx.top_level();
+    let x = rand_slots(&mut 11, n, t);
+    let pt = e.to_ntt(&e.encode(&x).unwrap(), level).unwrap();
+    let back = NttPlaintext::from_residues(&s.ctx, level, pt.residues().to_vec()).unwrap();
+    assert_eq!(back, pt);
+    let mut c = enc(&s, &x);
+    to_ntt(&s.ctx, &mut c).unwrap();
+    assert_eq!(
+        dec(&s, &multiply_plain(&s.ctx, &c, &back).unwrap()),
+        mulv(t, &x, &x)
+    );
+    let short = pt.residues()[..n].to_vec();
+    assert!(NttPlaintext::from_residues(&s.ctx, level, short.clone()).is_err());
+    assert!(NttPlaintext::from_residues(&s.ctx, 1, short).is_ok());
+    assert!(NttPlaintext::from_residues(&s.ctx, 3, vec![0; 3 * n]).is_err());
+    let mut big = pt.residues().to_vec();
+    big[n + 5] = s.ctx.level_moduli(level)[1].value();
+    assert!(matches!(
+        NttPlaintext::from_residues(&s.ctx, level, big),
+        Err(HeError::Mismatch(_))
+    ));
 }
 
 #[test]
