@@ -4,7 +4,8 @@
 //! Run: `cargo bench -p blindjoin-apsi -- [log2 DB size …] [preset …]` (or, without the
 //! workspace's fat-LTO release build, `CARGO_PROFILE_DEV_OPT_LEVEL=3 cargo bench -p
 //! blindjoin-apsi --profile dev -- …`), e.g.
-//! `-- 16 1M-1024-cmp`; defaults: 2^16 items, presets `1M-1024-cmp` (unlabeled, 1024
+//! `-- 16 1M-1024-cmp` (add `load` to time saving the DB to bytes and loading it back, `reps=K` to run the online
+//! phase K times on one DB); defaults: 2^16 items, presets `1M-1024-cmp` (unlabeled, 1024
 //! queries) and `1M-1-32` (32-byte labels, 16-byte nonces, 1 query). Threads: rayon's
 //! (`RAYON_NUM_THREADS=2` to match the APSI peer's `-t 2`). Half of the queries are in the DB;
 //! the answer is checked against the plaintext lookup.
@@ -31,15 +32,34 @@ fn peak_rss_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// CPU seconds of this process so far (user + system, both parties and every thread): on a
+/// shared machine it compares runs better than wall time, which counts waiting for a core.
+fn cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+            Some(ticks / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
     let mut logs: Vec<u32> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    let load = args.iter().any(|a| a == "load");
+    let reps: usize = args
+        .iter()
+        .find_map(|a| a.strip_prefix("reps=")?.parse().ok())
+        .unwrap_or(1);
     let mut presets: Vec<String> = args
         .iter()
-        .filter(|a| a.parse::<u32>().is_err())
+        .filter(|a| a.parse::<u32>().is_err() && *a != "load" && !a.starts_with("reps="))
         .cloned()
         .collect();
     if logs.is_empty() {
@@ -89,6 +109,24 @@ fn main() {
                 SenderDb::build(params.clone(), &items, None, 0, 0).unwrap()
             };
             let setup = t0.elapsed().as_secs_f64();
+            // `load`: the DB saved to bytes and loaded back (what a sender serving from a
+            // saved DB pays before it can answer), then served from the loaded copy.
+            let db = if load {
+                let t = Instant::now();
+                let bytes = db.to_bytes();
+                let save = t.elapsed().as_secs_f64();
+                drop(db);
+                let t = Instant::now();
+                let back = SenderDb::from_bytes(&bytes).unwrap();
+                println!(
+                    "{name}, 2^{log}: DB bytes {:.1} MB, to_bytes {save:.2} s, from_bytes {:.2} s",
+                    bytes.len() as f64 / 1e6,
+                    t.elapsed().as_secs_f64()
+                );
+                back
+            } else {
+                db
+            };
             let q: Vec<_> = (0..queries)
                 .map(|i| {
                     if i % 2 == 0 {
@@ -98,36 +136,40 @@ fn main() {
                     }
                 })
                 .collect();
-            let (mut a, mut b) = mem_pair_with_timeout(Duration::from_secs(3600));
-            let t1 = Instant::now();
-            let (got, stats) = std::thread::scope(|s| {
-                let h = s.spawn(|| {
-                    serve(&mut a, &db).unwrap();
-                    a.stats()
+            for _ in 0..reps {
+                let (mut a, mut b) = mem_pair_with_timeout(Duration::from_secs(3600));
+                let t1 = Instant::now();
+                let c1 = cpu_s();
+                let (got, stats) = std::thread::scope(|s| {
+                    let h = s.spawn(|| {
+                        serve(&mut a, &db).unwrap();
+                        a.stats()
+                    });
+                    let got = query(&mut b, Some(&params), &q).unwrap();
+                    (got, h.join().unwrap())
                 });
-                let got = query(&mut b, Some(&params), &q).unwrap();
-                (got, h.join().unwrap())
-            });
-            let online = t1.elapsed().as_secs_f64();
-            for (i, g) in got.iter().enumerate() {
-                if i % 2 == 0 {
-                    let want = &labels[(i * 7919) % n];
-                    assert_eq!(
-                        g.as_deref(),
-                        Some(if label_len > 0 { &want[..] } else { &[][..] })
-                    );
-                } else {
-                    assert!(g.is_none());
+                let online = t1.elapsed().as_secs_f64();
+                let online_cpu = cpu_s() - c1;
+                for (i, g) in got.iter().enumerate() {
+                    if i % 2 == 0 {
+                        let want = &labels[(i * 7919) % n];
+                        assert_eq!(
+                            g.as_deref(),
+                            Some(if label_len > 0 { &want[..] } else { &[][..] })
+                        );
+                    } else {
+                        assert!(g.is_none());
+                    }
                 }
+                println!(
+                    "{name}, 2^{log}, {queries}, {label_len}: {setup:.2} s (OPRF alone {oprf:.2} s), \
+                 {online:.3} s ({online_cpu:.2} CPU s), {:.2} MB, {:.2} MB, {:?}, {:.0} MiB",
+                    stats.bytes_received as f64 / 1e6,
+                    stats.bytes_sent as f64 / 1e6,
+                    db.bundle_counts(),
+                    peak_rss_mib()
+                );
             }
-            println!(
-                "{name}, 2^{log}, {queries}, {label_len}: {setup:.2} s (OPRF alone {oprf:.2} s), \
-                 {online:.3} s, {:.2} MB, {:.2} MB, {:?}, {:.0} MiB",
-                stats.bytes_received as f64 / 1e6,
-                stats.bytes_sent as f64 / 1e6,
-                db.bundle_counts(),
-                peak_rss_mib()
-            );
         }
     }
 }

@@ -15,14 +15,21 @@ use crate::powers::{Node, PowersDag};
 use crate::sender_db::{Coeffs, SenderDb};
 use crate::wire::{self, BundleResult};
 use blindjoin_crypto::oprf::POINT_LEN;
-use blindjoin_he::{Ciphertext, Context, RelinKeys, eval};
+use blindjoin_he::eval::{self, ExtendedCiphertext};
+use blindjoin_he::{Ciphertext, Context, RelinKeys};
 use blindjoin_link::Link;
 use rayon::prelude::*;
 
-/// A power in coefficient form (ct×ct) and NTT form (ct×pt).
+/// A power extended to Q∪P in NTT form: an operand of every ct×ct it takes part in without
+/// being extended again, and its Q rows are the NTT form the ct×pt products take.
 pub(crate) struct Power {
-    coeff: Ciphertext,
-    ntt: Ciphertext,
+    ext: ExtendedCiphertext,
+}
+
+impl Power {
+    fn ntt(&self) -> &Ciphertext {
+        self.ext.ntt()
+    }
 }
 
 /// What one query cost the sender.
@@ -34,10 +41,10 @@ pub struct ServeStats {
     pub results: usize,
 }
 
-fn both(ctx: &Context, coeff: Ciphertext) -> Result<Power> {
-    let mut ntt = coeff.clone();
-    eval::to_ntt(ctx, &mut ntt)?;
-    Ok(Power { coeff, ntt })
+fn extended(ctx: &Context, coeff: &Ciphertext) -> Result<Power> {
+    Ok(Power {
+        ext: eval::extend(ctx, coeff)?,
+    })
 }
 
 /// All target powers from the sources (`sources[k]` is y^{query_powers[k]}).
@@ -54,7 +61,7 @@ pub(crate) fn compute_powers(
             let ct = src
                 .next()
                 .ok_or(ApsiError::Input("too few source powers".into()))?;
-            out[p] = Some(both(ctx, ct)?);
+            out[p] = Some(extended(ctx, &ct)?);
         }
     }
     for d in 1..=dag.depth() {
@@ -73,8 +80,9 @@ pub(crate) fn compute_powers(
                 let (Some(x), Some(y)) = (&out[a], &out[b]) else {
                     return Err(ApsiError::Input("powers DAG out of order".into()));
                 };
-                let prod = eval::relinearize(ctx, &eval::multiply(ctx, &x.coeff, &y.coeff)?, rk)?;
-                Ok((p, both(ctx, prod)?))
+                let prod =
+                    eval::relinearize(ctx, &eval::multiply_extended(ctx, &x.ext, &y.ext)?, rk)?;
+                Ok((p, extended(ctx, &prod)?))
             })
             .collect::<Result<Vec<_>>>()?;
         for (p, pw) in made {
@@ -107,7 +115,7 @@ pub(crate) fn evaluate(
         .ok_or(ApsiError::Input("constant coefficient missing".into()))?;
     let mut acc = if low == 0 {
         let terms = (1..count)
-            .map(|d| Ok((&power(powers, d)?.ntt, &coeffs.ntt[d])))
+            .map(|d| Ok((power(powers, d)?.ntt(), &coeffs.ntt[d])))
             .collect::<Result<Vec<_>>>()?;
         let mut s = eval::multiply_plain_accumulate(ctx, &terms)?;
         eval::from_ntt(ctx, &mut s)?;
@@ -119,11 +127,11 @@ pub(crate) fn evaluate(
             let base = j * h;
             let terms = (1..=low)
                 .filter(|i| base + i < count)
-                .map(|i| Ok((&power(powers, i)?.ntt, &coeffs.ntt[base + i])))
+                .map(|i| Ok((power(powers, i)?.ntt(), &coeffs.ntt[base + i])))
                 .collect::<Result<Vec<_>>>()?;
             let part = if terms.is_empty() {
                 let mut s =
-                    eval::multiply_plain(ctx, &power(powers, base)?.ntt, &coeffs.ntt[base])?;
+                    eval::multiply_plain(ctx, power(powers, base)?.ntt(), &coeffs.ntt[base])?;
                 eval::from_ntt(ctx, &mut s)?;
                 s
             } else {
@@ -141,7 +149,11 @@ pub(crate) fn evaluate(
                 if j == 0 {
                     s
                 } else {
-                    eval::multiply(ctx, &s, &power(powers, base)?.coeff)?
+                    eval::multiply_extended(
+                        ctx,
+                        &eval::extend(ctx, &s)?,
+                        &power(powers, base)?.ext,
+                    )?
                 }
             };
             acc = Some(match acc {

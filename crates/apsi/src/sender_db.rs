@@ -13,12 +13,17 @@
 //! * **Polynomials.** Slot (bin j, felt c) of a bundle gets Π (X − x_{i,c}) over its entries i,
 //!   and per label part p the interpolation of (x_{i,c}, ℓ_{i,p·f+c}). The bundle's degree D
 //!   is its fullest bin's load; coefficient d of every slot makes plaintext d.
-//! * **Serialization** ([`SenderDb::to_bytes`]): magic, version, the parameters, label and
-//!   nonce sizes, the OPRF key seed, then per bundle its entries (bin, hashed item, encrypted
-//!   label), and a SHA-256 checksum of all of it. Loading checks the checksum first, then
-//!   every count against the bytes left and every entry against the parameters, and rebuilds
-//!   the polynomials (the encoded plaintexts are not stored: they are 20–60× larger than the
-//!   entries). The bytes hold the OPRF key: whoever stores them must keep the file private.
+//! * **Serialization** ([`SenderDb::write_to`], [`SenderDb::read_from`]): magic, version, the
+//!   parameters, label and nonce sizes, the OPRF key seed, the item count, then per bundle its
+//!   degree and the plaintexts the online phase multiplies by, as they sit in memory (NTT form,
+//!   one u64 per residue) with the few it adds in coefficient form, and a SHA-256 checksum of
+//!   all of it. Loading is a streamed read: the version is checked first (older files are
+//!   refused: re-run setup), every count is bounded by the parameters and by the bytes left
+//!   before anything is allocated, every residue must be below its prime and every
+//!   coefficient below t, and the checksum is compared before the DB is returned. No
+//!   polynomial is rebuilt, so loading costs about what reading the file does; the file is
+//!   about the size of the DB in memory. The bytes hold the OPRF key: whoever stores them must
+//!   keep the file private.
 
 use crate::error::{ApsiError, Result};
 use crate::interp;
@@ -30,10 +35,12 @@ use blindjoin_he::modarith::Modulus;
 use blindjoin_he::{BatchEncoder, Context, NttPlaintext, Plaintext};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
-use zeroize::Zeroizing;
+use std::io::{Read, Write};
+use zeroize::{Zeroize, Zeroizing};
 
 const MAGIC: &[u8; 8] = b"BJAPSIDB";
-const VERSION: u16 = 1;
+/// Version 2 stores the bundles' plaintexts; version 1 stored the entries.
+const VERSION: u16 = 2;
 /// The OPRF group of the DB (FourQ, as `ub_oprf`'s default).
 pub const OPRF_CURVE: Curve = Curve::FourQ;
 
@@ -53,7 +60,8 @@ pub(crate) struct Coeffs {
 }
 
 pub(crate) struct Bundle {
-    pub bins: Vec<Vec<Entry>>,
+    /// The fullest bin's load: the matching polynomial's degree.
+    pub degree: usize,
     pub matching: Coeffs,
     pub labels: Vec<Coeffs>,
 }
@@ -285,7 +293,7 @@ impl SenderDb {
             }
             v
         };
-        let high = p.query.ps_low_degree + 1;
+        let low = p.query.ps_low_degree;
         let encode = |get: &(dyn Fn(usize, usize, usize) -> Option<u64> + Sync), count: usize| {
             let enc = BatchEncoder::new(&self.ctx);
             let level = self.ctx.top_level();
@@ -295,7 +303,7 @@ impl SenderDb {
                     let slots = slot_value(&|j, c| get(j, c, d));
                     let pt = enc.encode(&slots)?;
                     let ntt = enc.to_ntt(&pt, level)?;
-                    Ok((ntt, (d % high == 0).then_some(pt)))
+                    Ok((ntt, keep_plain(low, d).then_some(pt)))
                 })
                 .collect::<Result<Vec<_>>>()
                 .map(|v: Vec<(NttPlaintext, Option<Plaintext>)>| {
@@ -305,10 +313,15 @@ impl SenderDb {
         };
         let matching = encode(&|j, c, d| polys[j][c].0.get(d).copied(), degree + 1)?;
         let labels = (0..parts)
-            .map(|q| encode(&|j, c, d| polys[j][c].1[q].get(d).copied(), degree.max(2)))
+            .map(|q| {
+                encode(
+                    &|j, c, d| polys[j][c].1[q].get(d).copied(),
+                    label_coeff_count(degree),
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(Bundle {
-            bins,
+            degree,
             matching,
             labels,
         })
@@ -349,7 +362,7 @@ impl SenderDb {
         self.bundles
             .iter()
             .flatten()
-            .flat_map(|b| b.bins.iter().map(Vec::len))
+            .map(|b| b.degree)
             .max()
             .unwrap_or(0)
     }
@@ -362,33 +375,52 @@ impl SenderDb {
     /// The serialized DB (see the module doc); it holds the OPRF key.
     pub fn to_bytes(&self) -> Zeroizing<Vec<u8>> {
         let mut out = Zeroizing::new(Vec::new());
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
+        // Writing to a Vec cannot fail.
+        let _ = self.write_to(&mut *out);
+        out
+    }
+
+    /// Writes the serialized DB (see the module doc) to `w`, streamed: no copy of the DB is
+    /// made in memory. It holds the OPRF key.
+    ///
+    /// # Errors
+    /// Those of `w`.
+    pub fn write_to(&self, w: &mut dyn Write) -> std::io::Result<()> {
+        let mut out = HashWriter {
+            w,
+            hash: Sha256::new(),
+            buf: Vec::new(),
+        };
+        out.put(MAGIC)?;
+        out.put(&VERSION.to_le_bytes())?;
         let pb = self.params.to_bytes();
-        out.extend_from_slice(&(pb.len() as u32).to_le_bytes());
-        out.extend_from_slice(&pb);
-        out.extend_from_slice(&(self.label_len as u32).to_le_bytes());
-        out.push(self.nonce_len as u8);
-        out.extend_from_slice(self.seed.as_ref());
-        out.extend_from_slice(&(self.items as u64).to_le_bytes());
-        out.extend_from_slice(&(self.bundles.len() as u32).to_le_bytes());
+        out.put(&(pb.len() as u32).to_le_bytes())?;
+        out.put(&pb)?;
+        out.put(&(self.label_len as u32).to_le_bytes())?;
+        out.put(&[self.nonce_len as u8])?;
+        out.put(self.seed.as_ref())?;
+        out.put(&(self.items as u64).to_le_bytes())?;
+        out.put(&(self.bundles.len() as u32).to_le_bytes())?;
+        let low = self.params.query.ps_low_degree;
         for idx in &self.bundles {
-            out.extend_from_slice(&(idx.len() as u32).to_le_bytes());
+            out.put(&(idx.len() as u32).to_le_bytes())?;
             for b in idx {
-                let n: usize = b.bins.iter().map(Vec::len).sum();
-                out.extend_from_slice(&(n as u32).to_le_bytes());
-                for (j, bin) in b.bins.iter().enumerate() {
-                    for e in bin {
-                        out.extend_from_slice(&(j as u32).to_le_bytes());
-                        out.extend_from_slice(&e.item);
-                        out.extend_from_slice(&e.label);
+                out.put(&(b.degree as u32).to_le_bytes())?;
+                for c in std::iter::once(&b.matching).chain(&b.labels) {
+                    for pt in &c.ntt {
+                        out.words(pt.residues())?;
+                    }
+                    for (d, p) in c.plain.iter().enumerate() {
+                        match p {
+                            Some(p) if keep_plain(low, d) => out.words(p.coeffs())?,
+                            _ => {}
+                        }
                     }
                 }
             }
         }
-        let sum = Sha256::digest(out.as_slice());
-        out.extend_from_slice(&sum);
-        out
+        let sum = out.hash.finalize();
+        out.w.write_all(&sum)
     }
 
     /// Loads a DB written by [`SenderDb::to_bytes`] (hostile input: see the module doc).
@@ -396,21 +428,34 @@ impl SenderDb {
     /// # Errors
     /// [`ApsiError::Db`] naming what is wrong.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut r = bytes;
+        Self::read_from(&mut r, bytes.len() as u64)
+    }
+
+    /// Loads a DB of `len` bytes written by [`SenderDb::write_to`] from `r`, streamed
+    /// (hostile input: see the module doc).
+    ///
+    /// # Errors
+    /// [`ApsiError::Db`] naming what is wrong, including a failed read.
+    pub fn read_from(r: &mut dyn Read, len: u64) -> Result<Self> {
         let db = |s: String| ApsiError::Db(s);
-        if bytes.len() < MAGIC.len() + 2 + 32 || &bytes[..8] != MAGIC {
+        if len < (MAGIC.len() + 2 + 32) as u64 {
+            return Err(db("not a blindjoin APSI sender DB (too short)".into()));
+        }
+        let mut r = HashReader {
+            r,
+            left: len - 32,
+            hash: Sha256::new(),
+            buf: Vec::new(),
+        };
+        if r.take(8)? != MAGIC {
             return Err(db("not a blindjoin APSI sender DB (magic bytes)".into()));
         }
-        let (body, sum) = bytes.split_at(bytes.len() - 32);
-        if Sha256::digest(body).as_slice() != sum {
-            return Err(db(
-                "checksum mismatch: the DB is damaged or truncated".into()
-            ));
-        }
-        let mut r = Cursor { b: body, at: 8 };
-        let version = u16::from_le_bytes([r.u8()?, r.u8()?]);
+        let version = r.u16()?;
         if version != VERSION {
             return Err(db(format!(
-                "format version {version}; this build reads version {VERSION}"
+                "format version {version}; this build reads version {VERSION}: re-run setup \
+                 (source_file with save_db_only) to make the DB again"
             )));
         }
         let plen = r.u32()? as usize;
@@ -422,11 +467,6 @@ impl SenderDb {
         let label_len = r.u32()? as usize;
         let nonce_len = r.u8()? as usize;
         check_sizes(label_len, nonce_len).map_err(|e| db(e.to_string()))?;
-        let enc_len = if label_len == 0 {
-            0
-        } else {
-            label_len + nonce_len
-        };
         let mut seed = Zeroizing::new([0u8; 32]);
         seed.copy_from_slice(r.take(32)?);
         let items = r.u64()?;
@@ -437,78 +477,118 @@ impl SenderDb {
                 params.bundle_idx_count()
             )));
         }
-        let bpb = params.bins_per_bundle();
+        let items = usize::try_from(items).map_err(|_| db(format!("{items} items")))?;
+        let ctx = params.context()?;
+        let parts = if label_len == 0 {
+            0
+        } else {
+            item::label_parts(
+                label_len,
+                nonce_len,
+                params.bits_per_felt(),
+                params.felts_per_item,
+            )
+        };
+        if parts > crate::wire::MAX_LABEL_PARTS {
+            return Err(db(format!("labels of {parts} parts")));
+        }
+        let mut bundles = Vec::with_capacity(nidx);
+        let (n, level) = (ctx.degree(), ctx.top_level());
         let max = params.table.max_items_per_bin;
-        let entry_len = 4 + 16 + enc_len;
-        let mut layouts = Vec::with_capacity(nidx);
-        let mut total = 0u64;
+        let low = params.query.ps_low_degree;
+        let t = params.plain_modulus();
+        // Bytes of the smallest bundle (degree 1), which bounds a claimed bundle count.
+        let pt_bytes = 8 * n * level;
+        let min_bundle = 4 + (2 + parts * label_coeff_count(1)) * pt_bytes;
         for b in 0..nidx {
             let nb = r.u32()? as usize;
-            // Every bundle takes at least its 4-byte count.
-            if nb > r.left() / 4 {
+            if nb as u64 > r.left / min_bundle as u64 {
                 return Err(db(format!("bundle index {b} claims {nb} bundles")));
             }
             let mut list = Vec::with_capacity(nb);
             for _ in 0..nb {
-                let ne = r.u32()? as usize;
-                if ne > r.left() / entry_len || ne > bpb * max {
-                    return Err(db(format!("a bundle of index {b} claims {ne} entries")));
+                let degree = r.u32()? as usize;
+                if degree == 0 || degree > max {
+                    return Err(db(format!(
+                        "a bundle of index {b} has degree {degree}; max_items_per_bin is {max}"
+                    )));
                 }
-                let mut bins: Vec<Vec<Entry>> = vec![Vec::new(); bpb];
-                for _ in 0..ne {
-                    let j = r.u32()? as usize;
-                    let mut it = [0u8; 16];
-                    it.copy_from_slice(r.take(16)?);
-                    let label = r.take(enc_len)?.to_vec();
-                    let loc = b * bpb + j;
-                    if j >= bpb
-                        || !item::locations(
-                            &it,
-                            params.table.hash_func_count,
-                            params.table.table_size,
-                        )
-                        .contains(&loc)
-                    {
-                        return Err(db(format!(
-                            "an entry of bundle index {b} is not at one of its item's locations"
-                        )));
-                    }
-                    let bin = &mut bins[j];
-                    if bin.len() >= max {
-                        return Err(db(format!("a bin of bundle index {b} is over-full")));
-                    }
-                    bin.push(Entry { item: it, label });
-                    total += 1;
-                }
-                list.push(bins);
+                let mut coeffs = |count: usize| -> Result<Coeffs> {
+                    let ntt = (0..count)
+                        .map(|_| {
+                            let words = r.words(n * level)?;
+                            NttPlaintext::from_residues(&ctx, level, words)
+                                .map_err(|e| db(format!("a plaintext of bundle index {b}: {e}")))
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    let plain = (0..count)
+                        .map(|d| {
+                            if !keep_plain(low, d) {
+                                return Ok(None);
+                            }
+                            let words = r.words(n)?;
+                            if words.iter().any(|&c| c >= t) {
+                                return Err(db(format!(
+                                    "a coefficient of bundle index {b} is not below t"
+                                )));
+                            }
+                            Plaintext::from_coeffs(&ctx, &words)
+                                .map(Some)
+                                .map_err(|e| db(format!("a plaintext of bundle index {b}: {e}")))
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    Ok(Coeffs { ntt, plain })
+                };
+                let matching = coeffs(degree + 1)?;
+                let labels = (0..parts)
+                    .map(|_| coeffs(label_coeff_count(degree)))
+                    .collect::<Result<Vec<_>>>()?;
+                list.push(Bundle {
+                    degree,
+                    matching,
+                    labels,
+                });
             }
-            layouts.push(list);
+            bundles.push(list);
         }
-        if r.left() != 0 {
+        if r.left != 0 {
             return Err(db("trailing bytes".into()));
         }
-        let h = params.table.hash_func_count as u64;
-        if total > items.saturating_mul(h) || total < items {
-            return Err(db(format!(
-                "{total} entries for {items} items and {h} hash functions"
-            )));
+        let want = std::mem::take(&mut r.hash).finalize();
+        let mut sum = [0u8; 32];
+        r.r.read_exact(&mut sum)
+            .map_err(|e| db(format!("cannot read its checksum: {e}")))?;
+        if want.as_slice() != sum {
+            return Err(db(
+                "checksum mismatch: the DB is damaged or truncated".into()
+            ));
         }
         let oprf = OprfScalar::from_seed(OPRF_CURVE, seed.as_ref())?;
-        let mut out = Self {
-            ctx: params.context()?,
+        Ok(Self {
             params,
+            ctx,
             seed,
             oprf,
             label_len,
             nonce_len,
-            items: items as usize,
-            bundles: Vec::new(),
-        };
-        out.bundles = out
-            .make_bundles(layouts)
-            .map_err(|e| db(format!("cannot rebuild its polynomials: {e}")))?;
-        Ok(out)
+            items,
+            bundles,
+        })
     }
+}
+
+/// Whether coefficient `d` is also kept in coefficient form: the evaluation adds as plaintexts
+/// only the constant term and, with Paterson–Stockmeyer of low degree L, the coefficients of
+/// degree j(L + 1).
+fn keep_plain(low: usize, d: usize) -> bool {
+    d == 0 || (low > 0 && d.is_multiple_of(low + 1))
+}
+
+/// Coefficient plaintexts per polynomial of a bundle of degree D: D + 1 for matching, and
+/// max(D, 2) per label part (the interpolant has degree < D; two keep the evaluation's
+/// constant-plus-one-power shape for one-entry bins).
+fn label_coeff_count(degree: usize) -> usize {
+    degree.max(2)
 }
 
 /// Whether two items share a felt in some slot.
@@ -584,25 +664,63 @@ fn first_fit(
     bundles
 }
 
-struct Cursor<'a> {
-    b: &'a [u8],
-    at: usize,
+/// Writes and hashes; u64 words go out little-endian through a reused buffer.
+struct HashWriter<'a> {
+    w: &'a mut dyn Write,
+    hash: Sha256,
+    buf: Vec<u8>,
 }
 
-impl<'a> Cursor<'a> {
-    fn left(&self) -> usize {
-        self.b.len() - self.at
+impl HashWriter<'_> {
+    fn put(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.hash.update(b);
+        self.w.write_all(b)
     }
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        if n > self.left() {
+    fn words(&mut self, v: &[u64]) -> std::io::Result<()> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        buf.extend(v.iter().flat_map(|x| x.to_le_bytes()));
+        let r = self.put(&buf);
+        self.buf = buf;
+        r
+    }
+}
+
+impl Drop for HashReader<'_> {
+    /// The buffer held the OPRF key seed at one point.
+    fn drop(&mut self) {
+        self.buf.zeroize();
+    }
+}
+
+/// Reads and hashes at most `left` bytes (the body, without the checksum).
+struct HashReader<'a> {
+    r: &'a mut dyn Read,
+    left: u64,
+    hash: Sha256,
+    buf: Vec<u8>,
+}
+
+impl HashReader<'_> {
+    /// The next `n` bytes; refused before reading (or allocating) past the body.
+    fn take(&mut self, n: usize) -> Result<&[u8]> {
+        if n as u64 > self.left {
             return Err(ApsiError::Db("truncated".into()));
         }
-        let s = &self.b[self.at..self.at + n];
-        self.at += n;
-        Ok(s)
+        self.buf.resize(n, 0);
+        self.r
+            .read_exact(&mut self.buf)
+            .map_err(|e| ApsiError::Db(format!("cannot read it: {e}")))?;
+        self.left -= n as u64;
+        self.hash.update(&self.buf);
+        Ok(&self.buf)
     }
     fn u8(&mut self) -> Result<u8> {
         Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16> {
+        let s = self.take(2)?;
+        Ok(u16::from_le_bytes([s[0], s[1]]))
     }
     fn u32(&mut self) -> Result<u32> {
         let s = self.take(4)?;
@@ -612,6 +730,16 @@ impl<'a> Cursor<'a> {
         let mut a = [0u8; 8];
         a.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(a))
+    }
+    /// `count` little-endian u64 words.
+    fn words(&mut self, count: usize) -> Result<Vec<u64>> {
+        let bytes = count
+            .checked_mul(8)
+            .ok_or_else(|| ApsiError::Db("truncated".into()))?;
+        let s = self.take(bytes)?;
+        Ok(s.chunks_exact(8)
+            .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect())
     }
 }
 

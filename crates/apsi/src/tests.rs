@@ -8,6 +8,7 @@ use crate::{SenderDb, item, query, serve};
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_he::PlainModulus;
 use blindjoin_link::{Link, MemLink, mem_pair_with_timeout};
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -385,6 +386,12 @@ fn overflow_bundles_and_paterson_stockmeyer() {
         run(&db, Some(&ps), &q).unwrap(),
         expected(&items, Some(&labels), 20, &q)
     );
+    // The saved DB keeps the plaintexts Paterson–Stockmeyer adds in coefficient form.
+    let back = SenderDb::from_bytes(&db.to_bytes()).unwrap();
+    assert_eq!(
+        run(&back, Some(&ps), &q).unwrap(),
+        expected(&items, Some(&labels), 20, &q)
+    );
 }
 
 #[test]
@@ -413,6 +420,48 @@ fn db_round_trips_and_damage_is_refused() {
         Err(ApsiError::Db(_))
     ));
     assert!(matches!(SenderDb::from_bytes(&[]), Err(ApsiError::Db(_))));
+    // Re-saving a loaded DB gives the same bytes (nothing was rebuilt or lost).
+    assert_eq!(back.to_bytes().as_slice(), bytes.as_slice());
+    // Damage past the header: in a residue, in the checksum.
+    for at in [bytes.len() / 2, bytes.len() - 5] {
+        let mut bad = bytes.to_vec();
+        bad[at] ^= 0x40;
+        assert!(
+            matches!(SenderDb::from_bytes(&bad), Err(ApsiError::Db(_))),
+            "{at}"
+        );
+    }
+    // Well-formed checksums over bad contents: the checks do not rely on the checksum.
+    let resum = |mut b: Vec<u8>| {
+        let n = b.len() - 32;
+        let sum = Sha256::digest(&b[..n]);
+        b[n..].copy_from_slice(&sum);
+        b
+    };
+    let plen = u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as usize;
+    // Offsets: magic 8, version 2, params length 4, params, label_len 4, nonce 1, seed 32,
+    // items 8, index count 4, then index 0's bundle count and its first bundle's degree.
+    let nb_at = 14 + plen + 4 + 1 + 32 + 8 + 4;
+    let db_err = |b: Vec<u8>, what: &str| match SenderDb::from_bytes(&resum(b)) {
+        Err(ApsiError::Db(m)) => assert!(m.contains(what), "{m}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a DB with {what} was accepted"),
+    };
+    let mut old = bytes.to_vec();
+    old[8..10].copy_from_slice(&1u16.to_le_bytes());
+    db_err(old, "re-run setup");
+    let mut lie = bytes.to_vec();
+    lie[nb_at..nb_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    db_err(lie, "claims");
+    let mut deg = bytes.to_vec();
+    deg[nb_at + 4..nb_at + 8].copy_from_slice(&100_000u32.to_le_bytes());
+    db_err(deg, "degree");
+    let mut res = bytes.to_vec();
+    res[nb_at + 8..nb_at + 16].copy_from_slice(&u64::MAX.to_le_bytes());
+    db_err(res, "not below its prime");
+    let mut long = bytes.to_vec();
+    long.splice(long.len() - 32..long.len() - 32, [0u8; 8]);
+    db_err(long, "trailing");
     // Duplicate items and bad labels are the caller's error.
     let dup = vec![items[0], items[0]];
     assert!(matches!(

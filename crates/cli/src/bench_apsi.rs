@@ -55,17 +55,19 @@ fn label(i: usize, len: usize) -> String {
     s
 }
 
-fn spawn(dir: &Path, config: &str, a: &ApsiBench<'_>) -> Result<Child> {
+/// Starts `blindjoin run --config config`; `shaped`: with the bench's `--bandwidth/--latency`
+/// (not for the setup, which opens no connection and refuses them).
+fn spawn(dir: &Path, config: &str, a: &ApsiBench<'_>, shaped: bool) -> Result<Child> {
     let exe = std::env::current_exe().context("finding the blindjoin binary")?;
     let mut cmd = Command::new(exe);
     cmd.current_dir(dir)
         .args(["run", "--quiet", "--config", config])
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    if let Some(b) = a.bandwidth {
+    if let (true, Some(b)) = (shaped, a.bandwidth) {
         cmd.args(["--bandwidth", b]);
     }
-    if let Some(l) = a.latency {
+    if let (true, Some(l)) = (shaped, a.latency) {
         cmd.args(["--latency", l]);
     }
     cmd.spawn().context("starting a party process")
@@ -161,9 +163,13 @@ pub(crate) fn bench_apsi(a: &ApsiBench<'_>) -> Result<ApsiBenchResult> {
         ),
     )?;
     let deadline = Instant::now() + a.timeout;
-    wait(spawn(dir, "setup.json", a)?, deadline, "the sender's setup")?;
-    let s = spawn(dir, "online.json", a)?;
-    let r = spawn(dir, "receiver.json", a)?;
+    wait(
+        spawn(dir, "setup.json", a, false)?,
+        deadline,
+        "the sender's setup",
+    )?;
+    let s = spawn(dir, "online.json", a, true)?;
+    let r = spawn(dir, "receiver.json", a, true)?;
     let r1 = wait(r, deadline, "the receiver");
     let r2 = wait(s, deadline, "the sender");
     r1?;

@@ -54,6 +54,35 @@ impl NttPlaintext {
     pub fn level(&self) -> usize {
         self.level
     }
+
+    /// The residues in NTT form, row after row (row i modulo the i-th prime of its level):
+    /// what a store of precomputed plaintexts saves, so that loading is a copy.
+    pub fn residues(&self) -> &[u64] {
+        self.poly.data()
+    }
+
+    /// The plaintext whose [`NttPlaintext::residues`] are `residues`, at `level` of `ctx`.
+    ///
+    /// # Errors
+    /// [`HeError::Mismatch`] if the level does not exist, the count is not N per prime of the
+    /// level, or a residue is not below its prime (hostile input: nothing else is assumed).
+    pub fn from_residues(ctx: &Context, level: usize, residues: Vec<u64>) -> Result<Self> {
+        ctx.level_data(level)?;
+        let n = ctx.n;
+        if residues.len() != n * level {
+            return Err(HeError::Mismatch("plaintext residues of other parameters"));
+        }
+        for (row, m) in residues.chunks_exact(n).zip(ctx.level_moduli(level)) {
+            let q = m.value();
+            if row.iter().any(|&x| x >= q) {
+                return Err(HeError::Mismatch("plaintext residue not below its prime"));
+            }
+        }
+        Ok(Self {
+            level,
+            poly: RnsPoly::from_data(n, residues),
+        })
+    }
 }
 
 /// Slot encoding and decoding.

@@ -166,22 +166,30 @@ pub fn multiply_plain_accumulate(
     let n = ctx.n;
     let moduli = ctx.level_moduli(level);
     let mut polys = vec![RnsPoly::zero(n, level); size];
-    let mut acc = vec![0u128; n];
+    // Blocks of coefficients, so the 128-bit accumulators stay in the L1 cache while every
+    // term streams through them.
+    const BLOCK: usize = 256;
+    let mut acc = [0u128; BLOCK];
     for (k, out) in polys.iter_mut().enumerate() {
         for (i, m) in moduli.iter().enumerate() {
-            acc.iter_mut().for_each(|a| *a = 0);
-            for (j, (ct, pt)) in terms.iter().enumerate() {
-                let (c, p) = (ct.polys[k].row(i), pt.poly.row(i));
-                for ((a, &x), &y) in acc.iter_mut().zip(c).zip(p) {
-                    *a += u128::from(x) * u128::from(y);
+            for (b, o_block) in out.row_mut(i).chunks_mut(BLOCK).enumerate() {
+                let (lo, w) = (b * BLOCK, o_block.len());
+                let acc = &mut acc[..w];
+                acc.iter_mut().for_each(|a| *a = 0);
+                for (j, (ct, pt)) in terms.iter().enumerate() {
+                    let c = &ct.polys[k].row(i)[lo..lo + w];
+                    let p = &pt.poly.row(i)[lo..lo + w];
+                    for ((a, &x), &y) in acc.iter_mut().zip(c).zip(p) {
+                        *a += u128::from(x) * u128::from(y);
+                    }
+                    if (j + 1) % LAZY_TERMS == 0 {
+                        acc.iter_mut()
+                            .for_each(|a| *a = u128::from(m.reduce_u128(*a)));
+                    }
                 }
-                if (j + 1) % LAZY_TERMS == 0 {
-                    acc.iter_mut()
-                        .for_each(|a| *a = u128::from(m.reduce_u128(*a)));
+                for (o, &a) in o_block.iter_mut().zip(acc.iter()) {
+                    *o = m.reduce_u128(a);
                 }
-            }
-            for (o, &a) in out.row_mut(i).iter_mut().zip(&acc) {
-                *o = m.reduce_u128(a);
             }
         }
     }
@@ -254,46 +262,121 @@ fn scale_down(ctx: &Context, level: usize, mut d: RnsPoly) -> Result<RnsPoly> {
     Ok(out)
 }
 
-/// a × b (both of size 2, coefficient form, same level): a size-3 ciphertext in coefficient
-/// form, to be relinearized.
+/// A size-2 ciphertext extended to Q∪P and in NTT form: an operand of ct×ct ready for any
+/// number of products ([`multiply_extended`]), so a value multiplied several times (a power in
+/// APSI's powers DAG) is extended once. Its Q rows are the ciphertext's NTT form
+/// ([`ExtendedCiphertext::ntt`], for ct×pt), so no other copy is needed.
+#[derive(Clone, Debug)]
+pub struct ExtendedCiphertext {
+    /// The ciphertext in NTT form (the Q rows).
+    q: Ciphertext,
+    /// The P rows of c0 and c1, in NTT form.
+    p: [RnsPoly; 2],
+}
+
+impl ExtendedCiphertext {
+    /// The ciphertext in NTT form.
+    pub fn ntt(&self) -> &Ciphertext {
+        &self.q
+    }
+
+    /// Row `r` of Q∪P of polynomial `k`.
+    fn row(&self, k: usize, r: usize) -> &[u64] {
+        let level = self.q.level;
+        if r < level {
+            self.q.polys[k].row(r)
+        } else {
+            self.p[k].row(r - level)
+        }
+    }
+}
+
+/// Extends `ct` (size 2, coefficient form) to Q∪P in NTT form (see [`ExtendedCiphertext`]).
 ///
 /// # Errors
-/// [`HeError::Mismatch`] on a level, size or form mismatch.
-pub fn multiply(ctx: &Context, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-    same_shape(ctx, a, b)?;
-    if a.ntt_form {
+/// [`HeError::Mismatch`] for another size or form, or a ciphertext of other parameters.
+pub fn extend(ctx: &Context, ct: &Ciphertext) -> Result<ExtendedCiphertext> {
+    ctx.check_ct(ct)?;
+    if ct.ntt_form {
         return Err(HeError::Mismatch("ct×ct needs coefficient form"));
     }
-    if a.size() != 2 || b.size() != 2 {
+    if ct.size() != 2 {
         return Err(HeError::Mismatch("ct×ct needs ciphertexts of size 2"));
     }
-    let level = a.level;
+    let level = ct.level;
     if level > 14 {
         return Err(HeError::Unsupported("more than 14 primes in a level"));
     }
-    let moduli = qp_moduli(ctx, level)?;
-    let a0 = extend_to_qp(ctx, level, &a.polys[0])?;
-    let a1 = extend_to_qp(ctx, level, &a.polys[1])?;
-    let same = std::ptr::eq(a, b);
-    let (b0, b1) = if same {
-        (a0.clone(), a1.clone())
-    } else {
-        (
-            extend_to_qp(ctx, level, &b.polys[0])?,
-            extend_to_qp(ctx, level, &b.polys[1])?,
-        )
+    let mut q = Vec::with_capacity(2);
+    let mut p = Vec::with_capacity(2);
+    for poly in &ct.polys {
+        let mut qp = extend_to_qp(ctx, level, poly)?;
+        let mut p_rows = RnsPoly::zero(ctx.n, qp.rows() - level);
+        p_rows
+            .data_mut()
+            .copy_from_slice(&qp.data()[level * ctx.n..]);
+        qp.truncate_rows(level);
+        q.push(qp);
+        p.push(p_rows);
+    }
+    let (Some(p1), Some(p0)) = (p.pop(), p.pop()) else {
+        return Err(HeError::Mismatch("ct×ct needs ciphertexts of size 2"));
     };
-    let mut d0 = a0.clone();
-    d0.mul_assign(&b0, &moduli);
-    let mut d2 = a1.clone();
-    d2.mul_assign(&b1, &moduli);
-    let mut d1 = a0;
-    d1.mul_assign(&b1, &moduli);
-    if same {
-        let d1c = d1.clone();
-        d1.add_assign(&d1c, &moduli);
-    } else {
-        d1.mul_add_assign(&a1, &b0, &moduli);
+    Ok(ExtendedCiphertext {
+        q: Ciphertext {
+            level,
+            ntt_form: true,
+            polys: q,
+        },
+        p: [p0, p1],
+    })
+}
+
+/// a × b from their extensions (same level): a size-3 ciphertext in coefficient form, to be
+/// relinearized; the same result as [`multiply`] of the ciphertexts.
+///
+/// # Errors
+/// [`HeError::Mismatch`] on a level mismatch or extensions of other parameters.
+pub fn multiply_extended(
+    ctx: &Context,
+    a: &ExtendedCiphertext,
+    b: &ExtendedCiphertext,
+) -> Result<Ciphertext> {
+    if a.q.level != b.q.level {
+        return Err(HeError::Mismatch("ciphertexts at different levels"));
+    }
+    let level = a.q.level;
+    let moduli = qp_moduli(ctx, level)?;
+    let n = ctx.n;
+    for x in [a, b] {
+        ctx.check_ct(&x.q)?;
+        if x.p
+            .iter()
+            .any(|p| p.degree() != n || p.rows() + level != moduli.len())
+        {
+            return Err(HeError::Mismatch("extended ciphertext of other parameters"));
+        }
+    }
+    let rows = moduli.len();
+    let (mut d0, mut d1, mut d2) = (
+        RnsPoly::zero(n, rows),
+        RnsPoly::zero(n, rows),
+        RnsPoly::zero(n, rows),
+    );
+    for (r, m) in moduli.iter().enumerate() {
+        let (a0, a1, b0, b1) = (a.row(0, r), a.row(1, r), b.row(0, r), b.row(1, r));
+        for (c, o) in d0.row_mut(r).iter_mut().enumerate() {
+            *o = m.mul(a0[c], b0[c]);
+        }
+        // Two products < 2^124 each: one reduction of their sum.
+        for (c, o) in d1.row_mut(r).iter_mut().enumerate() {
+            *o = m.reduce_u128(
+                u128::from(a0[c]) * u128::from(b1[c]) + u128::from(a1[c]) * u128::from(b0[c]),
+            );
+        }
+        for (c, o) in d2.row_mut(r).iter_mut().enumerate() {
+            *o = m.mul(a1[c], b1[c]);
+        }
     }
     Ok(Ciphertext {
         level,
@@ -304,6 +387,21 @@ pub fn multiply(ctx: &Context, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphert
             scale_down(ctx, level, d2)?,
         ],
     })
+}
+
+/// a × b (both of size 2, coefficient form, same level): a size-3 ciphertext in coefficient
+/// form, to be relinearized.
+///
+/// # Errors
+/// [`HeError::Mismatch`] on a level, size or form mismatch.
+pub fn multiply(ctx: &Context, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+    same_shape(ctx, a, b)?;
+    let ea = extend(ctx, a)?;
+    if std::ptr::eq(a, b) {
+        multiply_extended(ctx, &ea, &ea)
+    } else {
+        multiply_extended(ctx, &ea, &extend(ctx, b)?)
+    }
 }
 
 /// a² (a cheaper [`multiply`] of a by itself).

@@ -37,6 +37,11 @@ impl RnsPoly {
         }
     }
 
+    /// The polynomial whose rows, one after the other, are `data` (a multiple of `n` long).
+    pub(crate) fn from_data(n: usize, data: Vec<u64>) -> Self {
+        Self { n, data }
+    }
+
     /// N.
     pub fn degree(&self) -> usize {
         self.n

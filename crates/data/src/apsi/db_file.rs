@@ -1,15 +1,16 @@
-//! The sender DB file: [`SenderDb::to_bytes`] (magic `BJAPSIDB`, a format version, the
-//! parameters, the OPRF key seed, the entries and a SHA-256 checksum of all of it), written
-//! atomically to a private file (mode 0600, [`AtomicFile`]) because it holds the OPRF key:
-//! whoever reads it can answer queries as the sender and test any key against the table.
-//! Loading checks the magic, checksum and version before anything else and names the file in
-//! every refusal.
+//! The sender DB file: [`SenderDb::write_to`] (magic `BJAPSIDB`, a format version, the
+//! parameters, the OPRF key seed, the bundles' plaintexts as the online phase uses them and a
+//! SHA-256 checksum of all of it), streamed atomically to a private file (mode 0600,
+//! [`AtomicFile`]) because it holds the OPRF key: whoever reads it can answer queries as the
+//! sender and test any key against the table. Loading streams the file through
+//! [`SenderDb::read_from`] (magic and version first, every count bounded before anything is
+//! allocated, the checksum before the DB is used) and names the file in every refusal.
 
 use crate::error::DataError;
 use crate::table::output::AtomicFile;
 use blindjoin_apsi::{ApsiError, SenderDb};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
-use zeroize::Zeroizing;
 
 /// The DB file of bucket `i` in a bucket folder.
 pub fn bucket_path(folder: &Path, i: usize) -> PathBuf {
@@ -21,10 +22,40 @@ pub fn bucket_path(folder: &Path, i: usize) -> PathBuf {
 /// # Errors
 /// The directory is missing or not writable, the disk is full.
 pub fn save(db: &SenderDb, path: &Path) -> Result<(), DataError> {
-    let bytes = db.to_bytes();
-    let mut f = AtomicFile::create(path)?;
-    f.write_all(&bytes)?;
-    f.commit()
+    let mut w = Sink {
+        file: AtomicFile::create(path)?,
+        error: None,
+    };
+    if let Err(source) = db.write_to(&mut w) {
+        return Err(w.error.take().unwrap_or(DataError::Io {
+            path: path.to_path_buf(),
+            action: "writing the sender DB",
+            source,
+        }));
+    }
+    w.file.commit()
+}
+
+/// [`AtomicFile`] as a [`Write`], keeping its error (which names the file).
+struct Sink {
+    file: AtomicFile,
+    error: Option<DataError>,
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self.file.write_all(buf) {
+            Ok(()) => Ok(buf.len()),
+            Err(e) => {
+                let m = e.to_string();
+                self.error = Some(e);
+                Err(std::io::Error::other(m))
+            }
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Loads the DB saved at `path`.
@@ -33,11 +64,14 @@ pub fn save(db: &SenderDb, path: &Path) -> Result<(), DataError> {
 /// [`DataError::ApsiInput`] naming the file when it is missing, damaged, truncated, of another
 /// format version or not a sender DB at all.
 pub fn load(path: &Path) -> Result<SenderDb, DataError> {
-    let bytes = Zeroizing::new(std::fs::read(path).map_err(|e| DataError::ApsiInput {
+    let unreadable = |e: std::io::Error| DataError::ApsiInput {
         path: path.to_path_buf(),
         problem: format!("cannot read the sender DB: {e}"),
-    })?);
-    SenderDb::from_bytes(&bytes).map_err(|e| DataError::ApsiInput {
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let len = file.metadata().map_err(unreadable)?.len();
+    let mut r = BufReader::with_capacity(1 << 20, file);
+    SenderDb::read_from(&mut r, len).map_err(|e| DataError::ApsiInput {
         path: path.to_path_buf(),
         problem: match e {
             ApsiError::Db(m) => format!(

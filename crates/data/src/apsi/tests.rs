@@ -229,7 +229,11 @@ fn save_db_only_then_online_from_the_saved_db() {
     bytes[mid] ^= 1;
     std::fs::write(dir.join("bad.sdb"), &bytes).unwrap();
     std::fs::write(dir.join("foreign.sdb"), b"key,value\na,b\n").unwrap();
-    for name in ["bad.sdb", "foreign.sdb", "missing.sdb"] {
+    // A DB of an older format version (the version field follows the 8 magic bytes).
+    let mut old = std::fs::read(dir.join("sdb")).unwrap();
+    old[8..10].copy_from_slice(&1u16.to_le_bytes());
+    std::fs::write(dir.join("old.sdb"), &old).unwrap();
+    for name in ["bad.sdb", "foreign.sdb", "missing.sdb", "old.sdb"] {
         let p = plan(
             &dir,
             &format!(
@@ -240,6 +244,9 @@ fn save_db_only_then_online_from_the_saved_db() {
         let e = run(&p).err().unwrap();
         assert!(e.to_string().contains(name), "{e}");
         assert_eq!(e.fault(), crate::Fault::Input, "{e}");
+        if name == "old.sdb" {
+            assert!(e.to_string().contains("re-run setup"), "{e}");
+        }
     }
 }
 

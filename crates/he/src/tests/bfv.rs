@@ -3,11 +3,13 @@
 
 use crate::cipher::{decrypt, encrypt, encrypt_seeded, noise_budget};
 use crate::eval::{
-    add, add_plain, from_ntt, mod_switch_to, mod_switch_to_next, multiply, multiply_plain,
-    multiply_plain_accumulate, negate, relinearize, square, sub, to_ntt,
+    add, add_plain, extend, from_ntt, mod_switch_to, mod_switch_to_next, multiply,
+    multiply_extended, multiply_plain, multiply_plain_accumulate, negate, relinearize, square, sub,
+    to_ntt,
 };
 use crate::{
-    BatchEncoder, Ciphertext, Context, HeError, Parameters, PlainModulus, RelinKeys, SecretKey,
+    BatchEncoder, Ciphertext, Context, HeError, NttPlaintext, Parameters, PlainModulus, RelinKeys,
+    SecretKey,
 };
 
 struct Setup {
@@ -183,6 +185,61 @@ fn ct_times_pt_and_multiply_accumulate_match_plaintext() {
         Err(HeError::Mismatch(_))
     ));
     assert!(multiply_plain_accumulate(&s.ctx, &[]).is_err());
+}
+
+#[test]
+fn ntt_plaintexts_round_trip_through_their_residues_and_bad_ones_are_refused() {
+    let s = small();
+    let (n, t) = (s.ctx.degree(), s.ctx.plain_modulus());
+    let e = BatchEncoder::new(&s.ctx);
+    let level = s.ctx.top_level();
+    let x = rand_slots(&mut 11, n, t);
+    let pt = e.to_ntt(&e.encode(&x).unwrap(), level).unwrap();
+    let back = NttPlaintext::from_residues(&s.ctx, level, pt.residues().to_vec()).unwrap();
+    assert_eq!(back, pt);
+    let mut c = enc(&s, &x);
+    to_ntt(&s.ctx, &mut c).unwrap();
+    assert_eq!(
+        dec(&s, &multiply_plain(&s.ctx, &c, &back).unwrap()),
+        mulv(t, &x, &x)
+    );
+    let short = pt.residues()[..n].to_vec();
+    assert!(NttPlaintext::from_residues(&s.ctx, level, short.clone()).is_err());
+    assert!(NttPlaintext::from_residues(&s.ctx, 1, short).is_ok());
+    assert!(NttPlaintext::from_residues(&s.ctx, 3, vec![0; 3 * n]).is_err());
+    let mut big = pt.residues().to_vec();
+    big[n + 5] = s.ctx.level_moduli(level)[1].value();
+    assert!(matches!(
+        NttPlaintext::from_residues(&s.ctx, level, big),
+        Err(HeError::Mismatch(_))
+    ));
+}
+
+#[test]
+fn an_extended_operand_serves_several_products_and_its_q_rows_are_the_ntt_form() {
+    let s = small();
+    let rk = RelinKeys::generate(&s.ctx, &s.sk).unwrap();
+    let (n, t) = (s.ctx.degree(), s.ctx.plain_modulus());
+    let mut st = 5;
+    let (x, y, z) = (
+        rand_slots(&mut st, n, t),
+        rand_slots(&mut st, n, t),
+        rand_slots(&mut st, n, t),
+    );
+    let (cx, cy, cz) = (enc(&s, &x), enc(&s, &y), enc(&s, &z));
+    let ex = extend(&s.ctx, &cx).unwrap();
+    for (c, v) in [(&cy, &y), (&cz, &z), (&cx, &x)] {
+        let prod = multiply_extended(&s.ctx, &ex, &extend(&s.ctx, c).unwrap()).unwrap();
+        assert_eq!(prod, multiply(&s.ctx, &cx, c).unwrap(), "same as multiply");
+        let prod = relinearize(&s.ctx, &prod, &rk).unwrap();
+        assert_eq!(dec(&s, &prod), mulv(t, &x, v));
+    }
+    let mut nx = cx.clone();
+    to_ntt(&s.ctx, &mut nx).unwrap();
+    assert_eq!(ex.ntt(), &nx);
+    assert!(matches!(extend(&s.ctx, &nx), Err(HeError::Mismatch(_))));
+    let three = multiply(&s.ctx, &cx, &cy).unwrap();
+    assert!(matches!(extend(&s.ctx, &three), Err(HeError::Mismatch(_))));
 }
 
 #[test]
