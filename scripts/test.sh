@@ -12,8 +12,9 @@ cargo test --workspace --locked
 venv=target/pyenv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 # pandas and pyarrow: so the DataFrame and Table tests run instead of being skipped; absl-py and
-# multiprocess: the whitepaper's scripts import them (test_whitepaper.py). Binary wheels; a no-op
-# once installed, ~40 s on a first, uncached download.
+# multiprocess: the whitepaper's scripts import them (test_whitepaper.py); ray: partitioned runs
+# on Ray (test_ray.py, about 45 s with its four Ray start-ups). Binary wheels; a no-op once
+# installed, about a minute on a first, uncached download.
 "$venv/bin/pip" install -q "maturin==1.16.0" "pytest>=8" pandas pyarrow absl-py multiprocess ray
 rm -rf target/wheels
 # The test wheel is a dev-profile build: crates/py is a workspace member, so it reuses the
