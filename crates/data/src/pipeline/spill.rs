@@ -654,9 +654,71 @@ fn scan_blocks(
     Ok((header, rows))
 }
 
+/// One row of a table streamed by [`for_each_row`]; borrowed from the reader's block, so a
+/// caller that keeps it copies what it needs.
+pub struct StreamedRow<'a> {
+    /// The key's item digest.
+    pub digest: ItemDigest,
+    /// The row's number in the file, from 0.
+    pub row: u64,
+    /// The canonical key.
+    pub key: &'a [u8],
+    /// The row as in a CSV file without its line end, or a Parquet table's typed row (what
+    /// [`crate::table::writer::RowWriter`] takes).
+    pub raw: &'a [u8],
+}
+
+/// Every row of the table at `path`, handed to `each` in file order as the table streams by;
+/// returns the table's columns (a Parquet table's with its schema, for writing its rows) and
+/// the row count. Nothing grows with the table: the reader holds about two 32 MiB blocks (CSV)
+/// or one record batch (Parquet).
+///
+/// # Errors
+/// As [`spill`], without the disk; and `each`'s.
+pub fn for_each_row(
+    path: &Path,
+    format: TableFormat,
+    keys: &[String],
+    progress: &dyn Progress,
+    each: &mut dyn FnMut(StreamedRow<'_>) -> Result<(), DataError>,
+) -> Result<(Columns, u64), DataError> {
+    let mut sink = EachRow(each);
+    if format == TableFormat::Parquet {
+        let mut table = ParquetRows::open(path, keys)?;
+        progress.stage("reading input", table.total_rows());
+        let rows = scan_parquet(&mut table, 1, progress, &mut sink)?;
+        let columns = Columns {
+            header: table.header(),
+            schema: Some(table.schema().clone()),
+        };
+        return Ok((columns, rows));
+    }
+    let mut file = File::open(path).map_err(io_error(path, "reading the input"))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    progress.stage("reading input", size);
+    let (header, rows) = scan_blocks(path, &mut file, keys, 1, progress, BLOCK_BYTES, &mut sink)?;
+    Ok((Columns::csv(header), rows))
+}
+
+/// [`for_each_row`]'s sink: each row to a callback, nothing kept.
+struct EachRow<'a>(&'a mut dyn FnMut(StreamedRow<'_>) -> Result<(), DataError>);
+
+impl RowSink for EachRow<'_> {
+    fn reserve(&mut self, _rows: usize) {}
+
+    fn row(&mut self, r: ScannedRow<'_>) -> Result<(), DataError> {
+        (self.0)(StreamedRow {
+            digest: crate::table::rows::digest_of_order(r.order),
+            row: r.row,
+            key: r.key,
+            raw: r.raw,
+        })
+    }
+}
+
 /// Every row's key digest of the table at `path`, handed to `each` in file order as the table
-/// streams by; returns the row count. Nothing grows with the table: the unbalanced-PSI server
-/// sorts the digests externally (`crate::ub::gen_cache`).
+/// streams by ([`for_each_row`]); returns the row count. Nothing grows with the table: the
+/// unbalanced-PSI server sorts the digests externally (`crate::ub::gen_cache`).
 ///
 /// # Errors
 /// As [`spill`], without the disk; and `each`'s.
@@ -667,28 +729,7 @@ pub fn for_each_key_digest(
     progress: &dyn Progress,
     each: &mut dyn FnMut(ItemDigest) -> Result<(), DataError>,
 ) -> Result<u64, DataError> {
-    let mut sink = EachDigest(each);
-    if format == TableFormat::Parquet {
-        let mut table = ParquetRows::open(path, keys)?;
-        progress.stage("reading input", table.total_rows());
-        return scan_parquet(&mut table, 1, progress, &mut sink);
-    }
-    let mut file = File::open(path).map_err(io_error(path, "reading the input"))?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    progress.stage("reading input", size);
-    let (_, rows) = scan_blocks(path, &mut file, keys, 1, progress, BLOCK_BYTES, &mut sink)?;
-    Ok(rows)
-}
-
-/// [`for_each_key_digest`]'s sink: each row's digest to a callback, nothing kept.
-struct EachDigest<'a>(&'a mut dyn FnMut(ItemDigest) -> Result<(), DataError>);
-
-impl RowSink for EachDigest<'_> {
-    fn reserve(&mut self, _rows: usize) {}
-
-    fn row(&mut self, r: ScannedRow<'_>) -> Result<(), DataError> {
-        (self.0)(crate::table::rows::digest_of_order(r.order))
-    }
+    for_each_row(path, format, keys, progress, &mut |r| each(r.digest)).map(|(_, rows)| rows)
 }
 
 /// Streams a Parquet table batch by batch, hashing each batch's keys on all cores, and hands

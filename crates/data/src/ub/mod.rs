@@ -10,6 +10,7 @@ pub mod gen_cache;
 pub mod key;
 pub mod labels;
 mod run;
+mod server_rows;
 mod sort_runs;
 
 pub use run::run_ub;
@@ -332,7 +333,9 @@ pub struct UbReport {
     /// The online query, from the hello to the result (protocol only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub online: Option<UbPhase>,
-    /// Reading the input (and, client, loading the cache) for the online phase.
+    /// Client: reading its input and checking the cache before the online query. The server
+    /// reads nothing before its query (its table, with `server_get_result`, streams by after
+    /// it to write the matched rows), so it reports none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub online_prepare_s: Option<f64>,
     /// Wall time of the whole run.

@@ -5,7 +5,9 @@
 use super::cache::{self, ClientCache};
 use super::gen_cache::{CacheSorter, LabelSource, SortLimits};
 use super::labels::{self as lab, LabelRows};
-use super::{LabelChoice, UbError, UbMode, UbPhase, UbReport, UbRole, UbSpec, budget, key};
+use super::{
+    LabelChoice, UbError, UbMode, UbPhase, UbReport, UbRole, UbSpec, budget, key, server_rows,
+};
 use crate::error::ConfigError;
 use crate::error::DataError;
 use crate::pipeline::two_party::connect_in_background;
@@ -236,7 +238,6 @@ fn server(
     peer: &mut Peer,
     report: &mut UbReport,
 ) -> Result<(), UbError> {
-    let mut keyed: Option<Keyed> = None;
     let mut key: Option<OprfScalar> = None;
     if spec.mode.generates() {
         let _span = crate::trace::span("generate cache");
@@ -245,7 +246,7 @@ fn server(
             Some(p) => key::load_or_create(p, spec.curve, true)?.0,
             None => OprfScalar::random(spec.curve)?,
         };
-        let (rows, meta) = generate(spec, &k, progress, &mut keyed)?;
+        let (rows, meta) = generate(spec, &k, progress)?;
         report.original_count = rows as i64;
         report.original_key_count = meta.count as i64;
         report.cache_count = meta.count;
@@ -282,24 +283,17 @@ fn server(
     let meta = &file.meta;
     report.cache_count = meta.count;
     report.cache_value_bytes = meta.tag_len as u64;
-    // Read the table before the query (and while the link comes up), so the online time is
-    // the protocol's alone and the client does not wait for our table.
-    let prep = Instant::now();
-    if spec.mode.queries() && spec.server_get_result && keyed.is_none() {
-        let _span = crate::trace::span("read input");
-        keyed = Some(read_keyed(
+    // The table is read only after the query, one row at a time, to write the matched rows:
+    // asked for now, so a missing path fails before the link is used.
+    let table = if spec.mode.queries() && spec.server_get_result {
+        Some(input(
             spec,
-            input(
-                spec,
-                "the server learns the result (server_get_result) and writes its rows, so it \
-                 needs the table the cache was generated from",
-            )?,
-            progress,
-        )?);
-    }
-    if spec.mode.queries() {
-        report.online_prepare_s = Some(prep.elapsed().as_secs_f64());
-    }
+            "the server learns the result (server_get_result) and writes its rows, so it \
+             needs the table the cache was generated from",
+        )?)
+    } else {
+        None
+    };
     let l = {
         let _span = crate::trace::span("connect");
         peer.get()?
@@ -359,23 +353,32 @@ fn server(
         report.real_intersection_key_count = Some(real);
         write_counts(spec, real, revealed)?;
     }
-    if let (Some(positions), Some(kd)) = (out.intersection, keyed.as_ref()) {
-        let match_span = crate::trace::span("match");
-        let matched: HashSet<ItemDigest> = positions
-            .iter()
-            .map(|&p| file.digest_at(p))
-            .collect::<Result<_, _>>()?;
-        let present: HashSet<&ItemDigest> = kd.unique.iter().collect();
-        if matched.iter().any(|d| !present.contains(d)) {
-            return Err(UbError::InputChanged {
-                path: kd.table.path.clone(),
-                problem: "a key in the cache is no longer in the table".into(),
-            });
-        }
-        drop(match_span);
+    if let (Some(positions), Some(table)) = (out.intersection, table) {
+        let matched: HashSet<ItemDigest> = {
+            let _span = crate::trace::span("match");
+            positions
+                .iter()
+                .map(|&p| file.digest_at(p))
+                .collect::<Result<_, _>>()?
+        };
         report.intersection_key_count = matched.len() as i64;
         let _span = crate::trace::span("write output");
-        write_matches(spec, kd, &matched, None, report)?;
+        let rows = server_rows::write_matched_rows(
+            table,
+            spec.input_format,
+            &spec.keys,
+            &matched,
+            spec.output.as_deref().map(|path| server_rows::RowsOut {
+                path,
+                format: spec.output_format,
+                align: spec.align,
+            }),
+            progress,
+        )?;
+        if let Some(p) = &spec.output {
+            report.intersection_count = rows as i64;
+            report.output_path = Some(p.display().to_string());
+        }
     }
     drop(online_span);
     Ok(())
@@ -383,13 +386,12 @@ fn server(
 
 /// Generates the server cache at `spec.cache_path` under `k` by the external sort
 /// ([`gen_cache`]); returns the table's row count and the cache's metadata. The table is read
-/// whole only when this run goes on to write its rows (kept in `keyed`) or seals labels;
-/// otherwise its key digests stream into the sort and memory does not grow with the table.
+/// whole only to seal labels; otherwise its key digests stream into the sort and memory does
+/// not grow with the table.
 fn generate(
     spec: &UbSpec,
     k: &OprfScalar,
     progress: &dyn Progress,
-    keyed: &mut Option<Keyed>,
 ) -> Result<(u64, CacheMeta), UbError> {
     let table = input(spec, "the server reads its table to generate the cache")?;
     let want_labels = spec.label_columns != LabelChoice::None;
@@ -402,9 +404,10 @@ fn generate(
         })));
     }
     let limits = SortLimits::default();
-    let keep_rows = spec.mode.queries() && spec.server_get_result;
-    if !(keep_rows || want_labels) {
+    if !want_labels {
         let mut sorter = CacheSorter::new(&spec.cache_path, k, spec.curve, None, limits);
+        // Each chunk of keys is evaluated, sorted and written inside this span as it fills.
+        let read_span = crate::trace::span("read input");
         let rows = crate::pipeline::spill::for_each_key_digest(
             table,
             spec.input_format,
@@ -412,6 +415,7 @@ fn generate(
             progress,
             &mut |d| sorter.push(d),
         )?;
+        drop(read_span);
         let (meta, _) = sorter.finish(progress)?;
         return Ok((rows, meta));
     }
@@ -454,11 +458,7 @@ fn generate(
         sorter.push(*d)?;
     }
     let (meta, _) = sorter.finish(progress)?;
-    let rows = kd.table.len() as u64;
-    if keep_rows {
-        *keyed = Some(kd);
-    }
-    Ok((rows, meta))
+    Ok((kd.table.len() as u64, meta))
 }
 
 /// Threshold mode: writes `real_count,final_count` (the intersection's unique keys, and those
