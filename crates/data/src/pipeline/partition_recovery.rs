@@ -22,8 +22,9 @@
 //! what to do. No secret is stored (every bucket draws fresh randomness). Folders are 0700 and
 //! files 0600 ([`crate::table::private_fs`]).
 
-use crate::error::{ConfigError, DataError};
+use crate::error::DataError;
 use crate::pipeline::process::ProcessorState;
+use crate::pipeline::recovery::{read_checkpoint, refused_checkpoint};
 use crate::pipeline::wire::ResumePoint;
 use crate::table::output::write_atomic;
 use crate::table::private_fs;
@@ -104,38 +105,16 @@ impl PartitionRecovery {
             previous: None,
         };
         let path = dir.join(FILE);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(PartitionRecovery { dir, cp: fresh });
-            }
-            Err(source) => {
-                return Err(DataError::Io {
-                    path,
-                    action: "reading a partition's checkpoint",
-                    source,
-                });
-            }
+        let read = read_checkpoint(
+            &path,
+            "reading a partition's checkpoint",
+            FORMAT,
+            &at.fingerprint,
+        )?;
+        let Some(cp): Option<PartitionCheckpoint> = read else {
+            return Ok(PartitionRecovery { dir, cp: fresh });
         };
-        let refuse = |why: String| {
-            DataError::Config(ConfigError::Invalid {
-                field: "psi_config.recovery_config.folder".into(),
-                message: format!(
-                    "{}: {why}; rerun the original command, or delete the folder to start over",
-                    path.display()
-                ),
-            })
-        };
-        let cp: PartitionCheckpoint =
-            serde_json::from_slice(&bytes).map_err(|e| refuse(format!("unreadable ({e})")))?;
-        if cp.format != FORMAT {
-            return Err(refuse("written by another blindjoin version".into()));
-        }
-        if cp.fingerprint != at.fingerprint {
-            return Err(refuse(
-                "the checkpoint is from a run with other settings or another input file".into(),
-            ));
-        }
+        let refuse = |why: String| refused_checkpoint(&path, &why);
         if (cp.partition, cp.partitions) != (p, parts) {
             return Err(refuse(format!(
                 "the checkpoint is partition {} of {} workers, this run has {parts} (use the \

@@ -85,39 +85,13 @@ impl Recovery {
             folder: folder.to_path_buf(),
             fingerprint: fingerprint(spec)?,
         };
-        let path = folder.join(FILE);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((rec, None)),
-            Err(source) => {
-                return Err(DataError::Io {
-                    path,
-                    action: "reading the checkpoint",
-                    source,
-                });
-            }
-        };
-        let refuse = |why: &str| {
-            DataError::Config(ConfigError::Invalid {
-                field: "psi_config.recovery_config.folder".into(),
-                message: format!(
-                    "{}: {why}; rerun the original command, or delete the folder to start over",
-                    path.display()
-                ),
-            })
-        };
-        let cp: Checkpoint =
-            serde_json::from_slice(&bytes).map_err(|e| refuse(&format!("unreadable ({e})")))?;
-        if cp.format != FORMAT {
-            return Err(refuse("written by another blindjoin version"));
-        }
-        if cp.fingerprint != rec.fingerprint {
-            return Err(refuse(
-                "the checkpoint is from a run with other settings or another input file (the \
-                 config or the input changed since the crash)",
-            ));
-        }
-        Ok((rec, Some(cp)))
+        let cp = read_checkpoint(
+            &folder.join(FILE),
+            "reading the checkpoint",
+            FORMAT,
+            &rec.fingerprint,
+        )?;
+        Ok((rec, cp))
     }
 
     /// The first checkpoint, right after the spill.
@@ -236,6 +210,64 @@ impl Checkpoint {
         self.previous = self.current.take();
         self.current = Some(state);
     }
+}
+
+/// The first fields of every checkpoint file of ours.
+#[derive(Deserialize)]
+struct Stamp {
+    format: u32,
+    fingerprint: String,
+}
+
+/// Reads the checkpoint at `path` (`None` when there is none yet), refusing one that is
+/// unreadable, of another `format` or of another run (`fingerprint`: the settings and input).
+///
+/// # Errors
+/// The read failed; the refusals above ([`refused_checkpoint`]).
+pub(crate) fn read_checkpoint<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    action: &'static str,
+    format: u32,
+    fingerprint: &str,
+) -> Result<Option<T>, DataError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(DataError::Io {
+                path: path.to_path_buf(),
+                action,
+                source,
+            });
+        }
+    };
+    let unreadable = |e: serde_json::Error| refused_checkpoint(path, &format!("unreadable ({e})"));
+    let stamp: Stamp = serde_json::from_slice(&bytes).map_err(unreadable)?;
+    if stamp.format != format {
+        return Err(refused_checkpoint(
+            path,
+            "written by another blindjoin version",
+        ));
+    }
+    if stamp.fingerprint != fingerprint {
+        return Err(refused_checkpoint(
+            path,
+            "the checkpoint is from a run with other settings or another input file (the \
+             config or the input changed since the crash)",
+        ));
+    }
+    serde_json::from_slice(&bytes).map(Some).map_err(unreadable)
+}
+
+/// A checkpoint this run cannot resume from, saying `why` and what to do.
+pub(crate) fn refused_checkpoint(path: &Path, why: &str) -> DataError {
+    DataError::Config(ConfigError::Invalid {
+        field: "psi_config.recovery_config.folder".into(),
+        message: format!(
+            "{}: {why}; rerun the original command, or delete the folder to start over",
+            path.display()
+        ),
+    })
 }
 
 fn peer_error(message: String) -> DataError {
