@@ -18,6 +18,11 @@ from an earlier try is refused). A rerun partition resumes from its last checkpo
 the others are not redone. Rounds are bounded (``max_rounds``) and so is the time
 (``timeout_s``).
 
+Ctrl-C: while the coordinator reads its table and waits for the peer (a native call on a
+thread of its own) it cancels the run at once, telling the peer, and raises
+:class:`KeyboardInterrupt`; while the tasks run, it stops this party's Ray tasks and closes the
+link, so the peer's run fails with a link error.
+
 The work folder (spill shards, checkpoints, the partitions' runs) is the config's
 ``recovery_config.folder`` if set (then the whole run also resumes after the coordinator's
 crash), else a private folder (0700) made in ``work_dir`` or the system's temporary folder and

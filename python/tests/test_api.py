@@ -399,6 +399,48 @@ def test_exception_hierarchy() -> None:
     assert issubclass(blindjoin.Error, Exception)
 
 
+COORDINATOR = r"""
+import json, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from blindjoin import _config_text, _native
+text, source, base = _config_text(json.loads(sys.argv[1]))
+try:
+    _native.start_coordinator(text, source, base, 2, sys.argv[2])
+    print(json.dumps({"ok": True}))
+except BaseException as e:
+    print(json.dumps({"error": type(e).__name__}))
+"""
+
+
+def test_ctrl_c_cancels_a_ray_coordinator_waiting_for_its_peer(tables, tmp_path: Path) -> None:
+    """blindjoin.ray's coordinator (no Ray needed for this phase) waits for its peer on a
+    thread of its own: Ctrl-C ends the wait at once and removes its private work folder."""
+    import signal
+    import time
+
+    ports = free_ports(2)
+    cfg = v2_config("alice", "ROLE_RECEIVER", "alice.csv", "a_out.csv", ["id"], ports, "CURVE_25519")
+    work = tmp_path / "work"
+    work.mkdir()
+    p = subprocess.Popen(
+        [sys.executable, "-c", COORDINATOR, json.dumps(cfg), str(work)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        time.sleep(2.0)  # let it import, spill and start waiting for the peer
+        assert p.poll() is None
+        t = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        stdout, _ = p.communicate(timeout=10)
+        assert time.monotonic() - t < 5
+        assert json.loads(stdout.strip().splitlines()[-1])["error"] == "KeyboardInterrupt"
+        assert list(work.iterdir()) == []
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=10)
+
+
 def test_ctrl_c_raises_keyboard_interrupt_promptly(tables, tmp_path: Path) -> None:
     import signal
     import time

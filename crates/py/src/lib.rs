@@ -327,7 +327,7 @@ fn run_owned(
             let _ = tx.send(result);
         })
         .map_err(|e| error::Error::new_err(format!("cannot start the run thread: {e}")))?;
-    wait_for_run(py, rx, &cancel)
+    wait_cancellable(py, rx, &cancel).and_then(finish)
 }
 
 /// Runs a plan with its settings (threads, level, trace), as `blindjoin run --config` does; the
@@ -369,20 +369,20 @@ enum Failure {
 /// What the run thread sends back: the report as JSON text, or why it failed.
 type RunResult = Result<String, Failure>;
 
-/// Waits for the run thread without the GIL, checking for signals every [`SIGNAL_POLL`]. On
-/// Ctrl-C (or any exception a signal handler raises) cancels the run, lets it tell the peer, and
-/// re-raises the exception.
-fn wait_for_run(
+/// Waits for a run thread's result without the GIL, checking for signals every
+/// [`SIGNAL_POLL`]. On Ctrl-C (or any exception a signal handler raises) cancels the run, lets
+/// it tell the peer, and re-raises the exception.
+fn wait_cancellable<T: Send>(
     py: Python<'_>,
-    mut rx: mpsc::Receiver<RunResult>,
+    mut rx: mpsc::Receiver<T>,
     cancel: &blindjoin_data::Cancel,
-) -> PyResult<String> {
+) -> PyResult<T> {
     loop {
         // `Receiver` is not `Sync`, so it moves into the detached closure and back out.
         let (received, back) = py.detach(move || (rx.recv_timeout(SIGNAL_POLL), rx));
         rx = back;
         match received {
-            Ok(result) => return finish(result),
+            Ok(result) => return Ok(result),
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if let Err(interrupt) = py.check_signals() {
                     cancel.cancel(CTRL_C_REASON);
@@ -402,7 +402,7 @@ fn wait_for_run(
 
 /// After a cancel: gives the run thread [`CANCEL_GRACE`] to send its abort and close the link,
 /// then severs the connection and waits [`SEVER_GRACE`] more. Bounded, so Ctrl-C always returns.
-fn drain_cancelled(rx: &mpsc::Receiver<RunResult>, cancel: &blindjoin_data::Cancel) {
+fn drain_cancelled<T>(rx: &mpsc::Receiver<T>, cancel: &blindjoin_data::Cancel) {
     if rx.recv_timeout(CANCEL_GRACE).is_err() {
         cancel.sever();
         let _ = rx.recv_timeout(SEVER_GRACE);
@@ -491,7 +491,8 @@ impl PyCoordinator {
 /// Starts a scheduled run of a two-party launch config with `workers` partitions: reads the
 /// table into the work folder, connects to the peer, agrees the run and the worker
 /// endpoints. `work_parent`: where to make the private work folder when the config has no
-/// `recovery_config`.
+/// `recovery_config`. Runs on a thread of its own, so Ctrl-C cancels it (the peer is told) as
+/// it does a run.
 #[pyfunction]
 #[pyo3(signature = (config_json, source, base_dir, workers, work_parent=None))]
 fn start_coordinator(
@@ -502,18 +503,26 @@ fn start_coordinator(
     workers: usize,
     work_parent: Option<PathBuf>,
 ) -> PyResult<PyCoordinator> {
-    let c = py
-        .detach(|| {
-            blindjoin_data::partition_job::Coordinator::start(
-                config_json,
-                source,
+    let cancel = blindjoin_data::Cancel::new();
+    let (tx, rx) = mpsc::channel();
+    let (config_json, source, start_cancel) =
+        (config_json.to_string(), source.to_string(), cancel.clone());
+    std::thread::Builder::new()
+        .name("blindjoin-coordinator".into())
+        .spawn(move || {
+            let _ = tx.send(blindjoin_data::partition_job::Coordinator::start(
+                &config_json,
+                &source,
                 &base_dir,
                 workers,
                 work_parent.as_deref(),
-                &blindjoin_data::Cancel::new(),
-            )
+                &start_cancel,
+            ));
         })
-        .map_err(|e| error::data_err(&e))?;
+        .map_err(|e| {
+            error::Error::new_err(format!("cannot start the coordinator's thread: {e}"))
+        })?;
+    let c = wait_cancellable(py, rx, &cancel)?.map_err(|e| error::data_err(&e))?;
     Ok(PyCoordinator {
         inner: std::sync::Mutex::new(Some(c)),
     })
