@@ -28,8 +28,8 @@ import math
 
 # Measured here (docs/performance.md, "Cost model"): release build, RR22 fast, `blindjoin gen`
 # tables (26-byte rows), CSV in and aligned CSV out, --broadcast-result.
-CPU_S_PER_ROW = 0.66e-6  # receiver, user + sys, 100M rows (0.53 at 2^24): read, spill, protocol, join, write
-SENDER_CPU_S_PER_ROW = 0.57e-6  # sender, the same (0.45 at 2^24)
+CPU_S_PER_ROW = 0.71e-6  # receiver, user + sys, 100M rows (0.54 at 2^24): read, spill, protocol, join, write
+SENDER_CPU_S_PER_ROW = 0.63e-6  # sender, the same (0.45 at 2^24)
 MERGE_S_PER_ROW = 0.10e-6  # the aligned output's single-threaded merge and write (100M: 10.6 s)
 DISK_BYTES_PER_ROW = 26 * 4  # input read, spill written and read back, output written (26 B rows)
 ROUND_TRIPS_PER_BUCKET = 6  # RR22 fast: OT/VOLE set-up, OKVS, tags, result
