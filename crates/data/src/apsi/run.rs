@@ -12,7 +12,7 @@ use super::{ApsiReport, ApsiRole, ApsiSpec, SenderTask, bucket_of, db_file, sour
 use crate::error::{ConfigError, DataError};
 use crate::pipeline::two_party::connect_in_background;
 use crate::table::csv::write_record;
-use crate::table::output::{AtomicFile, write_atomic};
+use crate::table::output::AtomicFile;
 use blindjoin_apsi::item::MAX_LABEL_LEN;
 use blindjoin_apsi::{ApsiParams, SenderDb};
 use blindjoin_crypto::ItemDigest;
@@ -128,12 +128,7 @@ fn run_inner(
     report.total_s = start.elapsed().as_secs_f64();
     report.peak_rss_bytes = crate::pipeline::report::peak_rss_bytes();
     if let Some(p) = &spec.report {
-        let json = serde_json::to_vec_pretty(&report).map_err(|e| DataError::Io {
-            path: p.clone(),
-            action: "encoding the report",
-            source: std::io::Error::other(e),
-        })?;
-        write_atomic(p, &json)?;
+        crate::pipeline::report::write_json(p, &report)?;
     }
     Ok(report)
 }

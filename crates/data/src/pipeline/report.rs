@@ -144,6 +144,23 @@ fn one() -> u64 {
     1
 }
 
+/// Writes `report` as pretty JSON to `path`, atomically (the unbalanced and labeled-PSI runs'
+/// reports).
+///
+/// # Errors
+/// The report cannot be encoded or written.
+pub(crate) fn write_json<T: Serialize>(
+    path: &std::path::Path,
+    report: &T,
+) -> Result<(), crate::error::DataError> {
+    let json = serde_json::to_vec_pretty(report).map_err(|e| crate::error::DataError::Io {
+        path: path.to_path_buf(),
+        action: "encoding the report",
+        source: std::io::Error::other(e),
+    })?;
+    crate::table::output::write_atomic(path, &json)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

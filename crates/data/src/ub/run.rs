@@ -106,12 +106,7 @@ fn run_inner(spec: &UbSpec, progress: &dyn Progress, cancel: &Cancel) -> Result<
     report.total_s = start.elapsed().as_secs_f64();
     report.peak_rss_bytes = crate::pipeline::report::peak_rss_bytes();
     if let Some(p) = &spec.report {
-        let json = serde_json::to_vec_pretty(&report).map_err(|e| DataError::Io {
-            path: p.clone(),
-            action: "encoding the report",
-            source: std::io::Error::other(e),
-        })?;
-        write_atomic(p, &json)?;
+        crate::pipeline::report::write_json(p, &report)?;
     }
     Ok(report)
 }
