@@ -150,10 +150,14 @@ def _coordinate(
                 failed.append(p)
                 errors[p] = f"{type(e).__name__}: {e}"
                 _log.warning("partition %d attempt %d failed: %s", p, attempts[p], errors[p])
-                try:
-                    ray.cancel(ref, force=True)
-                except Exception:  # already ended
-                    pass
+                # Only a task past the deadline is still running. Cancelling one that has
+                # already ended (its error or its worker's death) can abort this process
+                # inside Ray 2.60 ("Tried to complete task that was not pending").
+                if isinstance(e, ray.exceptions.GetTimeoutError):
+                    try:
+                        ray.cancel(ref, force=True)
+                    except Exception:  # ended meanwhile
+                        pass
         retry = coord.retry_round(failed)
         if not retry:
             break
