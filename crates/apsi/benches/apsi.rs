@@ -46,7 +46,12 @@ fn cpu_s() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The CLI's allocator (its tuning is set first thing in `main`).
+#[global_allocator]
+static ALLOC: blindjoin_alloc::HugePageAlloc = blindjoin_alloc::HugePageAlloc;
+
 fn main() {
+    blindjoin_alloc::tune_system_allocator();
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))

@@ -111,6 +111,14 @@ impl PowersDag {
         &self.nodes
     }
 
+    /// Whether power `p` is a factor of some product of the plan (so the sender needs it in the
+    /// form ct×ct takes, not only the one ct×pt takes).
+    pub fn is_operand(&self, p: usize) -> bool {
+        self.nodes
+            .iter()
+            .any(|&(_, n, _)| matches!(n, Node::Product(a, b) if a == p || b == p))
+    }
+
     /// The largest power computed.
     pub fn max_power(&self) -> usize {
         self.nodes.last().map_or(0, |n| n.0)

@@ -72,6 +72,7 @@ impl std::fmt::Display for UserError {
 impl std::error::Error for UserError {}
 
 fn main() -> ExitCode {
+    blindjoin_alloc::tune_system_allocator();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run_cmd::run(*args),

@@ -550,6 +550,7 @@ fn run_partition(py: Python<'_>, job: Vec<u8>, attempt: u32) -> PyResult<String>
 /// The extension module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    blindjoin_alloc::tune_system_allocator();
     m.add_function(wrap_pyfunction!(run_config, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add_function(wrap_pyfunction!(plan_from_config, m)?)?;
