@@ -27,6 +27,7 @@ pub mod encoder;
 pub mod error;
 pub mod eval;
 pub mod keys;
+pub mod mac_ifma;
 pub mod modarith;
 pub mod ntt;
 pub mod ntt_ifma;
