@@ -7,8 +7,9 @@
 //!
 //! **Paterson–Stockmeyer** (CMDGJLTW21 §4.3): with H = L + 1,
 //! Σ_d c_d y^d = Σ_j (c_{jH} + Σ_{i=1..L} c_{jH+i} y^i) · y^{jH}: the inner sums are ct×pt
-//! products with the low powers, each multiplied by one high power (ct×ct) and the products
-//! summed before a single relinearization. Plain evaluation needs every power but no product.
+//! products with the low powers, each multiplied by one high power (ct×ct); the products'
+//! tensors are summed and scaled down together ([`eval::multiply_extended_sum`]) and
+//! relinearized once. Plain evaluation needs every power but no product.
 
 use crate::error::{ApsiError, Result, peer};
 use crate::powers::{Node, PowersDag};
@@ -148,7 +149,10 @@ pub(crate) fn evaluate(
         eval::add_plain(ctx, &s, plain0)?
     } else {
         let h = low + 1;
-        let mut acc: Option<Ciphertext> = None;
+        // Size-2 parts (chunk 0, and a last chunk holding only its constant), and the inner
+        // sums of the other chunks, each to be multiplied by its high power.
+        let mut plain_part: Option<Ciphertext> = None;
+        let mut inner: Vec<(ExtendedCiphertext, usize)> = Vec::new();
         for j in 0..=(count - 1) / h {
             let base = j * h;
             let terms = (1..=low)
@@ -172,22 +176,32 @@ pub(crate) fn evaluate(
                             "Paterson–Stockmeyer constant missing".into(),
                         ))?;
                 let s = eval::add_plain(ctx, &s, pc)?;
-                if j == 0 {
-                    s
-                } else {
-                    eval::multiply_extended(
-                        ctx,
-                        &eval::extend(ctx, &s)?,
-                        power(powers, base)?.ext()?,
-                    )?
+                if j > 0 {
+                    inner.push((eval::extend(ctx, &s)?, base));
+                    continue;
                 }
+                s
             };
-            acc = Some(match acc {
+            plain_part = Some(match plain_part {
                 None => part,
                 Some(a) => eval::add(ctx, &a, &part)?,
             });
         }
-        let acc = acc.ok_or(ApsiError::Input("empty polynomial".into()))?;
+        // Σ_j inner_j · y^{jH}: the tensors summed and scaled down once, not once a chunk.
+        let pairs = inner
+            .iter()
+            .map(|(s, base)| Ok((s, power(powers, *base)?.ext()?)))
+            .collect::<Result<Vec<_>>>()?;
+        let products = if pairs.is_empty() {
+            None
+        } else {
+            Some(eval::multiply_extended_sum(ctx, &pairs)?)
+        };
+        let acc = match (plain_part, products) {
+            (Some(a), Some(b)) => eval::add(ctx, &a, &b)?,
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => return Err(ApsiError::Input("empty polynomial".into())),
+        };
         if acc.size() == 3 {
             let rk =
                 rk.ok_or_else(|| peer("sent no relinearization keys, which the evaluation needs"))?;

@@ -62,6 +62,8 @@ pub(crate) struct MulTables {
     pub theta: Vec<(u64, u64)>,
     /// t·Q^{-1} mod p_j.
     pub t_q_inv: Vec<u64>,
+    /// Most tensors one scale-down may take summed ([`crate::eval::multiply_extended_sum`]).
+    pub sum_terms: usize,
 }
 
 /// Precomputed BFV context.
@@ -77,6 +79,12 @@ pub struct Context {
     pub(crate) levels: Vec<Level>,
     /// Key switching: special prime index and its inverse mod each data prime.
     pub(crate) special: Option<(usize, Vec<(u64, u64)>)>,
+}
+
+/// Tensors one HPS scale-down may sum when P has at least `p_bits` bits and one product needs
+/// `need` (see [`Context::mul_tables`]).
+fn sum_terms(p_bits: u32, need: u32) -> usize {
+    1usize << p_bits.saturating_sub(need).min(20)
 }
 
 fn moduli(values: &[u64]) -> Result<Vec<Modulus>> {
@@ -215,6 +223,12 @@ impl Context {
     /// P ≥ 2^(bits(Q) + bits(t) + log N + 2) > 4·t·N·Q, which keeps the result below P/8, far
     /// from the ±P/2 where the floating-point lift back to Q could pick the other
     /// representative. (The tensor itself, |d| ≤ N·Q²/2, needs only P > N·Q.)
+    ///
+    /// A sum of k tensors scaled at once is k times larger, so it keeps that margin while
+    /// k·4·t·N·Q ≤ P. Each auxiliary prime has exactly `aux_bits` bits, so P ≥
+    /// 2^(count·(aux_bits − 1)) and the primes taken leave s = count·(aux_bits − 1) − need bits
+    /// of room: up to 2^s tensors ([`sum_terms`], capped at 2^20). Rounding the count of primes
+    /// up leaves 11–45 bits at SecretFlow's presets.
     fn mul_tables(q: &[Modulus], t: Modulus, n: usize, aux_bits: u32) -> Result<MulTables> {
         let bad = || HeError::Unsupported("non-coprime moduli");
         let log_q: u32 = q.iter().map(|m| m.bits()).sum();
@@ -265,6 +279,7 @@ impl Context {
             let q_mod = q.iter().fold(1u64, |acc, x| pj.mul(acc, x.value()));
             t_q_inv.push(pj.mul(pj.reduce(tv), pj.inv(q_mod).ok_or_else(bad)?));
         }
+        let sum_terms = sum_terms(p.len() as u32 * (aux_bits - 1), need);
         Ok(MulTables {
             p,
             p_ntt,
@@ -273,6 +288,7 @@ impl Context {
             omega,
             theta,
             t_q_inv,
+            sum_terms,
         })
     }
 

@@ -20,7 +20,7 @@
 //! * **ct×pt multiply-accumulate** Σ_j pt_j ⊙ ct_j in NTT form, the hot loop of APSI's sender:
 //!   products of residues < 2^62 are < 2^124, so up to 15 of them are summed in 128 bits
 //!   before one Barrett reduction; for primes below 2^50 on a CPU with AVX-512 IFMA, eight
-//!   coefficients at a time in [`crate::mac_ifma`].
+//!   coefficients at a time in [`crate::mac_ifma`]. The tensors of ct×ct use the same sums.
 
 use crate::cipher::{Ciphertext, add_scaled_plain};
 use crate::context::Context;
@@ -168,36 +168,11 @@ pub fn multiply_plain_accumulate(
     let n = ctx.n;
     let moduli = ctx.level_moduli(level);
     let mut polys = vec![RnsPoly::zero(n, level); size];
-    // Blocks of coefficients, so the 128-bit accumulators stay in the L1 cache while every
-    // term streams through them.
-    const BLOCK: usize = 256;
-    let mut acc = [0u128; BLOCK];
     for (k, out) in polys.iter_mut().enumerate() {
         for (i, m) in moduli.iter().enumerate() {
             let xs: Vec<&[u64]> = terms.iter().map(|(ct, _)| ct.polys[k].row(i)).collect();
             let ys: Vec<&[u64]> = terms.iter().map(|(_, pt)| pt.poly.row(i)).collect();
-            if mac_ifma::multiply_accumulate(m, out.row_mut(i), &xs, &ys) {
-                continue;
-            }
-            for (b, o_block) in out.row_mut(i).chunks_mut(BLOCK).enumerate() {
-                let (lo, w) = (b * BLOCK, o_block.len());
-                let acc = &mut acc[..w];
-                acc.iter_mut().for_each(|a| *a = 0);
-                for (j, (ct, pt)) in terms.iter().enumerate() {
-                    let c = &ct.polys[k].row(i)[lo..lo + w];
-                    let p = &pt.poly.row(i)[lo..lo + w];
-                    for ((a, &x), &y) in acc.iter_mut().zip(c).zip(p) {
-                        *a += u128::from(x) * u128::from(y);
-                    }
-                    if (j + 1) % LAZY_TERMS == 0 {
-                        acc.iter_mut()
-                            .for_each(|a| *a = u128::from(m.reduce_u128(*a)));
-                    }
-                }
-                for (o, &a) in o_block.iter_mut().zip(acc.iter()) {
-                    *o = m.reduce_u128(a);
-                }
-            }
+            multiply_accumulate_row(m, out.row_mut(i), &xs, &ys);
         }
     }
     Ok(Ciphertext {
@@ -205,6 +180,36 @@ pub fn multiply_plain_accumulate(
         ntt_form: true,
         polys,
     })
+}
+
+/// `out = Σ_j xs[j] ⊙ ys[j]` mod m, rows of one length with residues below m: with IFMA when
+/// the prime allows ([`mac_ifma`]), else in 128 bits with one reduction every [`LAZY_TERMS`]
+/// products, in blocks of coefficients so the accumulators stay in the L1 cache while every
+/// term streams through them. Both give the canonical residues.
+fn multiply_accumulate_row(m: &Modulus, out: &mut [u64], xs: &[&[u64]], ys: &[&[u64]]) {
+    if mac_ifma::multiply_accumulate(m, out, xs, ys) {
+        return;
+    }
+    const BLOCK: usize = 256;
+    let mut acc = [0u128; BLOCK];
+    for (b, o_block) in out.chunks_mut(BLOCK).enumerate() {
+        let (lo, w) = (b * BLOCK, o_block.len());
+        let acc = &mut acc[..w];
+        acc.iter_mut().for_each(|a| *a = 0);
+        for (j, (x, y)) in xs.iter().zip(ys).enumerate() {
+            let (x, y) = (&x[lo..lo + w], &y[lo..lo + w]);
+            for ((a, &x), &y) in acc.iter_mut().zip(x).zip(y) {
+                *a += u128::from(x) * u128::from(y);
+            }
+            if (j + 1) % LAZY_TERMS == 0 {
+                acc.iter_mut()
+                    .for_each(|a| *a = u128::from(m.reduce_u128(*a)));
+            }
+        }
+        for (o, &a) in o_block.iter_mut().zip(acc.iter()) {
+            *o = m.reduce_u128(a);
+        }
+    }
 }
 
 /// Extends coefficient-form `poly` (level rows) to Q∪P and puts every row in NTT form.
@@ -349,13 +354,30 @@ pub fn multiply_extended(
     a: &ExtendedCiphertext,
     b: &ExtendedCiphertext,
 ) -> Result<Ciphertext> {
-    if a.q.level != b.q.level {
-        return Err(HeError::Mismatch("ciphertexts at different levels"));
-    }
-    let level = a.q.level;
+    multiply_extended_sum(ctx, &[(a, b)])
+}
+
+/// Σ_j a_j × b_j from extensions at one level: a size-3 ciphertext in coefficient form, to be
+/// relinearized. The tensors are summed in Q∪P and scaled down once (by up to the level's
+/// `sum_terms` at a time, which [`Context`] derives from the room its auxiliary basis leaves),
+/// instead of once a product: the scale-down (inverse NTTs of every Q∪P row, the rounding and
+/// the base extension back) is most of a product's cost. Rounding once also adds less noise
+/// than rounding each product. One pair gives exactly [`multiply_extended`]'s result.
+///
+/// # Errors
+/// [`HeError::Mismatch`] on no pairs, a level mismatch or extensions of other parameters.
+pub fn multiply_extended_sum(
+    ctx: &Context,
+    pairs: &[(&ExtendedCiphertext, &ExtendedCiphertext)],
+) -> Result<Ciphertext> {
+    let (first, _) = pairs.first().ok_or(HeError::Mismatch("no products"))?;
+    let level = first.q.level;
     let moduli = qp_moduli(ctx, level)?;
     let n = ctx.n;
-    for x in [a, b] {
+    for x in pairs.iter().flat_map(|(a, b)| [*a, *b]) {
+        if x.q.level != level {
+            return Err(HeError::Mismatch("ciphertexts at different levels"));
+        }
         ctx.check_ct(&x.q)?;
         if x.p
             .iter()
@@ -364,26 +386,41 @@ pub fn multiply_extended(
             return Err(HeError::Mismatch("extended ciphertext of other parameters"));
         }
     }
+    let batch = ctx.level_data(level)?.mul.sum_terms.max(1);
+    let mut out: Option<Ciphertext> = None;
+    for group in pairs.chunks(batch) {
+        let part = scaled_tensor_sum(ctx, level, &moduli, group)?;
+        out = Some(match out {
+            None => part,
+            Some(acc) => add(ctx, &acc, &part)?,
+        });
+    }
+    out.ok_or(HeError::Mismatch("no products"))
+}
+
+/// round(t/Q · Σ tensors) in Q for pairs already checked, at most `sum_terms` of them.
+fn scaled_tensor_sum(
+    ctx: &Context,
+    level: usize,
+    moduli: &[Modulus],
+    pairs: &[(&ExtendedCiphertext, &ExtendedCiphertext)],
+) -> Result<Ciphertext> {
     let rows = moduli.len();
+    let n = ctx.n;
     let (mut d0, mut d1, mut d2) = (
         RnsPoly::zero(n, rows),
         RnsPoly::zero(n, rows),
         RnsPoly::zero(n, rows),
     );
     for (r, m) in moduli.iter().enumerate() {
-        let (a0, a1, b0, b1) = (a.row(0, r), a.row(1, r), b.row(0, r), b.row(1, r));
-        for (c, o) in d0.row_mut(r).iter_mut().enumerate() {
-            *o = m.mul(a0[c], b0[c]);
-        }
-        // Two products < 2^124 each: one reduction of their sum.
-        for (c, o) in d1.row_mut(r).iter_mut().enumerate() {
-            *o = m.reduce_u128(
-                u128::from(a0[c]) * u128::from(b1[c]) + u128::from(a1[c]) * u128::from(b0[c]),
-            );
-        }
-        for (c, o) in d2.row_mut(r).iter_mut().enumerate() {
-            *o = m.mul(a1[c], b1[c]);
-        }
+        let a0: Vec<&[u64]> = pairs.iter().map(|(a, _)| a.row(0, r)).collect();
+        let a1: Vec<&[u64]> = pairs.iter().map(|(a, _)| a.row(1, r)).collect();
+        let b0: Vec<&[u64]> = pairs.iter().map(|(_, b)| b.row(0, r)).collect();
+        let b1: Vec<&[u64]> = pairs.iter().map(|(_, b)| b.row(1, r)).collect();
+        multiply_accumulate_row(m, d0.row_mut(r), &a0, &b0);
+        let (a01, b10) = ([&a0[..], &a1[..]].concat(), [&b1[..], &b0[..]].concat());
+        multiply_accumulate_row(m, d1.row_mut(r), &a01, &b10);
+        multiply_accumulate_row(m, d2.row_mut(r), &a1, &b1);
     }
     Ok(Ciphertext {
         level,
@@ -666,5 +703,91 @@ mod aux_tests {
                 "{aux_bits}-bit P"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod sum_tests {
+    use super::*;
+    use crate::cipher::{decrypt, encrypt};
+    use crate::params::{Parameters, PlainModulus};
+    use crate::rns::big;
+    use crate::{BatchEncoder, SecretKey};
+
+    /// At every level of SecretFlow's three shapes, the auxiliary basis holds `sum_terms` tensors
+    /// with the scale-down's margin: k·4·t·N·Q ≤ P, checked on the actual primes.
+    #[test]
+    fn sum_terms_keeps_the_scale_down_margin() {
+        for (n, t, bits) in [
+            (4096, PlainModulus::Value(40961), vec![40, 32, 32]),
+            (8192, PlainModulus::Value(65537), vec![56, 48, 48]),
+            (8192, PlainModulus::Bits(21), vec![56, 56, 56, 50]),
+            (8192, PlainModulus::Bits(22), vec![56, 56, 56, 32]),
+        ] {
+            let params = Parameters::new(n, t, &bits).unwrap();
+            let ctx = Context::new(&params).unwrap();
+            for level in 1..=ctx.top_level() {
+                let mt = &ctx.level_data(level).unwrap().mul;
+                let k = mt.sum_terms;
+                assert!(k.is_power_of_two() && k >= 2, "{bits:?} level {level}: {k}");
+                let p: Vec<u64> = mt.p.iter().map(|m| m.value()).collect();
+                let q: Vec<u64> = ctx.level_moduli(level).iter().map(|m| m.value()).collect();
+                let p_bits = big::bits(&big::product(&p));
+                let q_bits = big::bits(&big::product(&q));
+                let t_bits = 64 - ctx.plain_modulus().leading_zeros();
+                // P ≥ 2^(p_bits − 1) and k·4·t·N·Q < 2^(log k + 2 + t_bits + log N + q_bits).
+                assert!(
+                    p_bits > k.trailing_zeros() + 2 + t_bits + n.trailing_zeros() + q_bits,
+                    "{bits:?} level {level}: {k} tensors"
+                );
+            }
+        }
+    }
+
+    /// Σ x_j·y_j over 5 products decrypts right, scaled at once or (a basis with room for
+    /// only 2 tensors) in groups; one pair is `multiply_extended` bit for bit.
+    #[test]
+    fn a_sum_of_products_decrypts_to_the_sum() {
+        let params = Parameters::new(4096, PlainModulus::Value(40961), &[40, 32, 32]).unwrap();
+        let ctx = Context::new(&params).unwrap();
+        let sk = SecretKey::generate(&ctx).unwrap();
+        let rk = RelinKeys::generate(&ctx, &sk).unwrap();
+        let e = BatchEncoder::new(&ctx);
+        let t = 40961u64;
+        let slots = |seed: u64| -> Vec<u64> {
+            (0..4096u64).map(|i| (i * seed + seed * seed) % t).collect()
+        };
+        let xs: Vec<Vec<u64>> = (1..=5).map(slots).collect();
+        let ys: Vec<Vec<u64>> = (11..=15).map(slots).collect();
+        let ext = |ctx: &Context, v: &[u64]| {
+            extend(ctx, &encrypt(ctx, &sk, &e.encode(v).unwrap()).unwrap()).unwrap()
+        };
+        let want: Vec<u64> = (0..4096)
+            .map(|c| {
+                xs.iter()
+                    .zip(&ys)
+                    .map(|(x, y)| x[c] * y[c] % t)
+                    .sum::<u64>()
+                    % t
+            })
+            .collect();
+        let ex: Vec<_> = xs.iter().map(|v| ext(&ctx, v)).collect();
+        let ey: Vec<_> = ys.iter().map(|v| ext(&ctx, v)).collect();
+        let pairs: Vec<_> = ex.iter().zip(&ey).collect();
+        for room in [None, Some(2)] {
+            // The same primes, with room for `room` tensors a scale-down.
+            let mut c2 = Context::new(&params).unwrap();
+            if let Some(k) = room {
+                let level = c2.top_level();
+                c2.levels[level - 1].mul.sum_terms = k;
+            }
+            let sum = multiply_extended_sum(&c2, &pairs).unwrap();
+            let got =
+                e.decode(&decrypt(&ctx, &sk, &relinearize(&ctx, &sum, &rk).unwrap()).unwrap());
+            assert_eq!(got, want, "room {room:?}");
+            let one = multiply_extended_sum(&c2, &pairs[..1]).unwrap();
+            assert_eq!(one, multiply_extended(&ctx, &ex[0], &ey[0]).unwrap());
+        }
+        assert!(multiply_extended_sum(&ctx, &[]).is_err());
     }
 }
