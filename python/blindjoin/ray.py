@@ -28,7 +28,9 @@ The work folder (spill shards, checkpoints, the partitions' runs) is the config'
 crash), else a private folder (0700) made in ``work_dir`` or the system's temporary folder and
 removed when the run ends (also on failure). Tasks read and write it: on a multi-machine
 Ray cluster it must be on storage every node sees at the same path. The peer must run
-``blindjoin.ray`` too (the coordinators swap failed partitions after each round).
+``blindjoin.ray`` too (the coordinators swap failed partitions after each round); a peer
+running ``blindjoin run`` or ``blindjoin.run`` is refused before any work, with a message
+naming both sides' runners.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ use blindjoin_link::wire::{WireMessage, ids};
 use blindjoin_link::{DecodeError, Link, Reader, put_bytes_u16, put_u64};
 
 /// Version of the wire format; both parties must speak the same one.
-pub const WIRE_VERSION: &str = concat!("blindjoin/", env!("CARGO_PKG_VERSION"), "/wire-7");
+pub const WIRE_VERSION: &str = concat!("blindjoin/", env!("CARGO_PKG_VERSION"), "/wire-8");
 /// Longest version string accepted.
 const MAX_VERSION: usize = 128;
 

@@ -20,7 +20,8 @@
 //! survives the coordinator's crash), else a private temporary folder (0700) removed at the
 //! end, also when the run fails (it holds a copy of the input). Either way the run declares
 //! recovery in its terms. The peer must run on a scheduler too: the retry rounds on the main
-//! link are this mode's.
+//! link are this mode's, and the run terms say so (a peer in one process is refused at once,
+//! naming both sides' runners).
 //!
 //! A job is our own versioned encoding (a magic line, then JSON): the config text, the paths,
 //! the session id, the partition, the endpoint. It holds no key material (a secret key is read
@@ -318,6 +319,7 @@ impl Coordinator {
         let setup = (|| -> Result<_, DataError> {
             let hs = handshake(&mut link, two_party::hello(&spec, table.rows))?;
             let mut terms = RunTerms::of(&spec);
+            terms.scheduled = true;
             terms.workers =
                 workers.clamp(2, blindjoin_link::worker::MAX_PARTITIONS as usize) as u32;
             let theirs = terms.agree(&mut link, spec.role)?;

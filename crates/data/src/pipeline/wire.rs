@@ -34,6 +34,10 @@ pub struct RunTerms {
     /// The partitions this party asks for; the run uses the smaller of the two
     /// ([`crate::pipeline::partition::agreed`]), so it is not compared.
     pub workers: u32,
+    /// Whether this party's partitions run as tasks of a scheduler (`blindjoin.ray`), whose
+    /// coordinator swaps failed partitions with the peer's after each round: a peer running
+    /// in one process would never answer, so the two must agree before any work.
+    pub scheduled: bool,
 }
 
 impl RunTerms {
@@ -49,11 +53,12 @@ impl RunTerms {
             bucket_size: spec.bucket_size,
             min_intersection: spec.min_intersection.unwrap_or(0),
             workers: 1,
+            scheduled: false,
         }
     }
 
     /// Each term with the field a user changes to fix a mismatch.
-    fn named(&self) -> [(&'static str, String); 8] {
+    fn named(&self) -> [(&'static str, String); 9] {
         [
             (
                 "the number of key columns (keys)",
@@ -80,6 +85,16 @@ impl RunTerms {
             (
                 "blindjoin.check_intersection_digest",
                 self.check_intersection_digest.to_string(),
+            ),
+            (
+                "how the run is driven (blindjoin.ray.run on both sides, or blindjoin run / \
+                 blindjoin.run on both)",
+                if self.scheduled {
+                    "blindjoin.ray.run"
+                } else {
+                    "one process (blindjoin run / blindjoin.run)"
+                }
+                .to_string(),
             ),
         ]
     }
@@ -112,6 +127,7 @@ impl WireMessage for RunTerms {
         put_u64(out, self.min_intersection);
         out.push(u8::from(self.check_intersection_digest));
         put_u32(out, self.workers);
+        out.push(u8::from(self.scheduled));
     }
 
     fn read_body(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -136,6 +152,7 @@ impl WireMessage for RunTerms {
             min_intersection: r.u64()?,
             check_intersection_digest: r.bool()?,
             workers: r.u32()?,
+            scheduled: r.bool()?,
         })
     }
 }
@@ -249,7 +266,32 @@ mod tests {
             bucket_size: 1 << 20,
             min_intersection: 10,
             workers: 3,
+            scheduled: false,
         }
+    }
+
+    /// A coordinator on a scheduler and a peer in one process are told apart before any work,
+    /// on both sides with the same text naming what to change.
+    #[test]
+    fn a_scheduled_run_against_a_one_process_peer_is_refused() {
+        let (mut a, mut b) = blindjoin_link::mem_pair();
+        let mut ray = terms();
+        ray.scheduled = true;
+        let t = std::thread::spawn(move || ray.agree(&mut b, Role::Sender));
+        let ours = terms()
+            .agree(&mut a, Role::Receiver)
+            .unwrap_err()
+            .to_string();
+        let theirs = t.join().unwrap().unwrap_err().to_string();
+        assert!(ours.contains("blindjoin.ray.run on both sides"), "{ours}");
+        assert!(
+            ours.contains("this party (ROLE_RECEIVER) has one process"),
+            "{ours}"
+        );
+        assert!(
+            theirs.contains("this party (ROLE_SENDER) has blindjoin.ray.run"),
+            "{theirs}"
+        );
     }
 
     #[test]
