@@ -126,20 +126,22 @@ fn main() {
                 drop(db);
                 let mut served = None;
                 for (form, bytes, save) in saved {
-                    let loads: Vec<f64> = (0..3)
+                    let loads: Vec<(f64, f64)> = (0..3)
                         .map(|_| {
-                            let t = Instant::now();
+                            let (t, c) = (Instant::now(), cpu_s());
                             let back = SenderDb::from_bytes(&bytes).unwrap();
-                            let s = t.elapsed().as_secs_f64();
+                            let s = (t.elapsed().as_secs_f64(), cpu_s() - c);
                             if form == DbForm::default() {
                                 served = Some(back);
                             }
                             s
                         })
                         .collect();
+                    let wall: Vec<f64> = loads.iter().map(|l| l.0).collect();
+                    let cpu: Vec<f64> = loads.iter().map(|l| l.1).collect();
                     println!(
                         "{name}, 2^{log}, {} form: DB bytes {:.1} MB, to_bytes {save:.2} s, \
-                         from_bytes {loads:.2?} s",
+                         from_bytes {wall:.2?} s ({cpu:.2?} CPU s)",
                         form.name(),
                         bytes.len() as f64 / 1e6,
                     );

@@ -284,19 +284,20 @@ impl SenderDb {
                 let mut coeffs = |count: usize| -> Result<Coeffs> {
                     if let Some(coder) = &coder {
                         let pb = coder.packed_len();
-                        let bytes = r.take(count.saturating_mul(pb))?;
-                        let v = bytes
-                            .par_chunks_exact(pb)
-                            .enumerate()
-                            .map(|(d, chunk)| {
-                                coder
-                                    .unpack(chunk, keep_plain(low, d))
-                                    .map_err(|e| match e {
-                                        None => not_below_t(),
-                                        Some(e) => bad_pt(e),
-                                    })
-                            })
-                            .collect::<Result<Vec<_>>>()?;
+                        let v = r.take_with(count.saturating_mul(pb), |bytes| {
+                            bytes
+                                .par_chunks_exact(pb)
+                                .enumerate()
+                                .map(|(d, chunk)| {
+                                    coder
+                                        .unpack(chunk, keep_plain(low, d))
+                                        .map_err(|e| match e {
+                                            None => not_below_t(),
+                                            Some(e) => bad_pt(e),
+                                        })
+                                })
+                                .collect::<Result<Vec<_>>>()
+                        })??;
                         let (ntt, plain) = v.into_iter().unzip();
                         return Ok(Coeffs { ntt, plain });
                     }
@@ -409,6 +410,19 @@ impl HashReader<'_> {
         self.left -= n as u64;
         self.hash.update(&self.buf);
         Ok(&self.buf)
+    }
+    /// The next `n` bytes given to `f`, hashed meanwhile on another of rayon's threads.
+    fn take_with<T: Send>(&mut self, n: usize, f: impl FnOnce(&[u8]) -> T + Send) -> Result<T> {
+        if n as u64 > self.left {
+            return Err(db("truncated"));
+        }
+        self.buf.resize(n, 0);
+        self.r
+            .read_exact(&mut self.buf)
+            .map_err(|e| db(format!("cannot read it: {e}")))?;
+        self.left -= n as u64;
+        let (hash, buf) = (&mut self.hash, &self.buf);
+        Ok(rayon::join(|| hash.update(buf), || f(buf)).1)
     }
     fn u8(&mut self) -> Result<u8> {
         Ok(self.take(1)?[0])

@@ -5,23 +5,24 @@
 //! the coefficients, then one forward NTT per prime). Its coefficient form is recovered from
 //! the first prime's row alone: one inverse NTT gives the centered coefficients v ∈
 //! (−t/2, t/2] mod q₀, and q₀ > t makes v, and so v mod t, unique. Loading does the lift and
-//! the forward NTTs again ([`BatchEncoder::to_ntt`]), which gives the same residues.
+//! the forward NTTs again (as `BatchEncoder::to_ntt` does), which gives the same residues.
 
 use crate::error::{ApsiError, Result};
 use blindjoin_he::modarith::Modulus;
 use blindjoin_he::ntt::NttTables;
-use blindjoin_he::{BatchEncoder, Context, NttPlaintext, Plaintext};
+use blindjoin_he::{Context, NttPlaintext, Plaintext};
 
 /// Packs and unpacks the plaintexts of one context.
 pub(super) struct Coder<'a> {
     ctx: &'a Context,
-    enc: BatchEncoder<'a>,
     n: usize,
     level: usize,
     bits: u32,
     t: Modulus,
-    q0: Modulus,
-    q0_ntt: NttTables,
+    /// The top level's primes and their NTT tables (the context's: the tables are a function
+    /// of the prime and N).
+    q: Vec<Modulus>,
+    q_ntt: Vec<NttTables>,
 }
 
 /// Bits per coefficient mod `t`: the bit length of t − 1, which is ⌈log2 t⌉ for every t ≥ 2
@@ -43,22 +44,24 @@ impl<'a> Coder<'a> {
     pub(super) fn new(ctx: &'a Context) -> Result<Self> {
         let level = ctx.top_level();
         let n = ctx.degree();
-        let bad = || ApsiError::Db("parameters without an NTT-friendly first prime".into());
-        let q0 = *ctx.level_moduli(level).first().ok_or_else(bad)?;
-        let q0_ntt = NttTables::new(q0, n).ok_or_else(bad)?;
+        let bad = || ApsiError::Db("parameters without NTT-friendly primes above t".into());
         let t = Modulus::new(ctx.plain_modulus()).ok_or_else(bad)?;
-        if q0.value() <= t.value() {
+        let q = ctx.level_moduli(level).to_vec();
+        if q.is_empty() || q.iter().any(|m| m.value() <= t.value()) {
             return Err(bad());
         }
+        let q_ntt = q
+            .iter()
+            .map(|&m| NttTables::new(m, n).ok_or_else(bad))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             ctx,
-            enc: BatchEncoder::new(ctx),
             n,
             level,
             bits: coeff_bits(t.value()),
             t,
-            q0,
-            q0_ntt,
+            q,
+            q_ntt,
         })
     }
 
@@ -83,10 +86,11 @@ impl<'a> Coder<'a> {
         if ntt.level() != self.level {
             return None;
         }
+        let (q0, q0_ntt) = (self.q.first()?, self.q_ntt.first()?);
         let mut row = ntt.residues().get(..self.n)?.to_vec();
-        self.q0_ntt.inverse(&mut row);
+        q0_ntt.inverse(&mut row);
         for x in &mut row {
-            let v = self.q0.center(*x);
+            let v = q0.center(*x);
             let c = self.t.from_i64(v);
             if self.t.center(c) != v {
                 return None;
@@ -99,24 +103,46 @@ impl<'a> Coder<'a> {
 
     /// The plaintext packed in `bytes`, in NTT form at the top level, and in coefficient form
     /// too when `keep`. `Err(None)` when a coefficient is not below t, `Err(Some(e))` when the
-    /// HE layer refuses.
+    /// HE layer refuses. The residues are `BatchEncoder::to_ntt`'s: each coefficient c is
+    /// lifted centered (c, or q − (t − c) when c > t/2) and each row transformed in place.
     pub(super) fn unpack(
         &self,
         bytes: &[u8],
         keep: bool,
     ) -> std::result::Result<(NttPlaintext, Option<Plaintext>), Option<ApsiError>> {
-        let mut coeffs = vec![0u64; self.n];
-        unpack_bits(bytes, self.bits, &mut coeffs);
+        let n = self.n;
+        let mut res = vec![0u64; n * self.level];
+        let (first, rest) = res.split_at_mut(n);
+        unpack_bits(bytes, self.bits, first);
         let t = self.t.value();
-        if coeffs.iter().any(|&c| c >= t) {
+        if first.iter().any(|&c| c >= t) {
             return Err(None);
         }
-        let pt = Plaintext::from_coeffs(self.ctx, &coeffs).map_err(|e| Some(e.into()))?;
-        let ntt = self
-            .enc
-            .to_ntt(&pt, self.level)
-            .map_err(|e| Some(e.into()))?;
-        Ok((ntt, keep.then_some(pt)))
+        let plain = if keep {
+            Some(Plaintext::from_coeffs(self.ctx, first).map_err(|e| Some(e.into()))?)
+        } else {
+            None
+        };
+        // Branch-free (half of the coefficients are above t/2, at random) and without
+        // overflow checks (c + q − t < q < 2^64), so it vectorizes.
+        let half = t / 2;
+        let lift = |c: u64, up: u64| c.wrapping_add(up & 0u64.wrapping_sub(u64::from(c > half)));
+        for (row, m) in rest.chunks_exact_mut(n).zip(&self.q[1..]) {
+            let up = m.value() - t;
+            for (x, &c) in row.iter_mut().zip(first.iter()) {
+                *x = lift(c, up);
+            }
+        }
+        let up = self.q[0].value() - t;
+        for x in first.iter_mut() {
+            *x = lift(*x, up);
+        }
+        for (row, tables) in res.chunks_exact_mut(n).zip(&self.q_ntt) {
+            tables.forward(row);
+        }
+        let ntt =
+            NttPlaintext::from_residues(self.ctx, self.level, res).map_err(|e| Some(e.into()))?;
+        Ok((ntt, plain))
     }
 }
 
@@ -144,8 +170,26 @@ pub(super) fn pack_bits(values: &[u64], bits: u32, out: &mut [u8]) {
 }
 
 /// Reads `out.len()` values of `bits` bits (≤ 64) from `bytes`, as [`pack_bits`] wrote them;
-/// missing bytes read as zero.
+/// missing bytes read as zero. Up to 57 bits a value lies in the 8 bytes from its first byte.
 pub(super) fn unpack_bits(bytes: &[u8], bits: u32, out: &mut [u64]) {
+    if bits <= 57 {
+        let mask = (1u64 << bits) - 1;
+        let b = bits as usize;
+        for (i, o) in out.iter_mut().enumerate() {
+            let bit = i * b;
+            let at = bit / 8;
+            let mut w = [0u8; 8];
+            match bytes.get(at..at + 8) {
+                Some(s) => w.copy_from_slice(s),
+                None => {
+                    let tail = bytes.get(at..).unwrap_or(&[]);
+                    w[..tail.len()].copy_from_slice(tail);
+                }
+            }
+            *o = (u64::from_le_bytes(w) >> (bit % 8)) & mask;
+        }
+        return;
+    }
     let mask = (1u128 << bits) - 1;
     let mut acc: u128 = 0;
     let mut have = 0u32;
@@ -164,7 +208,7 @@ pub(super) fn unpack_bits(bytes: &[u8], bits: u32, out: &mut [u64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use blindjoin_he::{Parameters, PlainModulus};
+    use blindjoin_he::{BatchEncoder, Parameters, PlainModulus};
 
     /// ⌈log2 t⌉ for the presets' plain moduli and the edges.
     #[test]
