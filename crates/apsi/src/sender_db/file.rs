@@ -13,9 +13,10 @@
 //!   few the evaluation adds (degree 0 and, with Paterson–Stockmeyer, multiples of L + 1) in
 //!   coefficient form, N words each. Loading is a read and a range check.
 //! * `packed`: each once, in coefficient form, N coefficients of ⌈log2 t⌉ bits
-//!   (`packing`), 8·8·level / ⌈log2 t⌉ times smaller (about 7.5× at 17 bits and two
-//!   primes, 8× at 16 bits); loading redoes the lift and the forward NTT per prime, in
-//!   parallel over a polynomial's plaintexts, and keeps the few the evaluation adds.
+//!   (`packing`), 64·level / ⌈log2 t⌉ times smaller (7.5× at 17 bits and two primes, 8× at
+//!   16 bits and two, 9.1× at 21 bits and three); loading redoes the lift and the forward
+//!   NTT per prime, in parallel over a polynomial's plaintexts while the bytes are hashed,
+//!   and keeps the few the evaluation adds in coefficient form too.
 //!
 //! Version 2 is version 3 in `ntt` form without the form byte and is still read; version 1
 //! (which stored the entries) and unknown versions are refused: re-run setup.
@@ -46,16 +47,19 @@ const VERSION_NTT_ONLY: u16 = 2;
 
 /// How a DB file stores the bundles' plaintexts (see the module doc).
 ///
-/// The default is `Packed`: at 2^20 items it loads as fast as `Ntt` or faster (measured in
-/// `docs/notes/apsi-performance.md`: the forward NTTs on two threads cost less than reading
-/// and hashing the 7–8× larger `ntt` file) and the file is 7–8× smaller.
+/// The default is `Ntt`, the faster load: at 2^20 items on 2 threads `Packed` took 1.7–2.3×
+/// `Ntt`'s load time at 1M-1024-cmp and 2.5× at 1M-1-32 (1.7× the CPU seconds; its forward
+/// NTTs cost more than reading and hashing 7.5–8× the bytes), over the 1.5× that would have
+/// made the smaller file the default (figures: `docs/notes/apsi-performance.md`). `Packed`
+/// (`compress: true` in `apsi_sender_config`) is for large DBs, whose `ntt` file is the size
+/// of the DB in memory (about 10 GB at 16M-1-32 against 1.1 GB packed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DbForm {
     /// NTT form, 8 bytes per residue: loading is a read.
-    Ntt,
-    /// Coefficient form bit-packed at ⌈log2 t⌉ bits: 7–8× smaller, one forward NTT per prime
-    /// and plaintext on load.
     #[default]
+    Ntt,
+    /// Coefficient form bit-packed at ⌈log2 t⌉ bits: 7.5–9× smaller, one forward NTT per
+    /// prime and plaintext on load.
     Packed,
 }
 
