@@ -47,19 +47,20 @@ const VERSION_NTT_ONLY: u16 = 2;
 
 /// How a DB file stores the bundles' plaintexts (see the module doc).
 ///
-/// The default is `Ntt`, the faster load: at 2^20 items on 2 threads `Packed` took 1.7–2.3×
-/// `Ntt`'s load time at 1M-1024-cmp and 2.5× at 1M-1-32 (1.7× the CPU seconds; its forward
-/// NTTs cost more than reading and hashing 7.5–8× the bytes), over the 1.5× that would have
-/// made the smaller file the default (figures: `docs/notes/apsi-performance.md`). `Packed`
-/// (`compress: true` in `apsi_sender_config`) is for large DBs, whose `ntt` file is the size
-/// of the DB in memory (about 10 GB at 16M-1-32 against 1.1 GB packed).
+/// The default is `Packed`: 7.5–8× smaller at the 1M presets (9.1× at 16M-1-32, whose `ntt`
+/// file would be about 10 GB) and, measured at 2^20 items on 2 threads, as fast to load: its
+/// forward NTTs, spread over the threads while the bytes are hashed, cost no more than reading
+/// and hashing the 7.5–8× larger `ntt` file (0.31–0.49 s against 0.30–0.61 s at 1M-1024-cmp,
+/// 0.58–1.18 s against 0.43–3.11 s at 1M-1-32; `docs/notes/apsi-performance.md`). A packed
+/// load within 1.5× of an `ntt` one was the bar for this default. `Ntt` (`compress: false`)
+/// loads with one thread and no arithmetic besides range checks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DbForm {
     /// NTT form, 8 bytes per residue: loading is a read.
-    #[default]
     Ntt,
     /// Coefficient form bit-packed at ⌈log2 t⌉ bits: 7.5–9× smaller, one forward NTT per
     /// prime and plaintext on load.
+    #[default]
     Packed,
 }
 

@@ -249,12 +249,12 @@ pub fn parse_apsi_launch_config(
                 };
                 // APSI's "compress the DB file" switch picks the form the saved DB stores its
                 // plaintexts in: true the packed coefficient form (7.5–9× smaller, an NTT per
-                // prime and plaintext on load), false or absent the default, the NTT form
-                // (loaded by reading alone; `DbForm` says why it is the default).
-                let form = if s.compress.unwrap_or(false) {
-                    DbForm::Packed
-                } else {
-                    DbForm::default()
+                // prime and plaintext on load), false the NTT form (loaded by reading alone),
+                // absent the default, packed (`DbForm` says why).
+                let form = match s.compress {
+                    Some(true) => DbForm::Packed,
+                    Some(false) => DbForm::Ntt,
+                    None => DbForm::default(),
                 };
                 let save_db_only = s.save_db_only.unwrap_or(false);
                 let source_file = path_of(s.source_file.as_ref()).map(resolve);
@@ -463,7 +463,7 @@ mod tests {
     fn compress_picks_the_db_form() {
         assert_eq!(form_of(r#", "compress": true"#).0, Some(DbForm::Packed));
         assert_eq!(form_of(r#", "compress": false"#).0, Some(DbForm::Ntt));
-        assert_eq!(DbForm::default(), DbForm::Ntt);
+        assert_eq!(DbForm::default(), DbForm::Packed);
         let (form, warnings) = form_of("");
         assert_eq!(form, Some(DbForm::default()));
         assert!(warnings.is_empty(), "{warnings:?}");
