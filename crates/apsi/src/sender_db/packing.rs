@@ -125,24 +125,25 @@ impl<'a> Coder<'a> {
         };
         // Branch-free (half of the coefficients are above t/2, at random: a branch would be
         // mispredicted half the time) and without overflow checks (c + q − t < q < 2^63), in
-        // blocks of 8 so that it vectorizes. (half − c) wraps, setting the top bit, iff c > t/2.
+        // blocks of 8 (N ≥ 1024 is a multiple of 8) so that it vectorizes. (half − c) wraps,
+        // setting the top bit, iff c > t/2.
         let half = t / 2;
-        let lift = |dst: &mut [u64], src: &[u64], up: u64| {
-            for (xs, cs) in dst.chunks_exact_mut(8).zip(src.chunks_exact(8)) {
+        let lift =
+            |c: u64, up: u64| c.wrapping_add(up & (half.wrapping_sub(c) >> 63).wrapping_neg());
+        for (row, m) in rest.chunks_exact_mut(n).zip(&self.q[1..]) {
+            let up = m.value() - t;
+            for (xs, cs) in row.chunks_exact_mut(8).zip(first.chunks_exact(8)) {
                 for (x, &c) in xs.iter_mut().zip(cs) {
-                    *x = c.wrapping_add(up & (half.wrapping_sub(c) >> 63).wrapping_neg());
+                    *x = lift(c, up);
                 }
             }
-            let done = src.len() - src.len() % 8;
-            for (x, &c) in dst[done..].iter_mut().zip(&src[done..]) {
-                *x = c.wrapping_add(up & (half.wrapping_sub(c) >> 63).wrapping_neg());
-            }
-        };
-        for (row, m) in rest.chunks_exact_mut(n).zip(&self.q[1..]) {
-            lift(row, first, m.value() - t);
         }
-        let coeffs = first.to_vec();
-        lift(first, &coeffs, self.q[0].value() - t);
+        let up = self.q[0].value() - t;
+        for xs in first.chunks_exact_mut(8) {
+            for x in xs {
+                *x = lift(*x, up);
+            }
+        }
         for (row, tables) in res.chunks_exact_mut(n).zip(&self.q_ntt) {
             tables.forward(row);
         }
