@@ -25,7 +25,10 @@
 //! the bytes left before anything is allocated, every residue must be below its prime and
 //! every coefficient below t, the checksum is compared before the DB is returned, and at most
 //! one polynomial's bytes are buffered besides the DB being built (the file is never in memory
-//! twice). The bytes hold the OPRF key: whoever stores them must keep the file private.
+//! twice). A packed file expands 64·level / ⌈log2 t⌉ times in memory, as any DB of its size
+//! does: a plaintext is allocated only once its bytes have been read, so a file cannot make the
+//! loader allocate more than that multiple of its length. The bytes hold the OPRF key: whoever
+//! stores them must keep the file private.
 
 use super::packing::Coder;
 use super::{Bundle, Coeffs, OPRF_CURVE, SenderDb, check_sizes, keep_plain, label_coeff_count};
@@ -48,12 +51,12 @@ const VERSION_NTT_ONLY: u16 = 2;
 /// How a DB file stores the bundles' plaintexts (see the module doc).
 ///
 /// The default is `Packed`: 7.5–8× smaller at the 1M presets (9.1× at 16M-1-32, whose `ntt`
-/// file would be about 10 GB) and, measured at 2^20 items on 2 threads, as fast to load: its
-/// forward NTTs, spread over the threads while the bytes are hashed, cost no more than reading
-/// and hashing the 7.5–8× larger `ntt` file (0.31–0.49 s against 0.30–0.61 s at 1M-1024-cmp,
-/// 0.58–1.18 s against 0.43–3.11 s at 1M-1-32; `docs/notes/apsi-performance.md`). A packed
-/// load within 1.5× of an `ntt` one was the bar for this default. `Ntt` (`compress: false`)
-/// loads with one thread and no arithmetic besides range checks.
+/// file would be about 10 GB) and, measured at 2^20 items on 2 threads, about as fast to load:
+/// its forward NTTs, spread over the threads while the bytes are hashed, cost about what
+/// reading and hashing the 7.5–8× larger `ntt` file does (median loads 0.51–1.30× `ntt`'s over
+/// three rounds at 1M-1024-cmp and 1M-1-32; `docs/notes/apsi-performance.md`). A packed load
+/// within 1.5× of an `ntt` one was the bar for this default. `Ntt` (`compress: false`) loads
+/// with one thread and no arithmetic besides range checks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DbForm {
     /// NTT form, 8 bytes per residue: loading is a read.
