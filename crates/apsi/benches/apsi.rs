@@ -4,7 +4,8 @@
 //! Run: `cargo bench -p blindjoin-apsi -- [log2 DB size …] [preset …]` (or, without the
 //! workspace's fat-LTO release build, `CARGO_PROFILE_DEV_OPT_LEVEL=3 cargo bench -p
 //! blindjoin-apsi --profile dev -- …`), e.g.
-//! `-- 16 1M-1024-cmp` (add `load` to time saving the DB to bytes and loading it back, `reps=K` to run the online
+//! `-- 16 1M-1024-cmp` (add `load` to time saving the DB to bytes in each file form, ntt and
+//! packed, with their sizes, and loading each back three times; `reps=K` to run the online
 //! phase K times on one DB); defaults: 2^16 items, presets `1M-1024-cmp` (unlabeled, 1024
 //! queries) and `1M-1-32` (32-byte labels, 16-byte nonces, 1 query). Threads: rayon's
 //! (`RAYON_NUM_THREADS=2` to match the APSI peer's `-t 2`). Half of the queries are in the DB;
@@ -16,6 +17,7 @@
 // A benchmark binary: failing loudly is fine.
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)]
 
+use blindjoin_apsi::sender_db::DbForm;
 use blindjoin_apsi::{ApsiParams, SenderDb, query, serve};
 use blindjoin_crypto::item_digest;
 use blindjoin_link::{Link, mem_pair_with_timeout};
@@ -114,21 +116,42 @@ fn main() {
                 SenderDb::build(params.clone(), &items, None, 0, 0).unwrap()
             };
             let setup = t0.elapsed().as_secs_f64();
-            // `load`: the DB saved to bytes and loaded back (what a sender serving from a
-            // saved DB pays before it can answer), then served from the loaded copy.
+            // `load`: the DB saved to bytes in each file form and loaded back three times
+            // (what a sender serving from a saved DB pays before it can answer), then served
+            // from the copy loaded from the default form.
             let db = if load {
-                let t = Instant::now();
-                let bytes = db.to_bytes();
-                let save = t.elapsed().as_secs_f64();
+                let saved: Vec<_> = [DbForm::Ntt, DbForm::Packed]
+                    .into_iter()
+                    .map(|form| {
+                        let t = Instant::now();
+                        let bytes = db.to_bytes(form);
+                        (form, bytes, t.elapsed().as_secs_f64())
+                    })
+                    .collect();
                 drop(db);
-                let t = Instant::now();
-                let back = SenderDb::from_bytes(&bytes).unwrap();
-                println!(
-                    "{name}, 2^{log}: DB bytes {:.1} MB, to_bytes {save:.2} s, from_bytes {:.2} s",
-                    bytes.len() as f64 / 1e6,
-                    t.elapsed().as_secs_f64()
-                );
-                back
+                let mut served = None;
+                for (form, bytes, save) in saved {
+                    let loads: Vec<(f64, f64)> = (0..3)
+                        .map(|_| {
+                            let (t, c) = (Instant::now(), cpu_s());
+                            let back = SenderDb::from_bytes(&bytes).unwrap();
+                            let s = (t.elapsed().as_secs_f64(), cpu_s() - c);
+                            if form == DbForm::default() {
+                                served = Some(back);
+                            }
+                            s
+                        })
+                        .collect();
+                    let wall: Vec<f64> = loads.iter().map(|l| l.0).collect();
+                    let cpu: Vec<f64> = loads.iter().map(|l| l.1).collect();
+                    println!(
+                        "{name}, 2^{log}, {} form: DB bytes {:.1} MB, to_bytes {save:.2} s, \
+                         from_bytes {wall:.2?} s ({cpu:.2?} CPU s)",
+                        form.name(),
+                        bytes.len() as f64 / 1e6,
+                    );
+                }
+                served.unwrap()
             } else {
                 db
             };

@@ -16,6 +16,7 @@ pub mod source;
 pub use run::run_apsi;
 
 use crate::spec::Parties;
+use blindjoin_apsi::sender_db::DbForm;
 use blindjoin_link::{LinkShape, TlsConfig};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -57,6 +58,8 @@ pub enum SenderTask {
         save_db_only: bool,
         /// Nonce bytes per label.
         nonce_len: usize,
+        /// How the saved DB stores its plaintexts (`compress`).
+        form: DbForm,
     },
     /// Load the DB saved by an earlier `Build` from `db_file` (or the bucket folder) and serve.
     Load {

@@ -204,6 +204,7 @@ fn sender(
             sdb_out,
             save_db_only,
             nonce_len,
+            form,
         } => {
             let params = read_params(params_file, "apsi_sender_config.params_file")?;
             let src = source::read_source(source, MAX_LABEL_LEN)?;
@@ -229,8 +230,8 @@ fn sender(
                             other => DataError::Apsi(other),
                         })?;
                 match (&folder, sdb_out) {
-                    (Some(f), _) => db_file::save(&db, &db_file::bucket_path(f, i))?,
-                    (None, Some(p)) => db_file::save(&db, p)?,
+                    (Some(f), _) => db_file::save(&db, &db_file::bucket_path(f, i), *form)?,
+                    (None, Some(p)) => db_file::save(&db, p, *form)?,
                     (None, None) => {}
                 }
                 built.push(if *save_db_only { None } else { Some(db) });

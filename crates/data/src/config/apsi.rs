@@ -8,6 +8,7 @@ use crate::apsi::{ApsiRole, ApsiSpec, Buckets, DEFAULT_NONCE_BYTES, SenderTask};
 use crate::error::ConfigError;
 use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT};
 use blindjoin_apsi::item::MAX_NONCE_LEN;
+use blindjoin_apsi::sender_db::DbForm;
 use blindjoin_link::DEFAULT_SILENCE_TIMEOUT;
 use serde::Deserialize;
 use serde_json::Value;
@@ -246,13 +247,15 @@ pub fn parse_apsi_launch_config(
                         n => n as usize,
                     },
                 };
-                if s.compress.unwrap_or(false) {
-                    warnings.push(format!(
-                        "{}: accepted; the DB is always held compactly (entries only, the \
-                         polynomials rebuilt on load), so it changes nothing",
-                        f("compress")
-                    ));
-                }
+                // APSI's "compress the DB file" switch picks the form the saved DB stores its
+                // plaintexts in: true the packed coefficient form (7.5–9× smaller, an NTT per
+                // prime and plaintext on load), false the NTT form (loaded by reading alone),
+                // absent the default, packed (`DbForm` says why).
+                let form = match s.compress {
+                    Some(true) => DbForm::Packed,
+                    Some(false) => DbForm::Ntt,
+                    None => DbForm::default(),
+                };
                 let save_db_only = s.save_db_only.unwrap_or(false);
                 let source_file = path_of(s.source_file.as_ref()).map(resolve);
                 let db_file = path_of(s.db_file.as_ref()).map(resolve);
@@ -295,6 +298,7 @@ pub fn parse_apsi_launch_config(
                             sdb_out: if folder.is_some() { None } else { sdb_out },
                             save_db_only,
                             nonce_len,
+                            form,
                         }
                     }
                     (None, db) => {
@@ -315,6 +319,12 @@ pub fn parse_apsi_launch_config(
                             warnings.push(format!(
                                 "{}: ignored; a saved DB carries its parameters",
                                 f("params_file")
+                            ));
+                        }
+                        if s.compress.is_some() {
+                            warnings.push(format!(
+                                "{}: ignored; a saved DB is read in the form it was saved in",
+                                f("compress")
                             ));
                         }
                         SenderTask::Load { db_file: db }
@@ -430,4 +440,41 @@ pub fn parse_apsi_launch_config(
         report: e.and_then(|e| e.report_path.as_deref()).map(resolve),
         warnings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form_of(compress: &str) -> (Option<DbForm>, Vec<String>) {
+        let text = format!(
+            r#"{{"apsi_sender_config": {{"source_file": "db.csv", "params_file": "p.json",
+                "sdb_out_file": "sdb", "save_db_only": true{compress}}}}}"#
+        );
+        let spec = parse_apsi_launch_config(&text, "t.json", Path::new(".")).unwrap();
+        match spec.role {
+            ApsiRole::Sender(SenderTask::Build { form, .. }) => (Some(form), spec.warnings),
+            _ => (None, spec.warnings),
+        }
+    }
+
+    /// `compress` picks the saved DB's form; with `db_file` it is ignored with a warning.
+    #[test]
+    fn compress_picks_the_db_form() {
+        assert_eq!(form_of(r#", "compress": true"#).0, Some(DbForm::Packed));
+        assert_eq!(form_of(r#", "compress": false"#).0, Some(DbForm::Ntt));
+        assert_eq!(DbForm::default(), DbForm::Packed);
+        let (form, warnings) = form_of("");
+        assert_eq!(form, Some(DbForm::default()));
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let text = r#"{"apsi_sender_config": {"db_file": "sdb", "compress": true},
+            "link_config": {"parties": [{"id": "s", "host": "127.0.0.1:1"},
+            {"id": "r", "host": "127.0.0.1:2"}]}, "self_link_party": "s"}"#;
+        let spec = parse_apsi_launch_config(text, "t.json", Path::new(".")).unwrap();
+        assert!(
+            spec.warnings.iter().any(|w| w.contains("compress")),
+            "{:?}",
+            spec.warnings
+        );
+    }
 }
