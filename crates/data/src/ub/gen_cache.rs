@@ -34,13 +34,13 @@
 //!
 //! Memory: one chunk (at most [`SortLimits::memory`], or one row), the merge's read buffers (at
 //! most [`SortLimits::memory`] / 2 over all runs), with labels one key's label being joined (at
-//! most [`MAX_SEALED_LEN`](blindjoin_protocols::ub_oprf::labels::MAX_SEALED_LEN)); fixed buffers. Nothing grows with the server's set. Disk: runs of 32
-//! bytes per key (with labels 57 bytes per row plus its cells, and 32 more per key), then
-//! sections of 32 bytes per key plus the sealed labels, then the cache. The temporary folder is
-//! made next to the cache (same file system, and the cache's folder is the one the user chose
-//! for the server's data), mode 0700 with files 0600, and is removed when the sort ends,
-//! whether it succeeded or not: its files map the server's keys to their OPRF values, as the
-//! cache does, and with labels hold the label cells in clear.
+//! most `MAX_SEALED_LEN`, 16 MiB); fixed buffers. Nothing grows with the server's set. Disk:
+//! runs of 32 bytes per key (with labels 45 bytes per row plus its cells, and the 32-byte point
+//! once per key and run), then sections of 32 bytes per key plus the sealed labels, then the
+//! cache. The temporary folder is made next to the cache (same file system, and the cache's
+//! folder is the one the user chose for the server's data), mode 0700 with files 0600, and is
+//! removed when the sort ends, whether it succeeded or not: its files map the server's keys to
+//! their OPRF values, as the cache does, and with labels hold the label cells in clear.
 
 use super::cache;
 pub use super::label_runs::CHUNK_BYTES_PER_ROW;
@@ -213,9 +213,10 @@ impl<'a> CacheSorter<'a> {
             let _span = crate::trace::span("write run");
             let run = self.new_run_path()?;
             let mut w = RowRunWriter::create(&run)?;
-            label_runs::merge(vec![RowIn::Memory(Box::new(sorted))], &mut w, &NoProgress)?;
+            sorted.write_to(&mut w)?;
             let records = w.finish()?;
             self.runs.push(RunFile { path: run, records });
+            self.rows = sorted.recycle();
         }
         self.rows.push(d, row, cells)
     }

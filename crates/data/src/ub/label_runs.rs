@@ -64,11 +64,14 @@ pub(super) fn label_too_long(sealed_len: u64, at_least: bool) -> DataError {
 }
 
 /// A chunk of rows being gathered: per row its key digest, its row number in the file and
-/// where its cells end in `cells`.
+/// where its cells end in `cells`. The sort's own vectors (`order`, `groups`) are kept empty
+/// between chunks, so every chunk reuses the first one's memory instead of allocating anew.
 #[derive(Default)]
 pub(super) struct RowChunk {
     rows: Vec<(ItemDigest, u64, usize)>,
     cells: Vec<u8>,
+    order: Vec<u32>,
+    groups: Vec<Group>,
 }
 
 impl RowChunk {
@@ -107,12 +110,15 @@ impl RowChunk {
     /// # Errors
     /// The OPRF evaluation failed.
     pub(super) fn sort(&mut self, key: &OprfScalar) -> Result<SortedChunk, DataError> {
-        let chunk = std::mem::take(self);
+        let mut chunk = std::mem::take(self);
         let _span = crate::trace::span("evaluate OPRF");
-        let mut order: Vec<u32> = (0..chunk.rows.len() as u32).collect();
+        let mut order = std::mem::take(&mut chunk.order);
+        let mut groups = std::mem::take(&mut chunk.groups);
+        order.clear();
+        groups.clear();
+        order.extend(0..chunk.rows.len() as u32);
         order.par_sort_unstable_by_key(|&i| (chunk.rows[i as usize].0, chunk.rows[i as usize].1));
         // Groups of equal digests in `order`, in digest order.
-        let mut groups: Vec<Group> = Vec::new();
         let mut start = 0usize;
         while start < order.len() {
             let d = chunk.rows[order[start] as usize].0;
@@ -188,6 +194,39 @@ impl SortedChunk {
     /// Rows held.
     pub(super) fn rows(&self) -> usize {
         self.chunk.rows.len()
+    }
+
+    /// Hands every row to `out` in order (the point with each key's first row).
+    pub(super) fn write_to(&self, out: &mut dyn RowOut) -> Result<(), DataError> {
+        for g in &self.groups {
+            let rows = self
+                .order
+                .get(g.start as usize..g.end as usize)
+                .unwrap_or_default();
+            for (j, &i) in rows.iter().enumerate() {
+                let (d, row, _) = self.chunk.rows[i as usize];
+                let point = (j == 0).then_some(&g.point);
+                out.row(&g.tag, &d, row, point, self.chunk.cells_of(i as usize))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The chunk's vectors, emptied, for the next chunk.
+    pub(super) fn recycle(self) -> RowChunk {
+        let SortedChunk {
+            mut chunk,
+            mut order,
+            mut groups,
+            ..
+        } = self;
+        chunk.rows.clear();
+        chunk.cells.clear();
+        order.clear();
+        groups.clear();
+        chunk.order = order;
+        chunk.groups = groups;
+        chunk
     }
 }
 
