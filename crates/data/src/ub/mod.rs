@@ -8,6 +8,7 @@ pub mod budget;
 pub mod cache;
 pub mod gen_cache;
 pub mod key;
+mod label_runs;
 pub mod labels;
 mod run;
 mod server_rows;

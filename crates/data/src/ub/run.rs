@@ -380,9 +380,9 @@ fn server(
 }
 
 /// Generates the server cache at `spec.cache_path` under `k` by the external sort
-/// ([`gen_cache`]); returns the table's row count and the cache's metadata. The table is read
-/// whole only to seal labels; otherwise its key digests stream into the sort and memory does
-/// not grow with the table.
+/// ([`gen_cache`]); returns the table's row count and the cache's metadata. The table streams
+/// into the sort (its key digests, and with labels each row's label cells), so memory does not
+/// grow with it.
 fn generate(
     spec: &UbSpec,
     k: &OprfScalar,
@@ -398,10 +398,16 @@ fn generate(
                 .into(),
         })));
     }
+    let label_cols = if want_labels {
+        let header = lab::csv_header(table)?;
+        lab::choose_columns(&header, &spec.keys, &spec.label_columns)?
+    } else {
+        Vec::new()
+    };
     let limits = SortLimits::default();
-    if !want_labels {
+    // Each chunk is evaluated, sorted and written inside the read span as it fills.
+    if label_cols.is_empty() {
         let mut sorter = CacheSorter::new(&spec.cache_path, k, spec.curve, None, limits);
-        // Each chunk of keys is evaluated, sorted and written inside this span as it fills.
         let read_span = crate::trace::span("read input");
         let rows = crate::pipeline::spill::for_each_key_digest(
             table,
@@ -414,46 +420,24 @@ fn generate(
         let (meta, _) = sorter.finish(progress)?;
         return Ok((rows, meta));
     }
-    let kd = {
-        let _span = crate::trace::span("read input");
-        read_keyed(spec, table, progress)?
-    };
-    let label_cols = if want_labels {
-        lab::choose_columns(&kd.table.columns.header, &spec.keys, &spec.label_columns)?
-    } else {
-        Vec::new()
-    };
-    let (by_key, vals) = if label_cols.is_empty() {
-        (Vec::new(), Vec::new())
-    } else {
-        (
-            lab::rows_by_key(&kd.unique, &kd.row_digests),
-            lab::row_values(&kd.table, &label_cols)?,
-        )
-    };
-    let plain = |d: &ItemDigest| -> Result<Vec<u8>, DataError> {
-        let u = kd.unique.binary_search(d).map_err(|_| {
-            DataError::Protocol(ProtocolError::Unreachable(
-                "a label for a key not in the table",
-            ))
-        })?;
-        let rows: Vec<&[Vec<u8>]> = by_key[u].iter().map(|&i| &vals[i][..]).collect();
-        Ok(lab::encode(&rows))
-    };
     let mut salt = [0u8; SALT_LEN];
     blindjoin_crypto::random_bytes(&mut salt)?;
     let src = LabelSource {
         salt,
         columns: label_cols,
-        plain: &plain,
     };
-    let labels = (!src.columns.is_empty()).then_some(&src);
-    let mut sorter = CacheSorter::new(&spec.cache_path, k, spec.curve, labels, limits);
-    for d in &kd.unique {
-        sorter.push(*d)?;
-    }
+    let mut sorter = CacheSorter::new(&spec.cache_path, k, spec.curve, Some(&src), limits);
+    let read_span = crate::trace::span("read input");
+    let rows = lab::for_each_label_row(
+        table,
+        &spec.keys,
+        &src.columns,
+        progress,
+        &mut |d, row, cells| sorter.push_row(d, row, cells),
+    )?;
+    drop(read_span);
     let (meta, _) = sorter.finish(progress)?;
-    Ok((kd.table.len() as u64, meta))
+    Ok((rows, meta))
 }
 
 /// Threshold mode: writes `real_count,final_count` (the intersection's unique keys, and those
