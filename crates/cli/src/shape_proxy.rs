@@ -68,6 +68,7 @@ pub(crate) struct ProxyConfig {
 /// Bytes and times of one connection, or of all of them.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub(crate) struct ConnStats {
+    /// The connection's number (from 1); in the totals, how many reached the target.
     pub conn: u64,
     /// Bytes from the connecting client to the target.
     pub client_to_server_bytes: u64,
@@ -81,6 +82,8 @@ pub(crate) struct ConnStats {
 /// Counters shared by a connection's threads (and the proxy's totals).
 #[derive(Default)]
 struct Counters {
+    /// The connection to the target was made.
+    connected: AtomicBool,
     up: AtomicU64,
     down: AtomicU64,
     /// Microseconds since the proxy's start, plus one (0: not yet).
@@ -328,6 +331,7 @@ fn serve_conn(
         .iter()
         .find_map(|a| TcpStream::connect_timeout(a, CONNECT_TIMEOUT).ok())
         .context("connecting to the target")?;
+    c.connected.store(true, Ordering::Relaxed);
     for s in [&client, &server] {
         s.set_nodelay(true)?;
     }
@@ -410,7 +414,11 @@ pub(crate) fn start(
             for c in &conns {
                 all.add(c);
             }
-            Ok(all.stats(conns.len() as u64))
+            let reached = conns
+                .iter()
+                .filter(|c| c.connected.load(Ordering::Relaxed))
+                .count();
+            Ok(all.stats(reached as u64))
         })?;
     Ok(Proxy { addr, stop, thread })
 }
@@ -635,6 +643,6 @@ mod tests {
         timed(&s);
         let mut buf = [0u8; 1];
         assert!(matches!(s.read(&mut buf), Ok(0) | Err(_)));
-        proxy.stop().unwrap();
+        assert_eq!(proxy.stop().unwrap().conn, 0);
     }
 }
