@@ -22,10 +22,10 @@ receiver's report (link up to result); `receiver_wall_s` its whole process. APSI
 its receiver process's wall time (as in apsi_cli_bench.py). `online_loopback_bytes` counts both
 hops of the proxy (so about twice the bytes).
 
---blindjoin: the blindjoin binary (the proxy, and our parties); default target/release/blindjoin
-if it exists, else target/debug/blindjoin.
+--blindjoin: the blindjoin binary (our parties, and the proxy unless --proxy names another);
+default target/release/blindjoin if it exists, else target/debug/blindjoin.
 """
-import argparse, json, os, random, signal, string, subprocess, sys, tempfile, time
+import argparse, json, os, random, shutil, signal, string, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -58,6 +58,8 @@ def wait_for(cond, what, proc=None, limit=TIMEOUT):
         if proc is not None and proc.poll() is not None:
             sys.exit("%s: the process exited (%s)" % (what, proc.returncode))
         if time.time() - t0 > limit:
+            if proc is not None:
+                proc.kill()
             sys.exit("%s: not within %d s" % (what, limit))
         time.sleep(0.02)
 
@@ -137,8 +139,8 @@ def rss_mib(pid):
 class Apsi:
     name = "APSI 0.12 CLI"
 
-    def __init__(self, a, d, params, exe):
-        self.a, self.d, self.exe = a, os.path.join(d, "apsi"), exe
+    def __init__(self, a, d, params, exe, proxy_exe):
+        self.a, self.d, self.exe = a, os.path.join(d, "apsi"), proxy_exe
         os.makedirs(self.d)
         for f in ("db.csv", "q.csv"):
             os.link(os.path.join(d, f), os.path.join(self.d, f))
@@ -188,8 +190,9 @@ class Apsi:
 class Ours:
     name = "blindjoin"
 
-    def __init__(self, a, d, params, exe):
+    def __init__(self, a, d, params, exe, proxy_exe):
         self.a, self.d, self.exe = a, os.path.join(d, "ours"), exe
+        self.proxy_exe = proxy_exe
         os.makedirs(self.d)
         for f in ("db_h.csv", "q_h.csv"):
             os.link(os.path.join(d, f), os.path.join(self.d, f))
@@ -218,7 +221,7 @@ class Ours:
         # The receiver ("receiver" sorts first) listens on pr; the sender reaches it through
         # the proxy, which its config names as the receiver's address.
         ps, pr = free_port(), free_port()
-        proxy = Proxy(self.exe, "127.0.0.1:%d" % pr, link, self.d)
+        proxy = Proxy(self.proxy_exe, "127.0.0.1:%d" % pr, link, self.d)
         parties = lambda r: {"parties": [{"id": "sender", "host": "127.0.0.1:%d" % ps},
                                          {"id": "receiver", "host": "127.0.0.1:%d" % r}]}
         self.write("online.json", {"apsi_sender_config": {"db_file": "sdb"},
@@ -287,9 +290,14 @@ def main():
     ap.add_argument("--load-wait", type=float, default=5.0,
                     help="seconds our sender gets to load its DB before our receiver starts")
     ap.add_argument("--blindjoin", default=None)
+    ap.add_argument("--proxy", default=None,
+                    help="the blindjoin binary that runs bench-proxy (default: --blindjoin)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the working directory (inputs, DB files, logs; printed)")
     a = ap.parse_args()
     exe = os.path.abspath(a.blindjoin or default_exe())
+    proxy_exe = os.path.abspath(a.proxy or exe)
     params = os.path.abspath(a.params if os.path.exists(a.params)
                              else os.path.join(PRESETS, a.params + ".json"))
     d = tempfile.mkdtemp(prefix="apsi-shaped-")
@@ -297,7 +305,7 @@ def main():
     kinds = {"apsi": [Apsi], "blindjoin": [Ours], "both": [Ours, Apsi]}[a.system]
     systems = []
     for k in kinds:
-        systems.append(k(a, d, params, exe))
+        systems.append(k(a, d, params, exe, proxy_exe))
     ok = True
     try:
         for rep in range(a.repeat):
@@ -323,6 +331,10 @@ def main():
     finally:
         for s in systems:
             s.close()
+        if a.keep:
+            print("kept " + d, file=sys.stderr)
+        else:
+            shutil.rmtree(d, ignore_errors=True)
     sys.exit(0 if ok else 1)
 
 
