@@ -15,7 +15,8 @@ the receiver's output compared with the plaintext answer. Each system's sender i
 (APSI: `sender_cli` from the CSV, kept running; ours: `blindjoin run` with `save_db_only`) and
 every (repeat, link) pair then runs one online phase of each system, alternating ours and
 APSI's. One JSON line per online run (--json) with the fields of apsi_cli_bench.py plus:
-`link` (the proxy's shaping), `proxy_*_bytes` (TCP payload bytes each way through the proxy:
+`link` (the proxy's shaping), `online_cpu_s_both` (CPU seconds of the receiver process and of
+the sender from the receiver's start: the load average does not move it much), `proxy_*_bytes` (TCP payload bytes each way through the proxy:
 the same measure for both systems), `proxy_span_s` (first byte read by the proxy to the last
 byte it delivered), `load` (the 1-minute load average before the run). Our `online_s` is the
 receiver's report (link up to result); `receiver_wall_s` its whole process. APSI's `online_s` is
@@ -131,6 +132,30 @@ def make_data(a, d):
     return want, labels is not None
 
 
+def wait_usage(p, limit=TIMEOUT):
+    """Waits for `p` (killing it past `limit` s): (exit code, its own rusage)."""
+    t0 = time.time()
+    while True:
+        pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+        if pid == p.pid:
+            p.returncode = os.waitstatus_to_exitcode(status)
+            return p.returncode, usage
+        if time.time() - t0 > limit:
+            p.kill()
+        time.sleep(0.005)
+
+
+def cpu_s(usage):
+    return usage.ru_utime + usage.ru_stime
+
+
+def proc_cpu_s(pid):
+    """CPU seconds so far of a running process (user + system)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mib(pid):
     with open("/proc/%d/status" % pid) as f:
         return [int(l.split()[1]) / 1024 for l in f if l.startswith("VmHWM")][0]
@@ -160,23 +185,24 @@ class Apsi:
         if os.path.exists(out):
             os.remove(out)
         proxy = Proxy(self.exe, "127.0.0.1:%d" % self.port, link, self.d)
+        s_cpu0 = proc_cpu_s(self.sender.pid)
         b0, t1 = lo_bytes(), time.time()
         r = subprocess.Popen([os.path.join(BIN, "receiver_cli"), "-q", "q.csv", "-o", "out.csv",
                               "-a", "127.0.0.1", "--port", str(proxy.port), "-t",
                               str(self.a.threads), "-s"],
                              cwd=self.d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        # wait4: this process's own peak RSS (RUSAGE_CHILDREN would include every earlier child).
-        _, status, usage = os.wait4(r.pid, 0)
-        r.returncode = os.waitstatus_to_exitcode(status)
+        # wait4: this process's own peak RSS and CPU (RUSAGE_CHILDREN would add earlier children).
+        _, usage = wait_usage(r)
         online, wire = time.time() - t1, lo_bytes() - b0
         recv_rss = usage.ru_maxrss / 1024
+        cpu = proc_cpu_s(self.sender.pid) - s_cpu0 + cpu_s(usage)
         got = {}
         if os.path.exists(out):
             for line in open(out):
                 k, _, v = line.rstrip("\n").partition(",")
                 got[k] = v
         res = {"setup_s": round(self.setup, 3), "online_s": round(online, 3),
-               "online_loopback_bytes": wire,
+               "online_loopback_bytes": wire, "online_cpu_s_both": round(cpu, 3),
                "sender_peak_rss_mib": round(rss_mib(self.sender.pid), 1),
                "receiver_peak_rss_mib": round(recv_rss, 1)}
         res.update(proxy_fields(proxy.stop(), True))
@@ -240,11 +266,12 @@ class Ours:
         t_s = time.time()
         s = self.party("online.json")
         time.sleep(self.a.load_wait)
+        s_cpu0 = proc_cpu_s(s.pid)
         b0, t1 = lo_bytes(), time.time()
         r = self.party("receiver.json")
-        rc_r = r.wait(TIMEOUT)
+        rc_r, ru_r = wait_usage(r)
         wall, wire = time.time() - t1, lo_bytes() - b0
-        rc_s = s.wait(60)
+        rc_s, ru_s = wait_usage(s, 60)
         rep = lambda n: json.load(open(os.path.join(self.d, n)))
         sr, rr = rep("sender_report.json"), rep("receiver_report.json")
         got = {}
@@ -254,6 +281,7 @@ class Ours:
             got[k] = v
         res = {"setup_s": round(self.setup, 3), "online_s": round(rr["online_s"], 3),
                "receiver_wall_s": round(wall, 3), "online_loopback_bytes": wire,
+               "online_cpu_s_both": round(cpu_s(ru_r) + cpu_s(ru_s) - s_cpu0, 3),
                "sender_load_s": round(sr["setup_s"], 3),
                "sender_loaded_before_receiver": t_s + sr["setup_s"] < t1,
                "link_bytes_receiver_to_sender": rr["bytes_sent"],
