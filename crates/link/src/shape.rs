@@ -11,10 +11,11 @@
 //! frame: while it waits, the kernel's socket buffers fill and the sender blocks, as behind a
 //! real link's bottleneck. The latency is added by a second thread, the [`delay_line`], which
 //! hands each frame on at `e_i + latency` while the reader goes on reading the frames behind
-//! it. (With one stage, the reader slept the latency too before reading the next frame, so
-//! `a_{i+1} ≥ e_i + latency`: every frame of a burst paid the latency again, and a burst of 150
-//! frames took 1.5 s more at 10 ms.) Frames in the delay line stay charged to the reader's budget
-//! (see [`crate::budget`]) until `recv` takes them, so the line is bounded like the inbox.
+//! it. One stage would not do: a reader that also slept the latency before reading the next
+//! frame would make `a_{i+1} ≥ e_i + latency`, so every frame of a burst would pay the latency
+//! again (an APSI response of 100 frames: 1 s more at 10 ms). Frames in the delay line stay
+//! charged to the reader's budget (see [`crate::budget`]) until `recv` takes them, so the line
+//! is bounded like the inbox.
 //!
 //! Both directions are shaped (each party shapes its own receive side), so a round trip
 //! costs twice the latency — the same as `tc qdisc add dev lo root netem delay 10ms rate
