@@ -9,6 +9,7 @@ mod demo;
 mod gen_cmd;
 mod progress;
 mod run_cmd;
+mod shape_proxy;
 mod three_party;
 
 use blindjoin_data::ub::UbError;
@@ -40,6 +41,10 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Run both parties as two processes on loopback, check the result, print time and bytes.
     Bench(bench::BenchArgs),
+    /// Bench tool: a TCP proxy that shapes each connection like `bench --bandwidth/--latency`,
+    /// to put a peer system's two processes on the same simulated link as ours.
+    #[command(hide = true)]
+    BenchProxy(shape_proxy::ProxyArgs),
 }
 
 /// Who must act on a failed command: the run's own [`Fault`] when it failed, a config fault for
@@ -79,6 +84,7 @@ fn main() -> ExitCode {
         Command::Gen(args) => gen_cmd::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::BenchProxy(args) => shape_proxy::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,12 +7,22 @@
 //! `e_i = max(a_i, e_{i−1}) + 8·b_i / bandwidth` (the pipe finishes sending it), and the frame is
 //! delivered at `e_i + latency`.
 //!
-//! While the reader waits, the kernel's socket buffers fill and the sender blocks, as on a real
-//! link. Both directions are shaped (each party shapes its own receive side), so a round trip
+//! Two stages carry that out. The reader thread waits until `e_i` before it reads the next
+//! frame: while it waits, the kernel's socket buffers fill and the sender blocks, as behind a
+//! real link's bottleneck. The latency is added by a second thread, the [`delay_line`], which
+//! hands each frame on at `e_i + latency` while the reader goes on reading the frames behind
+//! it. One stage would not do: a reader that also slept the latency before reading the next
+//! frame would make `a_{i+1} ≥ e_i + latency`, so every frame of a burst would pay the latency
+//! again (an APSI response of 100 frames: 1 s more at 10 ms). Frames in the delay line stay
+//! charged to the reader's budget (see [`crate::budget`]) until `recv` takes them, so the line
+//! is bounded like the inbox.
+//!
+//! Both directions are shaped (each party shapes its own receive side), so a round trip
 //! costs twice the latency — the same as `tc qdisc add dev lo root netem delay 10ms rate
 //! 100mbit` on loopback, which `docs/performance.md` (Reproduce) shows how to set up for a
 //! kernel-level check.
 
+use std::sync::mpsc::{SendError, Sender, channel};
 use std::time::{Duration, Instant};
 
 /// Bandwidth and one-way latency of a simulated link.
@@ -117,8 +127,9 @@ impl Shaper {
         }
     }
 
-    /// When a frame of `bytes` that came off the socket at `arrived` is delivered.
-    pub(crate) fn delivery(&mut self, arrived: Instant, bytes: usize) -> Instant {
+    /// `(e, e + latency)` for a frame of `bytes` that came off the socket at `arrived`: when the
+    /// pipe has finished sending it, and when it is delivered.
+    pub(crate) fn stamp(&mut self, arrived: Instant, bytes: usize) -> (Instant, Instant) {
         let tx = if self.shape.bits_per_second == 0 {
             Duration::ZERO
         } else {
@@ -127,17 +138,49 @@ impl Shaper {
         let start = self.wire_free.map_or(arrived, |w| w.max(arrived));
         let done = start + tx;
         self.wire_free = Some(done);
-        done + self.shape.latency
+        (done, done + self.shape.latency)
     }
 
-    /// Sleeps until the frame is due.
-    pub(crate) fn wait(&mut self, arrived: Instant, bytes: usize) {
-        let due = self.delivery(arrived, bytes);
-        let now = Instant::now();
-        if due > now {
-            std::thread::sleep(due - now);
-        }
+    /// When a frame of `bytes` that came off the socket at `arrived` is delivered.
+    #[cfg(test)]
+    pub(crate) fn delivery(&mut self, arrived: Instant, bytes: usize) -> Instant {
+        self.stamp(arrived, bytes).1
     }
+}
+
+/// Sleeps until `t` (at once if it has passed).
+pub(crate) fn sleep_until(t: Instant) {
+    let now = Instant::now();
+    if t > now {
+        std::thread::sleep(t - now);
+    }
+}
+
+/// The pipe's latency stage: a thread named `name` that passes each `(due, item)` sent into the
+/// returned sender on to `out` at `due`, in the order sent. An item due earlier than the one
+/// ahead of it (an error the reader reports at once) waits for that one, so nothing overtakes
+/// data still in the pipe, and `out` closes only after the line has drained. Once `out` is
+/// gone, every item left is handed to `undelivered` (to release what it holds) and the thread
+/// ends; the sender side then sees the line closed.
+pub(crate) fn delay_line<T: Send + 'static>(
+    name: String,
+    out: Sender<T>,
+    mut undelivered: impl FnMut(T) + Send + 'static,
+) -> std::io::Result<Sender<(Instant, T)>> {
+    let (line, rx) = channel::<(Instant, T)>();
+    std::thread::Builder::new().name(name).spawn(move || {
+        while let Ok((due, item)) = rx.recv() {
+            sleep_until(due);
+            if let Err(SendError(item)) = out.send(item) {
+                undelivered(item);
+                while let Ok((_, item)) = rx.try_recv() {
+                    undelivered(item);
+                }
+                return;
+            }
+        }
+    })?;
+    Ok(line)
 }
 
 #[cfg(test)]

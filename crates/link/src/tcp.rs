@@ -18,7 +18,7 @@ use crate::greet::{GreetError, accept_peer, greet_as_connector};
 use crate::heartbeat::{Liveness, MIN_SILENCE_TIMEOUT, Touching, Watch, heartbeat_interval};
 use crate::inbox::{Inbox, Incoming};
 use crate::patience::{Patience, PatientSocket};
-use crate::shape::{LinkShape, Shaper};
+use crate::shape::{LinkShape, Shaper, delay_line, sleep_until};
 use crate::tls::{Shared, TlsConfig, TlsContext, TlsReader, TlsWriter};
 use crate::{Link, LinkError, LinkStats, truncate_reason};
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
@@ -515,6 +515,23 @@ fn read_payload(r: &mut impl Read, len: usize, budget: &Budget) -> std::io::Resu
     Ok(buf)
 }
 
+/// Where the reader thread hands what it read: the inbox, or (shaped) the pipe's delay line in
+/// front of it (see [`crate::shape`]).
+struct Outlet<'a> {
+    inbox: &'a Sender<Incoming>,
+    pipe: Option<(Shaper, Sender<(Instant, Incoming)>)>,
+}
+
+impl Outlet<'_> {
+    /// Passes `item` on, due at `due` if shaped; gives it back if nobody takes it any more.
+    fn pass(&self, item: Incoming, due: Instant) -> Result<(), Incoming> {
+        match &self.pipe {
+            None => self.inbox.send(item).map_err(|e| e.0),
+            Some((_, line)) => line.send((due, item)).map_err(|e| e.0.1),
+        }
+    }
+}
+
 /// The reader thread: frames in, until EOF, an error, or the receiver is dropped.
 pub(crate) fn read_frames(
     stream: impl Read,
@@ -528,7 +545,28 @@ pub(crate) fn read_frames(
         live: live.clone(),
     };
     let mut r = BufReader::with_capacity(1 << 18, touching);
-    let mut shaper = source.shape.map(Shaper::new);
+    let mut out = Outlet {
+        inbox: tx,
+        pipe: None,
+    };
+    if let Some(shape) = source.shape {
+        let held = Arc::clone(&budget);
+        let line = delay_line(format!("link-pipe-{peer}"), tx.clone(), move |item| {
+            if let Ok((_, payload)) = item {
+                held.release(payload.capacity());
+            }
+        });
+        match line {
+            Ok(line) => out.pipe = Some((Shaper::new(shape), line)),
+            Err(source) => {
+                let _ = tx.send(Err(LinkError::Io {
+                    peer: peer.to_string(),
+                    source,
+                }));
+                return;
+            }
+        }
+    }
     loop {
         let mut head = [0u8; HEADER_LEN];
         match r.read_exact(&mut head) {
@@ -544,20 +582,29 @@ pub(crate) fn read_frames(
             })
         };
         let Some(kind) = Kind::from_byte(head[4]) else {
-            let _ = tx.send(bad(format!("unknown frame kind {}", head[4])));
+            let _ = out.pass(
+                bad(format!("unknown frame kind {}", head[4])),
+                Instant::now(),
+            );
             return;
         };
         if len > MAX_FRAME_LEN {
-            let _ = tx.send(bad(format!(
-                "frame of {len} bytes exceeds the {MAX_FRAME_LEN}-byte limit"
-            )));
+            let _ = out.pass(
+                bad(format!(
+                    "frame of {len} bytes exceeds the {MAX_FRAME_LEN}-byte limit"
+                )),
+                Instant::now(),
+            );
             return;
         }
         let io_failed = |source| {
-            let _ = tx.send(Err(LinkError::Io {
-                peer: peer.to_string(),
-                source,
-            }));
+            let _ = out.pass(
+                Err(LinkError::Io {
+                    peer: peer.to_string(),
+                    source,
+                }),
+                Instant::now(),
+            );
         };
         if kind == Kind::Heartbeat {
             // A sign of life (already recorded by `Touching`), nothing for `recv`: skipped
@@ -577,13 +624,18 @@ pub(crate) fn read_frames(
             Ok(p) => p,
             Err(e) => return io_failed(e),
         };
-        if let Some(shaper) = &mut shaper {
+        let mut due = Instant::now();
+        if let Some((shaper, _)) = &mut out.pipe {
+            // Read nothing more until the pipe has sent this frame; its latency is the delay
+            // line's.
+            let (sent, delivered) = shaper.stamp(due, HEADER_LEN + len);
             live.set_holding(true);
-            shaper.wait(Instant::now(), HEADER_LEN + len);
+            sleep_until(sent);
             live.set_holding(false);
+            due = delivered;
         }
         let cap = payload.capacity();
-        if tx.send(Ok((kind, payload))).is_err() {
+        if out.pass(Ok((kind, payload)), due).is_err() {
             budget.release(cap);
             return;
         }

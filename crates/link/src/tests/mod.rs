@@ -270,6 +270,64 @@ fn shaped_links_delay_by_bandwidth_and_latency() {
     assert!(took < Duration::from_secs(5), "{took:?}");
 }
 
+/// The latency is a pipe's, not a per-frame pause: while the first frame of a burst waits out
+/// its latency, the reader goes on reading the frames behind it (with one stage it slept the
+/// latency before reading each next frame, so a burst of `k` frames paid `k` latencies). With a
+/// 20 s latency, all 50 frames of a burst are read — held by the reader — long before the first
+/// one is due.
+#[test]
+fn a_shaped_burst_is_read_on_while_its_first_frame_waits_out_the_latency() {
+    let shape = crate::LinkShape::parse(None, Some("20s")).unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let a = std::thread::spawn(move || {
+        let mut a = TcpLink::establish(&opts("alice", pa, "bob", pb)).unwrap();
+        for i in 0..50u8 {
+            a.send(&[i; 1000]).unwrap();
+        }
+        a
+    });
+    let mut o = opts("bob", pb, "alice", pa);
+    o.shape = shape;
+    let b = TcpLink::establish(&o).unwrap();
+    let a = a.join().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while b.held().0 < 50 * 1000 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(b.held().0 >= 50 * 1000, "held {:?}", b.held());
+    drop((a, b));
+}
+
+/// A shaped burst of many frames arrives intact and in order, and no sooner than its bytes
+/// take at the bandwidth plus one latency (a lower bound only).
+#[test]
+fn a_shaped_burst_arrives_in_order_after_its_bytes_time() {
+    let shape = crate::LinkShape::parse(Some("8mbit"), Some("30ms")).unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let a = std::thread::spawn(move || {
+        let mut a = TcpLink::establish(&opts("alice", pa, "bob", pb)).unwrap();
+        let t = std::time::Instant::now();
+        for i in 0..100u32 {
+            a.send(&vec![i as u8; 1000 + i as usize]).unwrap();
+        }
+        a.send(b"end").unwrap();
+        (a, t)
+    });
+    let mut o = opts("bob", pb, "alice", pa);
+    o.shape = shape;
+    let mut b = TcpLink::establish(&o).unwrap();
+    for i in 0..100u32 {
+        assert_eq!(b.recv().unwrap(), vec![i as u8; 1000 + i as usize]);
+    }
+    assert_eq!(b.recv().unwrap(), b"end");
+    let (a, t) = a.join().unwrap();
+    let took = t.elapsed();
+    let bytes: u64 = (0..100u64).map(|i| 5 + 1000 + i).sum::<u64>() + 8;
+    let floor = Duration::from_secs_f64(bytes as f64 * 8.0 / 8e6) + Duration::from_millis(30);
+    assert!(took >= floor, "{took:?} < {floor:?}");
+    drop((a, b));
+}
+
 #[test]
 fn varints_round_trip_and_reject_bad_encodings() {
     let values = [0u32, 1, 127, 128, 300, 1 << 21, u32::MAX];
