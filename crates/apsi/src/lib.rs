@@ -26,6 +26,7 @@ pub mod powers;
 pub mod receiver;
 pub mod sender;
 pub mod sender_db;
+pub mod split_plan;
 pub mod wire;
 
 pub use error::{ApsiError, Result};

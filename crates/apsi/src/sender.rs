@@ -14,6 +14,7 @@
 use crate::error::{ApsiError, Result, peer};
 use crate::powers::{Node, PowersDag};
 use crate::sender_db::{Coeffs, SenderDb};
+use crate::split_plan::SplitPlan;
 use crate::wire::{self, BundleResult};
 use blindjoin_crypto::oprf::POINT_LEN;
 use blindjoin_he::eval::{self, ExtendedCiphertext};
@@ -71,16 +72,39 @@ pub struct ServeStats {
     pub results: usize,
 }
 
-/// All target powers from the sources (`sources[k]` is y^{query_powers[k]}); with
-/// Paterson–Stockmeyer of low degree `low` > 0, the high powers are ct×ct operands too.
+/// How the sender evaluates each bundle's polynomials.
+pub(crate) enum Evaluation {
+    /// Σ c_d·y^d with every power computed.
+    Plain,
+    /// Paterson–Stockmeyer with this low degree (the parameters' `ps_low_degree`).
+    PatersonStockmeyer(usize),
+    /// The sender's own split into powers of depth ≤ 1 ([`SplitPlan`]).
+    Split(SplitPlan),
+}
+
+impl Evaluation {
+    /// Whether power `p` is multiplied by a ciphertext in the evaluation.
+    fn is_high(&self, p: usize) -> bool {
+        match self {
+            Evaluation::Plain => false,
+            Evaluation::PatersonStockmeyer(low) => {
+                *low > 0 && p > *low && p.is_multiple_of(low + 1)
+            }
+            Evaluation::Split(plan) => plan.is_high(p),
+        }
+    }
+}
+
+/// All target powers from the sources (`sources[k]` is y^{query_powers[k]}); `how` says which
+/// powers the evaluation multiplies by a ciphertext (kept extended).
 pub(crate) fn compute_powers(
     ctx: &Context,
     dag: &PowersDag,
     sources: Vec<Ciphertext>,
     rk: Option<&RelinKeys>,
-    low: usize,
+    how: &Evaluation,
 ) -> Result<Vec<Option<Power>>> {
-    let operand = |p: usize| dag.is_operand(p) || (low > 0 && p > low && p.is_multiple_of(low + 1));
+    let operand = |p: usize| dag.is_operand(p) || how.is_high(p);
     let mut out: Vec<Option<Power>> = (0..=dag.max_power()).map(|_| None).collect();
     let mut src = sources.into_iter();
     for &(p, node, _) in dag.nodes() {
@@ -131,9 +155,14 @@ pub(crate) fn evaluate(
     ctx: &Context,
     coeffs: &Coeffs,
     powers: &[Option<Power>],
-    low: usize,
+    how: &Evaluation,
     rk: Option<&RelinKeys>,
 ) -> Result<Ciphertext> {
+    let low = match how {
+        Evaluation::Plain => 0,
+        Evaluation::PatersonStockmeyer(low) => *low,
+        Evaluation::Split(plan) => return evaluate_split(ctx, coeffs, powers, plan, rk),
+    };
     let count = coeffs.ntt.len();
     let plain0 = coeffs
         .plain
@@ -214,6 +243,62 @@ pub(crate) fn evaluate(
     Ok(acc)
 }
 
+/// Σ_d coeffs_d · y^d by a [`SplitPlan`]: the direct degrees as one ct×pt sum, each high
+/// power's inner sum multiplied by it, the products' tensors summed and scaled down once.
+fn evaluate_split(
+    ctx: &Context,
+    coeffs: &Coeffs,
+    powers: &[Option<Power>],
+    plan: &SplitPlan,
+    rk: Option<&RelinKeys>,
+) -> Result<Ciphertext> {
+    let count = coeffs.ntt.len();
+    let plain0 = coeffs
+        .plain
+        .first()
+        .and_then(Option::as_ref)
+        .ok_or(ApsiError::Input("constant coefficient missing".into()))?;
+    let direct = (1..count)
+        .filter(|&d| plan.is_direct(d))
+        .map(|d| Ok((power(powers, d)?.ntt(), &coeffs.ntt[d])))
+        .collect::<Result<Vec<_>>>()?;
+    let mut covered = direct.len();
+    let mut s = eval::multiply_plain_accumulate(ctx, &direct)?;
+    eval::from_ntt(ctx, &mut s)?;
+    let mut acc = eval::add_plain(ctx, &s, plain0)?;
+    let mut inner: Vec<(ExtendedCiphertext, usize)> = Vec::new();
+    for (b, lows) in plan.high() {
+        let terms = lows
+            .iter()
+            .filter(|&&a| a + b < count)
+            .map(|&a| Ok((power(powers, a)?.ntt(), &coeffs.ntt[a + b])))
+            .collect::<Result<Vec<_>>>()?;
+        if terms.is_empty() {
+            continue;
+        }
+        covered += terms.len();
+        let s = eval::multiply_plain_accumulate(ctx, &terms)?;
+        inner.push((eval::extend_ntt(ctx, s)?, *b));
+    }
+    if covered + 1 != count {
+        return Err(ApsiError::Input(format!(
+            "the evaluation plan covers {covered} of the {} degrees",
+            count - 1
+        )));
+    }
+    if !inner.is_empty() {
+        let pairs = inner
+            .iter()
+            .map(|(s, b)| Ok((s, power(powers, *b)?.ext()?)))
+            .collect::<Result<Vec<_>>>()?;
+        let products = eval::multiply_extended_sum(ctx, &pairs)?;
+        let rk =
+            rk.ok_or_else(|| peer("sent no relinearization keys, which the evaluation needs"))?;
+        acc = eval::relinearize(ctx, &eval::add(ctx, &acc, &products)?, rk)?;
+    }
+    Ok(eval::mod_switch_to(ctx, &acc, 1)?)
+}
+
 /// Serves one query of the receiver on `link` from `db`.
 ///
 /// # Errors
@@ -238,10 +323,34 @@ pub fn serve(link: &mut dyn Link, db: &SenderDb) -> Result<ServeStats> {
     }
     // Only the powers the fullest bundle needs (a small DB needs far fewer than D).
     let full = PowersDag::new(params)?;
+    let low = params.query.ps_low_degree;
+    let degree = db.max_degree().max(1);
+    let polynomials: usize = db
+        .bundles
+        .iter()
+        .flatten()
+        .map(|b| 1 + b.labels.len())
+        .sum();
     let dag = PowersDag::plan(
         &params.query.query_powers,
-        &crate::powers::target_powers(db.max_degree().max(1), params.query.ps_low_degree),
+        &crate::powers::target_powers(degree, low),
     )?;
+    let (how, dag) = match low {
+        0 => match SplitPlan::choose(
+            &params.query.query_powers,
+            degree,
+            dag.depth(),
+            params.bundle_idx_count(),
+            polynomials,
+        ) {
+            Some(plan) => {
+                let dag = PowersDag::plan(&params.query.query_powers, plan.powers())?;
+                (Evaluation::Split(plan), dag)
+            }
+            None => (Evaluation::Plain, dag),
+        },
+        l => (Evaluation::PatersonStockmeyer(l), dag),
+    };
     let np = params.query.query_powers.len();
     let nidx = params.bundle_idx_count();
     let head = link.recv()?;
@@ -258,7 +367,7 @@ pub fn serve(link: &mut dyn Link, db: &SenderDb) -> Result<ServeStats> {
     }
     let powers: Vec<Vec<Option<Power>>> = sources
         .into_par_iter()
-        .map(|s| compute_powers(ctx, &dag, s, rk.as_ref(), params.query.ps_low_degree))
+        .map(|s| compute_powers(ctx, &dag, s, rk.as_ref(), &how))
         .collect::<Result<Vec<_>>>()?;
     let jobs: Vec<(usize, usize)> = db
         .bundles
@@ -267,7 +376,6 @@ pub fn serve(link: &mut dyn Link, db: &SenderDb) -> Result<ServeStats> {
         .flat_map(|(i, l)| (0..l.len()).map(move |k| (i, k)))
         .collect();
     link.send(&wire::encode_result_head(jobs.len()))?;
-    let low = params.query.ps_low_degree;
     let batch = 2 * rayon::current_num_threads().max(1);
     for chunk in jobs.chunks(batch) {
         let msgs = chunk
@@ -275,11 +383,11 @@ pub fn serve(link: &mut dyn Link, db: &SenderDb) -> Result<ServeStats> {
             .map(|&(i, k)| {
                 let b = &db.bundles[i][k];
                 let pw = &powers[i];
-                let matching = evaluate(ctx, &b.matching, pw, low, rk.as_ref())?;
+                let matching = evaluate(ctx, &b.matching, pw, &how, rk.as_ref())?;
                 let labels = b
                     .labels
                     .par_iter()
-                    .map(|c| evaluate(ctx, c, pw, low, rk.as_ref()))
+                    .map(|c| evaluate(ctx, c, pw, &how, rk.as_ref()))
                     .collect::<Result<Vec<_>>>()?;
                 Ok(wire::encode_result(
                     ctx,
