@@ -267,7 +267,6 @@ fn shaped_links_delay_by_bandwidth_and_latency() {
     let took = t.elapsed();
     assert_eq!(b.join().unwrap(), 500_000);
     assert!(took >= Duration::from_millis(560), "{took:?}");
-    assert!(took < Duration::from_secs(5), "{took:?}");
 }
 
 /// The latency is a pipe's, not a per-frame pause: while the first frame of a burst waits out
