@@ -1,15 +1,15 @@
 //! The sender's online phase: answer the OPRF, compute every power the evaluation needs from
 //! the receiver's source powers ([`PowersDag`], the products of one depth in parallel), then per
-//! bundle evaluate the matching and label polynomials — Paterson–Stockmeyer when
-//! ps_low_degree L > 0, the plain sum Σ c_d·y^d otherwise — switch each result to the last
-//! data level and send it. Bundles are evaluated a batch of 2× the thread count at a time and
-//! sent in order, so the receiver decrypts while the sender computes.
+//! bundle evaluate the matching and label polynomials by one [`SplitPlan`], switch each result
+//! to the last data level and send it. Bundles are evaluated a batch of 2× the thread count at
+//! a time and sent in order, so the receiver decrypts while the sender computes.
 //!
-//! **Paterson–Stockmeyer** (CMDGJLTW21 §4.3): with H = L + 1,
-//! Σ_d c_d y^d = Σ_j (c_{jH} + Σ_{i=1..L} c_{jH+i} y^i) · y^{jH}: the inner sums are ct×pt
-//! products with the low powers, each multiplied by one high power (ct×ct); the products'
-//! tensors are summed and scaled down together ([`eval::multiply_extended_sum`]) and
-//! relinearized once. Plain evaluation needs every power but no product.
+//! The plan is the parameters' Paterson–Stockmeyer when ps_low_degree L > 0 (CMDGJLTW21 §4.3,
+//! H = L + 1: Σ_d c_d y^d = Σ_j c_{jH} y^{jH} + Σ_{i ≤ L} c_i y^i + Σ_{j ≥ 1} y^{jH}·Σ_{i=1..L}
+//! c_{jH+i} y^i), else the sender's own split into powers of depth ≤ 1 when it is cheaper, else
+//! the plain sum Σ c_d·y^d over every power. In each, the products y^b·(inner sum) have their
+//! tensors summed and scaled down together ([`eval::multiply_extended_sum`]) and are
+//! relinearized once.
 
 use crate::error::{ApsiError, Result, peer};
 use crate::powers::{Node, PowersDag};
@@ -72,39 +72,16 @@ pub struct ServeStats {
     pub results: usize,
 }
 
-/// How the sender evaluates each bundle's polynomials.
-pub(crate) enum Evaluation {
-    /// Σ c_d·y^d with every power computed.
-    Plain,
-    /// Paterson–Stockmeyer with this low degree (the parameters' `ps_low_degree`).
-    PatersonStockmeyer(usize),
-    /// The sender's own split into powers of depth ≤ 1 ([`SplitPlan`]).
-    Split(SplitPlan),
-}
-
-impl Evaluation {
-    /// Whether power `p` is multiplied by a ciphertext in the evaluation.
-    fn is_high(&self, p: usize) -> bool {
-        match self {
-            Evaluation::Plain => false,
-            Evaluation::PatersonStockmeyer(low) => {
-                *low > 0 && p > *low && p.is_multiple_of(low + 1)
-            }
-            Evaluation::Split(plan) => plan.is_high(p),
-        }
-    }
-}
-
-/// All target powers from the sources (`sources[k]` is y^{query_powers[k]}); `how` says which
+/// All target powers from the sources (`sources[k]` is y^{query_powers[k]}); `plan` says which
 /// powers the evaluation multiplies by a ciphertext (kept extended).
 pub(crate) fn compute_powers(
     ctx: &Context,
     dag: &PowersDag,
     sources: Vec<Ciphertext>,
     rk: Option<&RelinKeys>,
-    how: &Evaluation,
+    plan: &SplitPlan,
 ) -> Result<Vec<Option<Power>>> {
-    let operand = |p: usize| dag.is_operand(p) || how.is_high(p);
+    let operand = |p: usize| dag.is_operand(p) || plan.is_high(p);
     let mut out: Vec<Option<Power>> = (0..=dag.max_power()).map(|_| None).collect();
     let mut src = sources.into_iter();
     for &(p, node, _) in dag.nodes() {
@@ -150,102 +127,10 @@ fn power(powers: &[Option<Power>], p: usize) -> Result<&Power> {
         .ok_or(ApsiError::Input(format!("power {p} was not computed")))
 }
 
-/// Σ_d coeffs_d · y^d, at the last data level.
+/// Σ_d coeffs_d · y^d by `plan`, at the last data level: the direct degrees as one ct×pt sum
+/// (plus the constant), each high power's inner sum multiplied by it, the products' tensors
+/// summed and scaled down once and relinearized once.
 pub(crate) fn evaluate(
-    ctx: &Context,
-    coeffs: &Coeffs,
-    powers: &[Option<Power>],
-    how: &Evaluation,
-    rk: Option<&RelinKeys>,
-) -> Result<Ciphertext> {
-    let low = match how {
-        Evaluation::Plain => 0,
-        Evaluation::PatersonStockmeyer(low) => *low,
-        Evaluation::Split(plan) => return evaluate_split(ctx, coeffs, powers, plan, rk),
-    };
-    let count = coeffs.ntt.len();
-    let plain0 = coeffs
-        .plain
-        .first()
-        .and_then(Option::as_ref)
-        .ok_or(ApsiError::Input("constant coefficient missing".into()))?;
-    let mut acc = if low == 0 {
-        let terms = (1..count)
-            .map(|d| Ok((power(powers, d)?.ntt(), &coeffs.ntt[d])))
-            .collect::<Result<Vec<_>>>()?;
-        let mut s = eval::multiply_plain_accumulate(ctx, &terms)?;
-        eval::from_ntt(ctx, &mut s)?;
-        eval::add_plain(ctx, &s, plain0)?
-    } else {
-        let h = low + 1;
-        // Size-2 parts (chunk 0, and a last chunk holding only its constant), and the inner
-        // sums of the other chunks, each to be multiplied by its high power.
-        let mut plain_part: Option<Ciphertext> = None;
-        let mut inner: Vec<(ExtendedCiphertext, usize)> = Vec::new();
-        for j in 0..=(count - 1) / h {
-            let base = j * h;
-            let terms = (1..=low)
-                .filter(|i| base + i < count)
-                .map(|i| Ok((power(powers, i)?.ntt(), &coeffs.ntt[base + i])))
-                .collect::<Result<Vec<_>>>()?;
-            let part = if terms.is_empty() {
-                let mut s =
-                    eval::multiply_plain(ctx, power(powers, base)?.ntt(), &coeffs.ntt[base])?;
-                eval::from_ntt(ctx, &mut s)?;
-                s
-            } else {
-                let mut s = eval::multiply_plain_accumulate(ctx, &terms)?;
-                eval::from_ntt(ctx, &mut s)?;
-                let pc =
-                    coeffs
-                        .plain
-                        .get(base)
-                        .and_then(Option::as_ref)
-                        .ok_or(ApsiError::Input(
-                            "Paterson–Stockmeyer constant missing".into(),
-                        ))?;
-                let s = eval::add_plain(ctx, &s, pc)?;
-                if j > 0 {
-                    inner.push((eval::extend(ctx, &s)?, base));
-                    continue;
-                }
-                s
-            };
-            plain_part = Some(match plain_part {
-                None => part,
-                Some(a) => eval::add(ctx, &a, &part)?,
-            });
-        }
-        // Σ_j inner_j · y^{jH}: the tensors summed and scaled down once, not once a chunk.
-        let pairs = inner
-            .iter()
-            .map(|(s, base)| Ok((s, power(powers, *base)?.ext()?)))
-            .collect::<Result<Vec<_>>>()?;
-        let products = if pairs.is_empty() {
-            None
-        } else {
-            Some(eval::multiply_extended_sum(ctx, &pairs)?)
-        };
-        let acc = match (plain_part, products) {
-            (Some(a), Some(b)) => eval::add(ctx, &a, &b)?,
-            (Some(a), None) | (None, Some(a)) => a,
-            (None, None) => return Err(ApsiError::Input("empty polynomial".into())),
-        };
-        if acc.size() == 3 {
-            let rk =
-                rk.ok_or_else(|| peer("sent no relinearization keys, which the evaluation needs"))?;
-            eval::relinearize(ctx, &acc, rk)?
-        } else {
-            acc
-        }
-    };
-    acc = eval::mod_switch_to(ctx, &acc, 1)?;
-    Ok(acc)
-}
-
-/// Σ_d coeffs_d · y^d by a [`SplitPlan`]: the direct degrees as one ct×pt sum, each high
-/// power's inner sum multiplied by it, the products' tensors summed and scaled down once.
-fn evaluate_split(
     ctx: &Context,
     coeffs: &Coeffs,
     powers: &[Option<Power>],
@@ -335,21 +220,23 @@ pub fn serve(link: &mut dyn Link, db: &SenderDb) -> Result<ServeStats> {
         &params.query.query_powers,
         &crate::powers::target_powers(degree, low),
     )?;
-    let (how, dag) = match low {
-        0 => match SplitPlan::choose(
+    let split = match low {
+        0 => SplitPlan::choose(
             &params.query.query_powers,
             degree,
             dag.depth(),
             params.bundle_idx_count(),
             polynomials,
-        ) {
-            Some(plan) => {
-                let dag = PowersDag::plan(&params.query.query_powers, plan.powers())?;
-                (Evaluation::Split(plan), dag)
-            }
-            None => (Evaluation::Plain, dag),
-        },
-        l => (Evaluation::PatersonStockmeyer(l), dag),
+        ),
+        _ => None,
+    };
+    let (plan, dag) = match split {
+        Some(plan) => {
+            let dag = PowersDag::plan(&params.query.query_powers, plan.powers())?;
+            (plan, dag)
+        }
+        None if low > 0 => (SplitPlan::paterson_stockmeyer(degree, low), dag),
+        None => (SplitPlan::plain(degree), dag),
     };
     let np = params.query.query_powers.len();
     let nidx = params.bundle_idx_count();
@@ -367,7 +254,7 @@ pub fn serve(link: &mut dyn Link, db: &SenderDb) -> Result<ServeStats> {
     }
     let powers: Vec<Vec<Option<Power>>> = sources
         .into_par_iter()
-        .map(|s| compute_powers(ctx, &dag, s, rk.as_ref(), &how))
+        .map(|s| compute_powers(ctx, &dag, s, rk.as_ref(), &plan))
         .collect::<Result<Vec<_>>>()?;
     let jobs: Vec<(usize, usize)> = db
         .bundles
@@ -383,11 +270,11 @@ pub fn serve(link: &mut dyn Link, db: &SenderDb) -> Result<ServeStats> {
             .map(|&(i, k)| {
                 let b = &db.bundles[i][k];
                 let pw = &powers[i];
-                let matching = evaluate(ctx, &b.matching, pw, &how, rk.as_ref())?;
+                let matching = evaluate(ctx, &b.matching, pw, &plan, rk.as_ref())?;
                 let labels = b
                     .labels
                     .par_iter()
-                    .map(|c| evaluate(ctx, c, pw, &how, rk.as_ref()))
+                    .map(|c| evaluate(ctx, c, pw, &plan, rk.as_ref()))
                     .collect::<Result<Vec<_>>>()?;
                 Ok(wire::encode_result(
                     ctx,

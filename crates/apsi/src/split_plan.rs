@@ -20,6 +20,10 @@
 //! instead of after the product. Tested by evaluating the presets' polynomials at full degree
 //! and decrypting.
 //!
+//! The same form also describes the plain plan (every degree direct) and the parameters' own
+//! Paterson–Stockmeyer ([`SplitPlan::paterson_stockmeyer`]), so the sender has one evaluation
+//! routine for all three.
+//!
 //! **Choice.** For each bound L the low set is A_L = the depth-≤1 powers up to L; B is chosen
 //! greedily (the smallest uncovered degree takes the b that covers most new degrees). The plan
 //! of least estimated cost (below) is used, or the plain plan if none is cheaper.
@@ -49,6 +53,38 @@ pub struct SplitPlan {
 }
 
 impl SplitPlan {
+    /// The plain plan: every power 1..=d computed and used directly.
+    pub fn plain(d: usize) -> Self {
+        SplitPlan {
+            powers: (1..=d).collect(),
+            high: Vec::new(),
+            direct: (1..=d).collect(),
+        }
+    }
+
+    /// Paterson–Stockmeyer of low degree `low` > 0 (the parameters' `ps_low_degree`), as a
+    /// split: the low powers 1..=L and the high powers jH (H = L + 1) are direct, and each high
+    /// power carries the inner sum of c_{jH+i}·y^i, i = 1..=L. The chunk's constant c_{jH}
+    /// is its high power's direct term, so an inner sum stays in NTT form until it is extended.
+    pub fn paterson_stockmeyer(d: usize, low: usize) -> Self {
+        let h = low + 1;
+        let powers = crate::powers::target_powers(d, low);
+        let high = (1..=d / h)
+            .map(|j| {
+                (
+                    j * h,
+                    (1..=low).filter(|i| j * h + i <= d).collect::<Vec<_>>(),
+                )
+            })
+            .filter(|(_, lows)| !lows.is_empty())
+            .collect();
+        SplitPlan {
+            direct: powers.iter().copied().collect(),
+            powers,
+            high,
+        }
+    }
+
     /// The cheapest split plan for degree `d` from `sources` (sorted, containing 1) when the
     /// powers are computed `bundle_idx` times and `polynomials` polynomials are evaluated, if
     /// it is cheaper than the plain plan; `None` otherwise (or for d ≤ 1). `plain_depth` is the
@@ -258,6 +294,23 @@ mod tests {
                         check(&p, sources, top);
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn plain_and_paterson_stockmeyer_cover_every_degree_once() {
+        for d in [1, 2, 7, 26, 27, 28, 100, 782] {
+            let all: Vec<usize> = (1..=d).collect();
+            check(&SplitPlan::plain(d), &all, d);
+            for low in [1, 3, 26] {
+                let ps = SplitPlan::paterson_stockmeyer(d, low);
+                check(&ps, &all, d);
+                let h = low + 1;
+                assert!(
+                    ps.powers.iter().all(|&p| p <= low || p % h == 0),
+                    "{d} {low}"
+                );
             }
         }
     }
