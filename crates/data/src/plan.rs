@@ -137,9 +137,9 @@ impl Plan {
         match self {
             Plan::TwoParty(s) => &s.parties.self_id,
             Plan::ThreeParty(t) => &t.spec.parties.self_id,
-            Plan::Unbalanced(u) => u.parties.as_ref().map_or("", |p| p.self_id.as_str()),
+            Plan::Unbalanced(u) => u.link.parties.as_ref().map_or("", |p| p.self_id.as_str()),
             Plan::NParty(t) => &t.spec.parties.self_id,
-            Plan::Apsi(a) => a.parties.as_ref().map_or("", |p| p.self_id.as_str()),
+            Plan::Apsi(a) => a.link.parties.as_ref().map_or("", |p| p.self_id.as_str()),
         }
     }
 
@@ -203,7 +203,7 @@ impl Plan {
                         ),
                     });
                 }
-                Plan::Apsi(a) if a.parties.is_none() => {
+                Plan::Apsi(a) if a.link.parties.is_none() => {
                     let given = o.given();
                     if given.is_empty() {
                         return Ok(());
@@ -214,20 +214,8 @@ impl Plan {
                             .into(),
                     });
                 }
-                Plan::Apsi(a) => (
-                    &mut a.connect_timeout,
-                    &mut a.recv_timeout,
-                    &mut a.silence_timeout,
-                    &mut a.link_shape,
-                    vec![&mut a.tls],
-                ),
-                Plan::Unbalanced(u) => (
-                    &mut u.connect_timeout,
-                    &mut u.recv_timeout,
-                    &mut u.silence_timeout,
-                    &mut u.link_shape,
-                    vec![&mut u.tls],
-                ),
+                Plan::Apsi(a) => a.link.settings_mut(),
+                Plan::Unbalanced(u) => u.link.settings_mut(),
             };
         if let Some(t) = o.connect_timeout {
             *connect = t;

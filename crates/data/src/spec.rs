@@ -27,6 +27,72 @@ pub struct Parties {
     pub peer_addr: String,
 }
 
+/// How a run with one peer and a single connection (unbalanced PSI, labeled PSI) reaches it;
+/// `parties` is `None` for a run that talks to no one (generating a cache, `save_db_only`).
+#[derive(Clone, Debug)]
+pub struct PeerLink {
+    /// Network identities.
+    pub parties: Option<Parties>,
+    /// How long to wait for the peer to connect.
+    pub connect_timeout: Duration,
+    /// How long to wait for one message.
+    pub recv_timeout: Duration,
+    /// How long the peer may be silent.
+    pub silence_timeout: Duration,
+    /// Mutual TLS.
+    pub tls: Option<TlsConfig>,
+    /// Simulated WAN (bandwidth, latency) on this party's receive side, for benchmarks; only
+    /// `blindjoin run --bandwidth/--latency` sets it (the config has no such field).
+    pub shape: Option<LinkShape>,
+}
+
+impl PeerLink {
+    /// This party's id, or "" for a run without a peer.
+    pub fn self_id(&self) -> String {
+        self.parties
+            .as_ref()
+            .map(|p| p.self_id.clone())
+            .unwrap_or_default()
+    }
+
+    /// The settings `blindjoin run`'s link flags override: the three timeouts, the shape and
+    /// the TLS settings (one, as `Plan::override_link` takes them).
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn settings_mut(
+        &mut self,
+    ) -> (
+        &mut Duration,
+        &mut Duration,
+        &mut Duration,
+        &mut Option<LinkShape>,
+        Vec<&mut Option<TlsConfig>>,
+    ) {
+        (
+            &mut self.connect_timeout,
+            &mut self.recv_timeout,
+            &mut self.silence_timeout,
+            &mut self.shape,
+            vec![&mut self.tls],
+        )
+    }
+
+    /// The TCP link's options, for a run with a peer.
+    pub fn tcp_options(&self) -> Option<blindjoin_link::TcpOptions> {
+        let p = self.parties.as_ref()?;
+        Some(blindjoin_link::TcpOptions {
+            self_id: p.self_id.clone(),
+            self_addr: p.self_addr.clone(),
+            peer_id: p.peer_id.clone(),
+            peer_addr: p.peer_addr.clone(),
+            connect_timeout: self.connect_timeout,
+            recv_timeout: self.recv_timeout,
+            silence_timeout: self.silence_timeout,
+            tls: self.tls.clone(),
+            shape: self.shape,
+        })
+    }
+}
+
 /// Everything one party needs to run.
 #[derive(Clone, Debug)]
 pub struct RunSpec {

@@ -15,12 +15,10 @@ pub mod source;
 
 pub use run::run_apsi;
 
-use crate::spec::Parties;
+use crate::spec::PeerLink;
 use blindjoin_apsi::sender_db::DbForm;
-use blindjoin_link::{LinkShape, TlsConfig};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// APSI's default nonce size in labeled mode (bytes): `nonce_byte_count` when 0 or absent.
 pub const DEFAULT_NONCE_BYTES: usize = 16;
@@ -96,18 +94,8 @@ pub struct ApsiSpec {
     pub query_batch_size: usize,
     /// `threads`: the size of the run's thread pool (`None`: all cores).
     pub threads: Option<usize>,
-    /// Network identities; `None` for a sender with `save_db_only`.
-    pub parties: Option<Parties>,
-    /// How long to wait for the peer to connect.
-    pub connect_timeout: Duration,
-    /// How long to wait for one message.
-    pub recv_timeout: Duration,
-    /// How long the peer may be silent.
-    pub silence_timeout: Duration,
-    /// Mutual TLS.
-    pub tls: Option<TlsConfig>,
-    /// Simulated WAN, from `blindjoin run --bandwidth/--latency`.
-    pub link_shape: Option<LinkShape>,
+    /// The peer and the link's settings; no parties for a sender with `save_db_only`.
+    pub link: PeerLink,
     /// Where to write the JSON report.
     pub report: Option<PathBuf>,
     /// Warnings for the user.

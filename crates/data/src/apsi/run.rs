@@ -17,7 +17,7 @@ use blindjoin_apsi::item::MAX_LABEL_LEN;
 use blindjoin_apsi::{ApsiParams, SenderDb};
 use blindjoin_crypto::ItemDigest;
 use blindjoin_link::wire::ids;
-use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
+use blindjoin_link::{Cancel, Link, LinkError, TcpLink};
 use blindjoin_protocols::Progress;
 use std::path::Path;
 use std::time::Instant;
@@ -58,32 +58,15 @@ fn run_inner(
     let start = Instant::now();
     let mut report = ApsiReport {
         version: env!("CARGO_PKG_VERSION").into(),
-        party: spec
-            .parties
-            .as_ref()
-            .map(|p| p.self_id.clone())
-            .unwrap_or_default(),
+        party: spec.link.self_id(),
         role: spec.role_name().into(),
         original_count: -1,
         db_items: -1,
         intersection_count: -1,
         ..ApsiReport::default()
     };
-    let pending = match &spec.parties {
-        Some(p) => {
-            let opts = TcpOptions {
-                self_id: p.self_id.clone(),
-                self_addr: p.self_addr.clone(),
-                peer_id: p.peer_id.clone(),
-                peer_addr: p.peer_addr.clone(),
-                connect_timeout: spec.connect_timeout,
-                recv_timeout: spec.recv_timeout,
-                silence_timeout: spec.silence_timeout,
-                tls: spec.tls.clone(),
-                shape: spec.link_shape,
-            };
-            Some(connect_in_background(opts, cancel, Path::new("."))?)
-        }
+    let pending = match spec.link.tcp_options() {
+        Some(opts) => Some(connect_in_background(opts, cancel, Path::new("."))?),
         None => None,
     };
     let mut link: Option<TcpLink> = None;

@@ -3,17 +3,14 @@
 //! [`ApsiSpec`]. Every field of both messages is accepted; see `docs/config.md` for what each
 //! means here. Ours live in the top-level `blindjoin` object, as for unbalanced PSI.
 
-use super::{LinkConfig, invalid, lenient_u64, strip_trailing_commas, two_party_link};
+use super::{LinkConfig, invalid, lenient_u64, peer_link, strip_trailing_commas, two_party_link};
 use crate::apsi::{ApsiRole, ApsiSpec, Buckets, DEFAULT_NONCE_BYTES, SenderTask};
 use crate::error::ConfigError;
-use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT};
 use blindjoin_apsi::item::MAX_NONCE_LEN;
 use blindjoin_apsi::sender_db::DbForm;
-use blindjoin_link::DEFAULT_SILENCE_TIMEOUT;
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::Path;
-use std::time::Duration;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -387,11 +384,9 @@ pub fn parse_apsi_launch_config(
             }
         };
 
-    let (parties, tls, recv_timeout) = match (&cfg.link_config, &cfg.self_link_party) {
+    let link = match (&cfg.link_config, &cfg.self_link_party) {
         (Some(link), Some(self_id)) if needs_link => {
-            let (parties, tls, recv_timeout) =
-                two_party_link(link, self_id, "labeled PSI", &resolve)?;
-            (Some(parties), tls, recv_timeout)
+            Some(two_party_link(link, self_id, "labeled PSI", &resolve)?)
         }
         (_, _) if needs_link => {
             return Err(invalid(
@@ -409,34 +404,20 @@ pub fn parse_apsi_launch_config(
                 warnings
                     .push("link_config: ignored; save_db_only builds the DB without a peer".into());
             }
-            (None, None, DEFAULT_RECV_TIMEOUT)
+            None
         }
     };
     let e = cfg.blindjoin.as_ref();
-    let ms = |v: Option<&Value>, field: &str, default: Duration| -> Result<Duration, ConfigError> {
-        v.map_or(Ok(default), |v| {
-            Ok(Duration::from_millis(lenient_u64(v, field)?))
-        })
-    };
     Ok(ApsiSpec {
         role,
         buckets: bucket_count.map(|count| Buckets { count, folder }),
         query_batch_size,
         threads: threads_n,
-        parties,
-        connect_timeout: ms(
+        link: peer_link(
+            link,
             e.and_then(|e| e.connect_timeout_ms.as_ref()),
-            "blindjoin.connect_timeout_ms",
-            DEFAULT_CONNECT_TIMEOUT,
-        )?,
-        recv_timeout,
-        silence_timeout: ms(
             e.and_then(|e| e.peer_silence_timeout_ms.as_ref()),
-            "blindjoin.peer_silence_timeout_ms",
-            DEFAULT_SILENCE_TIMEOUT,
         )?,
-        tls,
-        link_shape: None,
         report: e.and_then(|e| e.report_path.as_deref()).map(resolve),
         warnings,
     })

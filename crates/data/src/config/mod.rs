@@ -11,7 +11,7 @@ use crate::error::ConfigError;
 use crate::pipeline::join::JoinType;
 use crate::plan::Plan;
 use crate::spec::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, JoinSpec, Parties, RunSpec, SpillMode,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, JoinSpec, Parties, PeerLink, RunSpec, SpillMode,
     TableFormat,
 };
 use blindjoin_crypto::Curve;
@@ -645,6 +645,41 @@ pub fn parse_launch_config(
             .map_err(|why| invalid(reveal_field, &why))?;
         spec.note_trust_boundary();
         Ok(spec)
+    })
+}
+
+/// The link settings of a run with one peer (unbalanced and labeled PSI): the parties, TLS and
+/// receive timeout from `link_config` (`None` for a run that talks to no one), and the
+/// `blindjoin` extensions' connect and silence timeouts in milliseconds.
+pub(super) fn peer_link(
+    link: Option<(Parties, Option<TlsConfig>, Duration)>,
+    connect_timeout_ms: Option<&Value>,
+    peer_silence_timeout_ms: Option<&Value>,
+) -> Result<PeerLink, ConfigError> {
+    let ms = |v: Option<&Value>, field: &str, default: Duration| -> Result<Duration, ConfigError> {
+        v.map_or(Ok(default), |v| {
+            Ok(Duration::from_millis(lenient_u64(v, field)?))
+        })
+    };
+    let (parties, tls, recv_timeout) = match link {
+        Some((p, tls, recv)) => (Some(p), tls, recv),
+        None => (None, None, DEFAULT_RECV_TIMEOUT),
+    };
+    Ok(PeerLink {
+        parties,
+        connect_timeout: ms(
+            connect_timeout_ms,
+            "blindjoin.connect_timeout_ms",
+            DEFAULT_CONNECT_TIMEOUT,
+        )?,
+        recv_timeout,
+        silence_timeout: ms(
+            peer_silence_timeout_ms,
+            "blindjoin.peer_silence_timeout_ms",
+            DEFAULT_SILENCE_TIMEOUT,
+        )?,
+        tls,
+        shape: None,
     })
 }
 

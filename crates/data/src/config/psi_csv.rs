@@ -403,8 +403,8 @@ mod tests {
         let Plan::Unbalanced(u) = psi_csv_plan(c).unwrap() else {
             panic!("not unbalanced")
         };
-        assert_eq!(u.recv_timeout, Duration::from_millis(1500));
-        assert_eq!(u.connect_timeout, Duration::from_secs(9));
+        assert_eq!(u.link.recv_timeout, Duration::from_millis(1500));
+        assert_eq!(u.link.connect_timeout, Duration::from_secs(9));
         let Plan::Unbalanced(u) = psi_csv_plan(ub("alice", "ECDH_OPRF_UB_PSI_2PC_ONLINE")).unwrap()
         else {
             panic!("not unbalanced")

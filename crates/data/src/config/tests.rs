@@ -519,7 +519,7 @@ fn any_config_is_told_apart_as_the_cli_does() {
     match &p {
         Plan::Unbalanced(u) => {
             assert_eq!(u.cache_path, Path::new("/base/cache"));
-            assert!(u.link_shape.is_none());
+            assert!(u.link.shape.is_none());
         }
         other => panic!("{other:?}"),
     }

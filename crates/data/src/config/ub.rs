@@ -7,18 +7,16 @@
 
 use super::{
     DebugOptions, InputAttr, IoConfig, LinkConfig, OutputAttr, invalid, io_type, lenient_u64,
-    not_yet, strip_trailing_commas, two_party_link,
+    not_yet, peer_link, strip_trailing_commas, two_party_link,
 };
 use crate::error::ConfigError;
-use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, TableFormat};
+use crate::spec::TableFormat;
 use crate::ub::budget::{DEFAULT_MAX_QUERY_ITEMS, FIELD as MAX_QUERY_ITEMS};
 use crate::ub::{DEFAULT_MAX_CACHE_BYTES, LabelChoice, UbMode, UbRole, UbSpec};
 use blindjoin_crypto::Curve;
-use blindjoin_link::DEFAULT_SILENCE_TIMEOUT;
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::Path;
-use std::time::Duration;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -333,11 +331,9 @@ pub fn parse_ub_launch_config(
 
     // Link: none for gen cache alone.
     let needs_link = mode != UbMode::GenCache;
-    let (parties, tls, recv_timeout) = match (&cfg.link_config, &cfg.self_link_party) {
+    let link = match (&cfg.link_config, &cfg.self_link_party) {
         (Some(link), Some(self_id)) if needs_link => {
-            let (parties, tls, recv_timeout) =
-                two_party_link(link, self_id, "unbalanced PSI", &resolve)?;
-            (Some(parties), tls, recv_timeout)
+            Some(two_party_link(link, self_id, "unbalanced PSI", &resolve)?)
         }
         (_, _) if needs_link => {
             return Err(invalid(
@@ -352,7 +348,7 @@ pub fn parse_ub_launch_config(
                 ),
             ));
         }
-        _ => (None, None, DEFAULT_RECV_TIMEOUT),
+        _ => None,
     };
     let max_query_items = match ext.as_ref().and_then(|e| e.max_query_items.as_ref()) {
         None => DEFAULT_MAX_QUERY_ITEMS,
@@ -374,11 +370,6 @@ pub fn parse_ub_launch_config(
              keys this server key evaluates over all queries (docs/config.md, key rotation)"
         ));
     }
-    let ms = |v: Option<&Value>, field: &str, default: Duration| -> Result<Duration, ConfigError> {
-        v.map_or(Ok(default), |v| {
-            Ok(Duration::from_millis(lenient_u64(v, field)?))
-        })
-    };
     let e = ext.as_ref();
     let label_columns = match e.and_then(|e| e.label_columns.as_ref()) {
         None | Some(Value::Null) | Some(Value::Bool(false)) => LabelChoice::None,
@@ -457,20 +448,11 @@ pub fn parse_ub_launch_config(
         client_get_result,
         align: !ub.disable_alignment.unwrap_or(false),
         output: if learns { output } else { None },
-        parties,
-        connect_timeout: ms(
+        link: peer_link(
+            link,
             e.and_then(|e| e.connect_timeout_ms.as_ref()),
-            "blindjoin.connect_timeout_ms",
-            DEFAULT_CONNECT_TIMEOUT,
-        )?,
-        recv_timeout,
-        silence_timeout: ms(
             e.and_then(|e| e.peer_silence_timeout_ms.as_ref()),
-            "blindjoin.peer_silence_timeout_ms",
-            DEFAULT_SILENCE_TIMEOUT,
         )?,
-        tls,
-        link_shape: None,
         report: e.and_then(|e| e.report_path.as_deref()).map(resolve),
         max_cache_bytes: match e.and_then(|e| e.max_cache_bytes.as_ref()) {
             None => DEFAULT_MAX_CACHE_BYTES,
@@ -516,7 +498,7 @@ mod tests {
             s.secret_key_path.as_deref(),
             Some(Path::new("/base/server.key"))
         );
-        assert!(s.parties.is_none());
+        assert!(s.link.parties.is_none());
         for m in [
             "MODE_OFFLINE_TRANSFER_CACHE",
             "OFFLINE_TRANSFER_CACHE",
@@ -524,7 +506,7 @@ mod tests {
             "MODE_OFFLINE",
         ] {
             let s = parse(&cfg(&SERVER_GEN.replace("MODE_OFFLINE_GEN_CACHE", m), "")).unwrap();
-            assert!(s.parties.is_some(), "{m}");
+            assert!(s.link.parties.is_some(), "{m}");
         }
         let online = r#""mode": "MODE_ONLINE", "role": "ROLE_CLIENT",
             "input_config": {"type": "IO_TYPE_FILE_CSV", "path": "client.csv"}, "keys": ["id"],

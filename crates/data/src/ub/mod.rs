@@ -17,13 +17,12 @@ mod sort_runs;
 pub use run::run_ub;
 
 use crate::error::{ConfigError, DataError};
-use crate::spec::{Parties, TableFormat};
+use crate::spec::{PeerLink, TableFormat};
 use blindjoin_crypto::{CryptoError, Curve};
-use blindjoin_link::{LinkError, LinkShape, TlsConfig};
+use blindjoin_link::LinkError;
 use blindjoin_protocols::ProtocolError;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use std::time::Duration;
 use thiserror::Error;
 
 /// SecretFlow's `UbPsiConfig.Mode`.
@@ -142,19 +141,8 @@ pub struct UbSpec {
     pub align: bool,
     /// Output file, for the parties that learn the result.
     pub output: Option<PathBuf>,
-    /// Network identities; `None` in gen-cache mode, which needs no peer.
-    pub parties: Option<Parties>,
-    /// How long to wait for the peer to connect.
-    pub connect_timeout: Duration,
-    /// How long to wait for one message.
-    pub recv_timeout: Duration,
-    /// How long the peer may be silent.
-    pub silence_timeout: Duration,
-    /// Mutual TLS.
-    pub tls: Option<TlsConfig>,
-    /// Simulated WAN (bandwidth, latency) on this party's receive side, for benchmarks; only
-    /// `blindjoin run --bandwidth/--latency` sets it (the config has no such field).
-    pub link_shape: Option<LinkShape>,
+    /// The peer and the link's settings; no parties in gen-cache mode, which needs no peer.
+    pub link: PeerLink,
     /// Where to write the JSON report.
     pub report: Option<PathBuf>,
     /// Largest cache the client accepts in transfer (bytes).

@@ -17,7 +17,7 @@ use crate::table::output::{Sink, write_atomic};
 use crate::table::writer::RowWriter;
 use blindjoin_crypto::oprf::OprfScalar;
 use blindjoin_crypto::{ItemDigest, item_digest};
-use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
+use blindjoin_link::{Cancel, Link, LinkError, TcpLink};
 use blindjoin_protocols::ub_oprf::LabelMeta;
 use blindjoin_protocols::ub_oprf::labels::{LabelKey, SALT_LEN, open};
 use blindjoin_protocols::ub_oprf::{
@@ -61,11 +61,7 @@ fn run_inner(spec: &UbSpec, progress: &dyn Progress, cancel: &Cancel) -> Result<
     let start = Instant::now();
     let mut report = UbReport {
         version: env!("CARGO_PKG_VERSION").into(),
-        party: spec
-            .parties
-            .as_ref()
-            .map(|p| p.self_id.clone())
-            .unwrap_or_default(),
+        party: spec.link.self_id(),
         role: spec.role.config_name().into(),
         mode: spec.mode.config_name().into(),
         curve: spec.curve.config_name().into(),
@@ -128,20 +124,9 @@ impl Peer {
         if spec.mode == UbMode::GenCache {
             return Ok(peer);
         }
-        let parties = spec.parties.as_ref().ok_or(ProtocolError::Unreachable(
+        let opts = spec.link.tcp_options().ok_or(ProtocolError::Unreachable(
             "a mode that talks to the peer has no link_config",
         ))?;
-        let opts = TcpOptions {
-            self_id: parties.self_id.clone(),
-            self_addr: parties.self_addr.clone(),
-            peer_id: parties.peer_id.clone(),
-            peer_addr: parties.peer_addr.clone(),
-            connect_timeout: spec.connect_timeout,
-            recv_timeout: spec.recv_timeout,
-            silence_timeout: spec.silence_timeout,
-            tls: spec.tls.clone(),
-            shape: spec.link_shape,
-        };
         peer.pending = Some(connect_in_background(opts, cancel, &spec.cache_path)?);
         Ok(peer)
     }

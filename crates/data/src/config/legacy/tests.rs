@@ -240,7 +240,7 @@ fn unbalanced_steps_map_onto_the_unbalanced_run() {
     assert_eq!((u.mode, u.role), (UbMode::GenCache, UbRole::Server));
     assert_eq!(u.cache_path, PathBuf::from("/base/cache.bin"));
     assert_eq!(u.secret_key_path, Some(PathBuf::from("/base/k.bin")));
-    assert!(u.parties.is_none());
+    assert!(u.link.parties.is_none());
     let u = ub(&step(
         "ECDH_OPRF_UB_PSI_2PC_GEN_CACHE",
         r#", "ecdh_secret_key_path": "k.bin""#,
