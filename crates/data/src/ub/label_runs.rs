@@ -22,18 +22,15 @@
 //! flag, cells longer than any label) and reports it as an error naming the file, never a
 //! panic.
 
-use super::sort_runs::{MergeOut, RunFile, TAG, Tag, io};
+use super::sort_runs::{MergeOut, RunFile, RunWriter, TAG, Tag, io, merge_sorted};
 use crate::error::{ConfigError, DataError};
-use crate::table::private_fs;
 use blindjoin_crypto::ItemDigest;
 use blindjoin_crypto::oprf::{OprfScalar, POINT_LEN, tag};
 use blindjoin_protocols::ub_oprf::labels::{LabelKey, MAC_LEN, MAX_SEALED_LEN, SALT_LEN, seal};
 use blindjoin_protocols::{Progress, ProtocolError};
 use rayon::prelude::*;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// An evaluated point `H(y)^k`.
@@ -369,26 +366,12 @@ pub(super) fn merge(
     out: &mut dyn RowOut,
     progress: &dyn Progress,
 ) -> Result<(), DataError> {
-    let mut heap = BinaryHeap::with_capacity(inputs.len());
-    for (k, run) in inputs.iter_mut().enumerate() {
-        if let Some((t, d, row)) = run.next()? {
-            heap.push(Reverse((t, d, row, k)));
-        }
-    }
-    let mut done = 0u64;
-    while let Some(Reverse((t, d, row, k))) = heap.pop() {
-        let input = &inputs[k];
-        out.row(&t, &d, row, input.point(), input.cells())?;
-        done += 1;
-        if done.is_multiple_of(1 << 16) {
-            progress.advance(1 << 16);
-        }
-        if let Some((t, d, row)) = inputs[k].next()? {
-            heap.push(Reverse((t, d, row, k)));
-        }
-    }
-    progress.advance(done % (1 << 16));
-    Ok(())
+    merge_sorted(
+        &mut inputs,
+        RowIn::next,
+        |(t, d, row), input| out.row(t, d, *row, input.point(), input.cells()),
+        progress,
+    )
 }
 
 /// The error for a key whose first row in the merge carries no point.
@@ -405,31 +388,21 @@ fn no_point(path: &Path) -> DataError {
 
 /// A run file being written: the point goes with the first row of each key.
 pub(super) struct RowRunWriter {
-    path: PathBuf,
-    w: BufWriter<File>,
+    run: RunWriter,
     last: Option<(Tag, ItemDigest)>,
-    records: u64,
 }
 
 impl RowRunWriter {
     pub(super) fn create(path: &Path) -> Result<RowRunWriter, DataError> {
-        let f =
-            private_fs::create_new(path).map_err(io(path, "creating a run of the cache sort"))?;
         Ok(RowRunWriter {
-            path: path.to_path_buf(),
-            w: BufWriter::with_capacity(1 << 20, f),
+            run: RunWriter::create(path)?,
             last: None,
-            records: 0,
         })
     }
 
     /// Flushes the run; returns its record count.
     pub(super) fn finish(self) -> Result<u64, DataError> {
-        let path = self.path.clone();
-        self.w
-            .into_inner()
-            .map_err(|e| io(&path, "writing a run of the cache sort")(e.into_error()))?;
-        Ok(self.records)
+        self.run.finish()
     }
 }
 
@@ -444,12 +417,11 @@ impl RowOut for RowRunWriter {
     ) -> Result<(), DataError> {
         let first = self.last != Some((*t, *d));
         let point = match (first, point) {
-            (true, None) => return Err(no_point(&self.path)),
+            (true, None) => return Err(no_point(self.run.path())),
             (true, Some(p)) => Some(p),
             (false, _) => None,
         };
-        let w = &mut self.w;
-        let mut put = || -> std::io::Result<()> {
+        self.run.record(|w| {
             w.write_all(t)?;
             w.write_all(d)?;
             w.write_all(&row.to_le_bytes())?;
@@ -462,10 +434,8 @@ impl RowOut for RowRunWriter {
             }
             w.write_all(&(cells.len() as u32).to_le_bytes())?;
             w.write_all(cells)
-        };
-        put().map_err(io(&self.path, "writing a run of the cache sort"))?;
+        })?;
         self.last = Some((*t, *d));
-        self.records += 1;
         Ok(())
     }
 }

@@ -108,25 +108,45 @@ pub(super) fn merge_counted(
     out: &mut dyn MergeOut,
     progress: &dyn Progress,
 ) -> Result<(), DataError> {
+    let mut last: Option<Record> = None;
+    merge_sorted(
+        &mut inputs,
+        RunIn::next,
+        |&(t, d), _| {
+            if last != Some((t, d)) {
+                out.put(&t, &d, &[])?;
+                last = Some((t, d));
+            }
+            Ok(())
+        },
+        progress,
+    )
+}
+
+/// The k-way merge both kinds of run use: `emit(key, source)` for every key of the sorted
+/// `inputs` in order (equal keys in input order), the source still positioned on that key;
+/// `progress` advances once per key.
+pub(super) fn merge_sorted<S, K: Ord>(
+    inputs: &mut [S],
+    mut next: impl FnMut(&mut S) -> Result<Option<K>, DataError>,
+    mut emit: impl FnMut(&K, &S) -> Result<(), DataError>,
+    progress: &dyn Progress,
+) -> Result<(), DataError> {
     let mut heap = BinaryHeap::with_capacity(inputs.len());
-    for (k, run) in inputs.iter_mut().enumerate() {
-        if let Some((t, d)) = run.next()? {
-            heap.push(Reverse((t, d, k)));
+    for (k, input) in inputs.iter_mut().enumerate() {
+        if let Some(key) = next(input)? {
+            heap.push(Reverse((key, k)));
         }
     }
-    let mut last: Option<(Tag, ItemDigest)> = None;
     let mut done = 0u64;
-    while let Some(Reverse((t, d, k))) = heap.pop() {
-        if last != Some((t, d)) {
-            out.put(&t, &d, &[])?;
-            last = Some((t, d));
-        }
+    while let Some(Reverse((key, k))) = heap.pop() {
+        emit(&key, &inputs[k])?;
         done += 1;
         if done.is_multiple_of(1 << 16) {
             progress.advance(1 << 16);
         }
-        if let Some((t, d)) = inputs[k].next()? {
-            heap.push(Reverse((t, d, k)));
+        if let Some(key) = next(&mut inputs[k])? {
+            heap.push(Reverse((key, k)));
         }
     }
     progress.advance(done % (1 << 16));
@@ -151,6 +171,7 @@ impl RunWriter {
         })
     }
 
+    /// Flushes the run; returns its record count.
     pub(super) fn finish(self) -> Result<u64, DataError> {
         let path = self.path.clone();
         self.w
@@ -158,17 +179,29 @@ impl RunWriter {
             .map_err(|e| io(&path, "writing a run of the cache sort")(e.into_error()))?;
         Ok(self.records)
     }
+
+    /// Writes one record through `put` and counts it (the row runs' writer uses it too).
+    pub(super) fn record(
+        &mut self,
+        put: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+    ) -> Result<(), DataError> {
+        put(&mut self.w).map_err(io(&self.path, "writing a run of the cache sort"))?;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// The run's file.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
 }
 
 impl MergeOut for RunWriter {
     fn put(&mut self, t: &Tag, d: &ItemDigest, _label: &[u8]) -> Result<(), DataError> {
-        let mut put = || -> std::io::Result<()> {
-            self.w.write_all(t)?;
-            self.w.write_all(d)
-        };
-        put().map_err(io(&self.path, "writing a run of the cache sort"))?;
-        self.records += 1;
-        Ok(())
+        self.record(|w| {
+            w.write_all(t)?;
+            w.write_all(d)
+        })
     }
 }
 
