@@ -61,6 +61,28 @@ pub(crate) fn small(
     .unwrap()
 }
 
+/// Paterson–Stockmeyer with L = 3 on N = 8192 [56,48,48] (depth 2 in all), 14 items a bin.
+pub(crate) fn paterson_stockmeyer_l3() -> ApsiParams {
+    ApsiParams::new(
+        TableParams {
+            hash_func_count: 3,
+            table_size: 1638,
+            max_items_per_bin: 14,
+        },
+        5,
+        QueryParams {
+            ps_low_degree: 3,
+            query_powers: vec![1, 2, 3, 4, 8],
+        },
+        SealParams {
+            poly_modulus_degree: 8192,
+            plain_modulus: PlainModulus::Value(65537),
+            coeff_modulus_bits: vec![56, 48, 48],
+        },
+    )
+    .unwrap()
+}
+
 pub(crate) fn digests(prefix: &str, n: usize) -> Vec<ItemDigest> {
     (0..n)
         .map(|i| item_digest(format!("{prefix}{i}").as_bytes()))
@@ -363,24 +385,7 @@ fn overflow_bundles_and_paterson_stockmeyer() {
         expected(&items, Some(&labels), 5, &q)
     );
     // Paterson–Stockmeyer with L = 3 on N = 8192 (depth 2 in all).
-    let ps = ApsiParams::new(
-        TableParams {
-            hash_func_count: 3,
-            table_size: 1638,
-            max_items_per_bin: 14,
-        },
-        5,
-        QueryParams {
-            ps_low_degree: 3,
-            query_powers: vec![1, 2, 3, 4, 8],
-        },
-        SealParams {
-            poly_modulus_degree: 8192,
-            plain_modulus: PlainModulus::Value(65537),
-            coeff_modulus_bits: vec![56, 48, 48],
-        },
-    )
-    .unwrap();
+    let ps = paterson_stockmeyer_l3();
     let items = digests("ps", 250);
     let labels = labels_for(250, 20, 3);
     let db = SenderDb::build(ps.clone(), &items, Some(&labels), 20, 8).unwrap();

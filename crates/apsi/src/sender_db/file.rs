@@ -406,8 +406,9 @@ struct HashReader<'a> {
 }
 
 impl HashReader<'_> {
-    /// The next `n` bytes; refused before reading (or allocating) past the body.
-    fn take(&mut self, n: usize) -> Result<&[u8]> {
+    /// Reads the next `n` bytes into the buffer, unhashed; refused before reading (or
+    /// allocating) past the body.
+    fn fill(&mut self, n: usize) -> Result<()> {
         if n as u64 > self.left {
             return Err(db("truncated"));
         }
@@ -416,22 +417,23 @@ impl HashReader<'_> {
             .read_exact(&mut self.buf)
             .map_err(|e| db(format!("cannot read it: {e}")))?;
         self.left -= n as u64;
+        Ok(())
+    }
+
+    /// The next `n` bytes.
+    fn take(&mut self, n: usize) -> Result<&[u8]> {
+        self.fill(n)?;
         self.hash.update(&self.buf);
         Ok(&self.buf)
     }
+
     /// The next `n` bytes given to `f`, hashed meanwhile on another of rayon's threads.
     fn take_with<T: Send>(&mut self, n: usize, f: impl FnOnce(&[u8]) -> T + Send) -> Result<T> {
-        if n as u64 > self.left {
-            return Err(db("truncated"));
-        }
-        self.buf.resize(n, 0);
-        self.r
-            .read_exact(&mut self.buf)
-            .map_err(|e| db(format!("cannot read it: {e}")))?;
-        self.left -= n as u64;
+        self.fill(n)?;
         let (hash, buf) = (&mut self.hash, &self.buf);
         Ok(rayon::join(|| hash.update(buf), || f(buf)).1)
     }
+
     fn u8(&mut self) -> Result<u8> {
         Ok(self.take(1)?[0])
     }

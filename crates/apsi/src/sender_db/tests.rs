@@ -3,10 +3,8 @@
 
 use super::{DbForm, SenderDb};
 use crate::error::ApsiError;
-use crate::params::{ApsiParams, QueryParams, SealParams, TableParams};
-use crate::tests::{digests, expected, labels_for, run, small};
+use crate::tests::{digests, expected, labels_for, paterson_stockmeyer_l3, run, small};
 use blindjoin_crypto::ItemDigest;
-use blindjoin_he::PlainModulus;
 use sha2::{Digest, Sha256};
 
 const FORMS: [DbForm; 2] = [DbForm::Ntt, DbForm::Packed];
@@ -83,24 +81,7 @@ fn both_forms_give_the_in_memory_answers() {
 /// too: the packed form stores them once and rebuilds both.
 #[test]
 fn paterson_stockmeyer_plaintexts_survive_both_forms() {
-    let ps = ApsiParams::new(
-        TableParams {
-            hash_func_count: 3,
-            table_size: 1638,
-            max_items_per_bin: 14,
-        },
-        5,
-        QueryParams {
-            ps_low_degree: 3,
-            query_powers: vec![1, 2, 3, 4, 8],
-        },
-        SealParams {
-            poly_modulus_degree: 8192,
-            plain_modulus: PlainModulus::Value(65537),
-            coeff_modulus_bits: vec![56, 48, 48],
-        },
-    )
-    .unwrap();
+    let ps = paterson_stockmeyer_l3();
     let items = digests("ps", 400);
     let labels = labels_for(400, 20, 3);
     let db = SenderDb::build(ps, &items, Some(&labels), 20, 8).unwrap();
