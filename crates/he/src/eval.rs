@@ -212,23 +212,38 @@ fn multiply_accumulate_row(m: &Modulus, out: &mut [u64], xs: &[&[u64]], ys: &[&[
     }
 }
 
-/// Extends coefficient-form `poly` (level rows) to Q∪P and puts every row in NTT form.
-fn extend_to_qp(ctx: &Context, level: usize, poly: &RnsPoly) -> Result<RnsPoly> {
+/// The P rows of coefficient-form `poly` (its first `level` rows, of Q), in NTT form: the exact
+/// base extension to P, then a forward NTT per auxiliary prime.
+fn p_rows_ntt(ctx: &Context, level: usize, poly: &RnsPoly) -> Result<RnsPoly> {
     let mt = &ctx.level_data(level)?.mul;
-    let mut out = RnsPoly::zero(ctx.n, level + mt.p.len());
+    let mut rows = RnsPoly::zero(ctx.n, mt.p.len());
     {
-        let mut rows = out.rows_mut();
-        let (q_rows, p_rows) = rows.split_at_mut(level);
-        for (i, r) in q_rows.iter_mut().enumerate() {
-            r.copy_from_slice(poly.row(i));
-        }
         let input: Vec<&[u64]> = (0..level).map(|i| poly.row(i)).collect();
-        mt.q_to_p.convert(&input, p_rows);
+        mt.q_to_p.convert(&input, &mut rows.rows_mut());
     }
-    for (i, t) in qp_tables(ctx, level)?.iter().enumerate() {
-        t.forward(out.row_mut(i));
+    for (i, t) in mt.p_ntt.iter().enumerate() {
+        t.forward(rows.row_mut(i));
     }
-    Ok(out)
+    Ok(rows)
+}
+
+/// What [`extend`] (`ntt` false) and [`extend_ntt`] (`ntt` true) require of a ciphertext.
+fn check_extendable(ctx: &Context, ct: &Ciphertext, ntt: bool) -> Result<()> {
+    ctx.check_ct(ct)?;
+    if ct.ntt_form != ntt {
+        return Err(HeError::Mismatch(if ntt {
+            "extend_ntt needs NTT form"
+        } else {
+            "ct×ct needs coefficient form"
+        }));
+    }
+    if ct.size() != 2 {
+        return Err(HeError::Mismatch("ct×ct needs ciphertexts of size 2"));
+    }
+    if ct.level > 14 {
+        return Err(HeError::Unsupported("more than 14 primes in a level"));
+    }
+    Ok(())
 }
 
 fn qp_tables(ctx: &Context, level: usize) -> Result<Vec<&NttTables>> {
@@ -308,40 +323,14 @@ impl ExtendedCiphertext {
 /// # Errors
 /// [`HeError::Mismatch`] for another size or form, or a ciphertext of other parameters.
 pub fn extend(ctx: &Context, ct: &Ciphertext) -> Result<ExtendedCiphertext> {
-    ctx.check_ct(ct)?;
-    if ct.ntt_form {
-        return Err(HeError::Mismatch("ct×ct needs coefficient form"));
-    }
-    if ct.size() != 2 {
-        return Err(HeError::Mismatch("ct×ct needs ciphertexts of size 2"));
-    }
-    let level = ct.level;
-    if level > 14 {
-        return Err(HeError::Unsupported("more than 14 primes in a level"));
-    }
-    let mut q = Vec::with_capacity(2);
-    let mut p = Vec::with_capacity(2);
-    for poly in &ct.polys {
-        let mut qp = extend_to_qp(ctx, level, poly)?;
-        let mut p_rows = RnsPoly::zero(ctx.n, qp.rows() - level);
-        p_rows
-            .data_mut()
-            .copy_from_slice(&qp.data()[level * ctx.n..]);
-        qp.truncate_rows(level);
-        q.push(qp);
-        p.push(p_rows);
-    }
-    let (Some(p1), Some(p0)) = (p.pop(), p.pop()) else {
-        return Err(HeError::Mismatch("ct×ct needs ciphertexts of size 2"));
-    };
-    Ok(ExtendedCiphertext {
-        q: Ciphertext {
-            level,
-            ntt_form: true,
-            polys: q,
-        },
-        p: [p0, p1],
-    })
+    check_extendable(ctx, ct, false)?;
+    let p = [
+        p_rows_ntt(ctx, ct.level, &ct.polys[0])?,
+        p_rows_ntt(ctx, ct.level, &ct.polys[1])?,
+    ];
+    let mut q = ct.clone();
+    to_ntt(ctx, &mut q)?;
+    Ok(ExtendedCiphertext { q, p })
 }
 
 /// [`extend`] of a ciphertext given in NTT form (size 2): the same extension, with its Q rows
@@ -352,36 +341,14 @@ pub fn extend(ctx: &Context, ct: &Ciphertext) -> Result<ExtendedCiphertext> {
 /// # Errors
 /// [`HeError::Mismatch`] for another size or form, or a ciphertext of other parameters.
 pub fn extend_ntt(ctx: &Context, ct: Ciphertext) -> Result<ExtendedCiphertext> {
-    ctx.check_ct(&ct)?;
-    if !ct.ntt_form {
-        return Err(HeError::Mismatch("extend_ntt needs NTT form"));
-    }
-    if ct.size() != 2 {
-        return Err(HeError::Mismatch("ct×ct needs ciphertexts of size 2"));
-    }
-    let level = ct.level;
-    if level > 14 {
-        return Err(HeError::Unsupported("more than 14 primes in a level"));
-    }
-    let mt = &ctx.level_data(level)?.mul;
+    check_extendable(ctx, &ct, true)?;
     let mut coeff = ct.clone();
     from_ntt(ctx, &mut coeff)?;
-    let mut p = Vec::with_capacity(2);
-    for poly in &coeff.polys {
-        let mut rows = RnsPoly::zero(ctx.n, mt.p.len());
-        {
-            let input: Vec<&[u64]> = (0..level).map(|i| poly.row(i)).collect();
-            mt.q_to_p.convert(&input, &mut rows.rows_mut());
-        }
-        for (i, t) in mt.p_ntt.iter().enumerate() {
-            t.forward(rows.row_mut(i));
-        }
-        p.push(rows);
-    }
-    let (Some(p1), Some(p0)) = (p.pop(), p.pop()) else {
-        return Err(HeError::Mismatch("ct×ct needs ciphertexts of size 2"));
-    };
-    Ok(ExtendedCiphertext { q: ct, p: [p0, p1] })
+    let p = [
+        p_rows_ntt(ctx, ct.level, &coeff.polys[0])?,
+        p_rows_ntt(ctx, ct.level, &coeff.polys[1])?,
+    ];
+    Ok(ExtendedCiphertext { q: ct, p })
 }
 
 /// a × b from their extensions (same level): a size-3 ciphertext in coefficient form, to be
