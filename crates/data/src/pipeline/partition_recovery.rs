@@ -24,12 +24,10 @@
 
 use crate::error::DataError;
 use crate::pipeline::process::ProcessorState;
-use crate::pipeline::recovery::{read_checkpoint, refused_checkpoint};
-use crate::pipeline::wire::ResumePoint;
+use crate::pipeline::recovery::{read_checkpoint, refused_checkpoint, swap_resume_points};
 use crate::table::output::write_atomic;
 use crate::table::private_fs;
 use blindjoin_link::Link;
-use blindjoin_link::wire::WireMessage;
 use blindjoin_protocols::ProtocolError;
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
@@ -152,14 +150,7 @@ impl PartitionRecovery {
             .current
             .as_ref()
             .map_or(range.start, |s| s.buckets_done);
-        let msg = ResumePoint {
-            buckets_done: ours as u32,
-        };
-        link.send(&msg.encode()).map_err(ProtocolError::from)?;
-        let reply = link.recv().map_err(ProtocolError::from)?;
-        let theirs = ResumePoint::decode(&reply)
-            .map_err(ProtocolError::from)?
-            .buckets_done as usize;
+        let theirs = swap_resume_points(link, ours)?;
         if !(range.start..=range.end).contains(&theirs) {
             return Err(peer_error(format!(
                 "the peer's worker of partition {} resumes at bucket {theirs}, outside the \
@@ -227,7 +218,9 @@ fn peer_error(message: String) -> DataError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::wire::ResumePoint;
     use blindjoin_link::mem_pair;
+    use blindjoin_link::wire::WireMessage;
 
     fn folder(name: &str) -> RecoveryAt {
         let folder = std::env::temp_dir().join(format!("bj-partrec-{}-{name}", std::process::id()));

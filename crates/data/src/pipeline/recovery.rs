@@ -149,14 +149,7 @@ impl Checkpoint {
             )));
         }
         let ours = self.current.as_ref().map_or(0, |s| s.buckets_done);
-        let msg = ResumePoint {
-            buckets_done: ours as u32,
-        };
-        link.send(&msg.encode()).map_err(ProtocolError::from)?;
-        let reply = link.recv().map_err(ProtocolError::from)?;
-        let theirs = ResumePoint::decode(&reply)
-            .map_err(ProtocolError::from)?
-            .buckets_done as usize;
+        let theirs = swap_resume_points(link, ours)?;
         let at = ours.min(theirs);
         let state = [&self.current, &self.previous]
             .into_iter()
@@ -260,6 +253,18 @@ pub(crate) fn read_checkpoint<T: serde::de::DeserializeOwned>(
 }
 
 /// A checkpoint this run cannot resume from, saying `why` and what to do.
+/// Tells the peer the bucket this party's checkpoint resumes at and returns the peer's.
+pub(crate) fn swap_resume_points(link: &mut dyn Link, ours: usize) -> Result<usize, DataError> {
+    let msg = ResumePoint {
+        buckets_done: ours as u32,
+    };
+    link.send(&msg.encode()).map_err(ProtocolError::from)?;
+    let reply = link.recv().map_err(ProtocolError::from)?;
+    Ok(ResumePoint::decode(&reply)
+        .map_err(ProtocolError::from)?
+        .buckets_done as usize)
+}
+
 pub(crate) fn refused_checkpoint(path: &Path, why: &str) -> DataError {
     DataError::Config(ConfigError::Invalid {
         field: "psi_config.recovery_config.folder".into(),
