@@ -171,7 +171,8 @@ def check_config(config: Config) -> List[str]:
 
 def config_kind(config: Config) -> str:
     """Validate a launch config and say which kind of run it is: ``"two-party"``,
-    ``"three-party"``, ``"n-party"`` (n-party PSI and DP-PSI) or ``"unbalanced"``. Raises
+    ``"three-party"``, ``"n-party"`` (n-party PSI and DP-PSI), ``"unbalanced"`` or
+    ``"labeled-psi"``. Raises
     :class:`ConfigError` like :func:`check_config`."""
     text, source, base = _config_text(config)
     kind, _ = _native.check_config(text, source, base)

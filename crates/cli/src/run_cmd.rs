@@ -8,8 +8,8 @@ use blindjoin_data::log::{self, Level};
 use blindjoin_data::ops::Ops;
 use blindjoin_data::{
     Cancel, DEFAULT_BUCKET_SIZE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT,
-    DEFAULT_SILENCE_TIMEOUT, LinkOverrides, LinkShape, Parties, Plan, Reveal, Role, RunSpec,
-    SpillMode, TlsConfig, protocol_choice,
+    DEFAULT_SILENCE_TIMEOUT, Envelope, LinkOverrides, LinkShape, Parties, Plan, Reveal, Role,
+    RunSpec, SpillMode, TlsConfig, protocol_choice,
 };
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -207,8 +207,10 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
                 .context(UserError)?;
             let base = path.parent().map(PathBuf::from).unwrap_or_default();
             let source = path.display().to_string();
-            let mut plan = Plan::from_config(&text, &source, &base).context(UserError)?;
-            let ops = Ops::from_config(&text, &source, &base).context(UserError)?;
+            // Parsed once; the plan and the process-wide settings read the same value.
+            let env = Envelope::parse(&text, &source, &base).context(UserError)?;
+            let mut plan = Plan::from_envelope(&env).context(UserError)?;
+            let ops = Ops::of(&env).context(UserError)?;
             if let Some(r) = &args.report {
                 plan.set_report(r.clone());
             }
@@ -291,7 +293,7 @@ fn link_overrides(a: &RunArgs) -> Result<LinkOverrides> {
 fn worker_ports(a: &RunArgs) -> Result<Option<(u16, u16)>> {
     a.worker_ports
         .as_deref()
-        .map(blindjoin_data::partition::parse_port_range)
+        .map(blindjoin_data::parse_port_range)
         .transpose()
         .context(UserError)
 }

@@ -51,7 +51,7 @@ use std::fmt;
 use std::str::FromStr;
 
 /// The curves ECDH-PSI can run on. Names follow SecretFlow's `CurveType` enum.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Curve {
     /// Curve25519 as X25519 (RFC 7748), hashed to with `edwards25519_XMD:SHA-512_ELL2_RO_`

@@ -1,21 +1,25 @@
 //! # blindjoin-data — the data path
 //!
 //! Reads a party's table, canonicalises and deduplicates its keys, hands their digests to the
-//! protocol the [`Plan`] names (it never knows which one runs), joins the result back onto the
-//! rows, aligns and writes them atomically, and reports. The CLI and the Python API both parse a
-//! config (SecretFlow's launch configs, or flags) into a [`Plan`] and call [`Plan::run`].
+//! protocol its spec names (it never knows which one runs), joins the result back onto the
+//! rows, aligns and writes them atomically, and reports. The CLI and the Python API both parse
+//! a config once ([`Envelope`]; SecretFlow's launch configs, or flags) into a [`Plan`] and call
+//! [`Plan::run`].
 //!
-//! Laid out by concern:
+//! Laid out in layers, each importing only those below it:
 //!
-//! | module | what |
-//! |---|---|
-//! | [`plan`](Plan), `spec` | the typed run: [`Plan`], [`RunSpec`], and the outcome |
-//! | `config` | SecretFlow's JSON (two-party, three-party, unbalanced) and our extensions → a plan |
-//! | `table` | tables: CSV, Parquet, key encoding, atomic and private files |
-//! | `pipeline` | one party's run: read and spill, buckets, the protocol, join, sorted runs, recovery, report, the data path's messages; one module per kind of run |
-//! | [`ub`] | unbalanced PSI: key file, caches, modes |
+//! | layer | module | what |
+//! |---|---|---|
+//! | top | `config` | SecretFlow's JSON (v2, v1, three-party, n-party, unbalanced, labeled PSI) and our `blindjoin` block, parsed once → specs and a [`Plan`] |
+//! | | [`Plan`], `run_kind` | the run a config asked for: one [`RunKind`] implementation per kind (its name, warnings, link settings, run, summary) |
+//! | | `pipeline`, [`ub`], [`apsi`] | one party's run of each kind: read and spill, buckets, the protocol, join, sorted runs, recovery, partitions, report |
+//! | | `session` | what every run does around its protocol: connect while working, abort, cancel → stopped, timeouts |
+//! | middle | `spec` | typed, validated runs ([`RunSpec`], [`ThreePartySpec`], [`NPartySpec`]); no parsing |
+//! | below | `table` | tables: CSV, Parquet, key encoding, parts, atomic and private files |
+//! | base | `error`, `log`, `trace` | typed errors sorted by who must act ([`Fault`]), messages, traces |
 //!
-//! Layering: depends on `blindjoin-protocols` and `blindjoin-link`; nothing above it.
+//! The pipeline never imports `config` or [`Plan`]; a Ray task gets a serialised [`RunSpec`],
+//! not config text. Depends on `blindjoin-protocols`, `blindjoin-apsi` and `blindjoin-link`.
 
 pub mod apsi;
 mod config;
@@ -29,6 +33,8 @@ pub mod log;
 pub mod ops;
 mod pipeline;
 mod plan;
+mod run_kind;
+mod session;
 mod spec;
 mod table;
 pub mod trace;
@@ -37,10 +43,11 @@ pub mod ub;
 pub use pipeline::{bucket, join, partition, partition_job};
 pub use table::{csv, parquet_io};
 
+pub use config::Envelope;
 pub use config::{
     DEFAULT_BUCKET_SIZE, PsiCsvCall, THREE_PARTY_PROTOCOLS, ThreePartySpec,
-    is_legacy_launch_config, is_ub_launch_config, parse_curve, parse_launch_config,
-    parse_legacy_launch_config, parse_three_party_config, parse_ub_launch_config, protocol_choice,
+    parse_apsi_launch_config, parse_curve, parse_launch_config, parse_legacy_launch_config,
+    parse_port_range, parse_three_party_config, parse_ub_launch_config, protocol_choice,
     psi_csv_plan, psi_csv_protocol, psi_csv_spec,
 };
 pub use config::{N_PARTY_PROTOCOLS, NPartyProtocol, NPartySpec, parse_n_party_config};
@@ -52,6 +59,7 @@ pub use pipeline::two_party::{
     AUTO_SPILL_BYTES, Prepared, prepare, run, run_on_link, run_with_cancel,
 };
 pub use plan::{LinkOverrides, Outcome, Plan, RunError};
+pub use run_kind::{LinkSettings, RunKind};
 pub use spec::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECV_TIMEOUT, Parties, RunSpec, SpillMode, TableFormat,
 };

@@ -11,7 +11,7 @@
 //! CPU. The run's own thread, the link's reader and writer and the connect thread are not in the
 //! pool, so a run with `threads = 1` still has a few threads, of which one computes at a time.
 
-use crate::config::{deserialize_config, resolve_path};
+use crate::config::{Envelope, resolve_path};
 use crate::error::ConfigError;
 use crate::log::Level;
 use crate::plan::{Outcome, Plan, RunError};
@@ -46,7 +46,15 @@ impl Ops {
     /// Bad JSON; an unknown `logging_level`; a `threads` that is not an integer in 0..=1024
     /// (0: the default).
     pub fn from_config(text: &str, source: &str, base_dir: &Path) -> Result<Ops, ConfigError> {
-        let (v, _) = deserialize_config::<Value>(text, source)?;
+        Ops::of(&Envelope::parse(text, source, base_dir)?)
+    }
+
+    /// As [`Ops::from_config`], from a parsed launch config (the one the plan is made from).
+    ///
+    /// # Errors
+    /// As [`Ops::from_config`], but for bad JSON.
+    pub fn of(env: &Envelope) -> Result<Ops, ConfigError> {
+        let (v, base_dir) = (env.value(), env.base_dir());
         let mut ops = Ops::default();
         for section in ["psi_config", "ub_psi_config"] {
             let d = &v[section]["debug_options"];

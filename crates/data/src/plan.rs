@@ -1,14 +1,16 @@
 //! [`Plan`]: one party's whole run, of whichever kind its config describes, and the one
-//! [`Plan::run`] the CLI and the Python API both call. A new kind of run (labeled PSI, n-party)
-//! is one config module, one variant here and one pipeline.
+//! [`Plan::run`] the CLI and the Python API both call. A new kind of run is one config module,
+//! one [`RunKind`] implementation (`run_kind.rs`), one variant here and its arm in
+//! [`Plan::kind`].
 
 use crate::apsi::{ApsiReport, ApsiSpec};
-use crate::config::{NPartySpec, ThreePartySpec};
 use crate::error::{ConfigError, DataError, Fault};
 use crate::pipeline::report::Report;
 use crate::pipeline::three_party::ThreePartyOutcome;
+use crate::run_kind::RunKind;
 use crate::spec::RunSpec;
-use crate::ub::{UbError, UbMode, UbReport, UbSpec};
+use crate::spec::{NPartySpec, ThreePartySpec};
+use crate::ub::{UbError, UbReport, UbSpec};
 use blindjoin_link::{Cancel, LinkShape, TlsConfig};
 use blindjoin_protocols::Progress;
 use std::path::{Path, PathBuf};
@@ -110,127 +112,96 @@ impl Plan {
         crate::config::parse_any_launch_config(text, source, base_dir)
     }
 
+    /// As [`Plan::from_config`], from a config parsed once ([`crate::Envelope::parse`]), which
+    /// [`crate::ops::Ops::of`] reads too.
+    ///
+    /// # Errors
+    /// As [`Plan::from_config`].
+    pub fn from_envelope(env: &crate::Envelope) -> Result<Plan, ConfigError> {
+        crate::config::plan_of(env)
+    }
+
+    /// The run's kind: the one place a plan's variant becomes its implementation.
+    pub fn kind_of(&self) -> &dyn RunKind {
+        match self {
+            Plan::TwoParty(s) => s.as_ref(),
+            Plan::ThreeParty(t) => t.as_ref(),
+            Plan::Unbalanced(u) => u.as_ref(),
+            Plan::NParty(t) => t.as_ref(),
+            Plan::Apsi(a) => a.as_ref(),
+        }
+    }
+
+    pub(crate) fn kind_of_mut(&mut self) -> &mut dyn RunKind {
+        match self {
+            Plan::TwoParty(s) => s.as_mut(),
+            Plan::ThreeParty(t) => t.as_mut(),
+            Plan::Unbalanced(u) => u.as_mut(),
+            Plan::NParty(t) => t.as_mut(),
+            Plan::Apsi(a) => a.as_mut(),
+        }
+    }
+
     /// The config's warnings, for the user.
     pub fn warnings(&self) -> &[String] {
-        match self {
-            Plan::TwoParty(s) => &s.warnings,
-            Plan::ThreeParty(t) => &t.spec.warnings,
-            Plan::Unbalanced(u) => &u.warnings,
-            Plan::NParty(t) => &t.spec.warnings,
-            Plan::Apsi(a) => &a.warnings,
-        }
+        self.kind_of().warnings()
     }
 
-    /// What kind of run it is, for messages: "two-party", "three-party" or "unbalanced".
+    /// What kind of run it is, for messages: "two-party", "three-party", "n-party",
+    /// "unbalanced" or "labeled-psi".
     pub fn kind(&self) -> &'static str {
-        match self {
-            Plan::TwoParty(_) => "two-party",
-            Plan::ThreeParty(_) => "three-party",
-            Plan::Unbalanced(_) => "unbalanced",
-            Plan::NParty(_) => "n-party",
-            Plan::Apsi(_) => "labeled PSI",
-        }
+        self.kind_of().name()
     }
 
-    /// This party's id (empty for an unbalanced run without a link: generating the cache).
+    /// This party's id (empty for a run without a link: generating the cache, saving a DB).
     pub fn party(&self) -> &str {
-        match self {
-            Plan::TwoParty(s) => &s.parties.self_id,
-            Plan::ThreeParty(t) => &t.spec.parties.self_id,
-            Plan::Unbalanced(u) => u.link.parties.as_ref().map_or("", |p| p.self_id.as_str()),
-            Plan::NParty(t) => &t.spec.parties.self_id,
-            Plan::Apsi(a) => a.link.parties.as_ref().map_or("", |p| p.self_id.as_str()),
-        }
+        self.kind_of().party()
     }
 
     /// Overrides where the JSON report goes.
     pub fn set_report(&mut self, path: PathBuf) {
-        match self {
-            Plan::TwoParty(s) => s.report = Some(path),
-            Plan::ThreeParty(t) => t.spec.report = Some(path),
-            Plan::Unbalanced(u) => u.report = Some(path),
-            Plan::NParty(t) => t.spec.report = Some(path),
-            Plan::Apsi(a) => a.report = Some(path),
-        }
+        *self.kind_of_mut().report_slot() = Some(path);
     }
 
     /// Applies link settings given apart from the config.
     ///
     /// # Errors
-    /// Settings for a run that opens no connection (`MODE_OFFLINE_GEN_CACHE`) are refused rather
-    /// than ignored.
+    /// Settings for a run that opens no connection (`MODE_OFFLINE_GEN_CACHE`, a sender with
+    /// `save_db_only`) are refused rather than ignored.
     pub fn override_link(&mut self, o: LinkOverrides) -> Result<(), ConfigError> {
-        let (connect, recv, silence, shape, tls): (_, _, _, _, Vec<&mut Option<TlsConfig>>) =
-            match self {
-                Plan::TwoParty(s) => (
-                    &mut s.connect_timeout,
-                    &mut s.recv_timeout,
-                    &mut s.silence_timeout,
-                    &mut s.link_shape,
-                    vec![&mut s.tls],
-                ),
-                Plan::ThreeParty(t) => (
-                    &mut t.spec.connect_timeout,
-                    &mut t.spec.recv_timeout,
-                    &mut t.spec.silence_timeout,
-                    &mut t.spec.link_shape,
-                    vec![&mut t.tls_server, &mut t.tls_client],
-                ),
-                Plan::NParty(t) => (
-                    &mut t.spec.connect_timeout,
-                    &mut t.spec.recv_timeout,
-                    &mut t.spec.silence_timeout,
-                    &mut t.spec.link_shape,
-                    vec![&mut t.tls_server, &mut t.tls_client],
-                ),
-                Plan::Unbalanced(u) if u.mode == UbMode::GenCache => {
-                    let given = o.given();
-                    if given.is_empty() {
-                        return Ok(());
-                    }
-                    let (it, them) = if given.len() == 1 {
-                        ("it", "it")
-                    } else {
-                        ("them", "them")
-                    };
-                    return Err(ConfigError::Invalid {
-                        field: given.join(", "),
-                        message: format!(
-                            "cannot apply: {} runs alone and opens no connection; drop {it} \
-                             here and give {them} to the run that talks to the peer (transfer \
-                             cache, online or full)",
-                            UbMode::GenCache.config_name()
-                        ),
-                    });
-                }
-                Plan::Apsi(a) if a.link.parties.is_none() => {
-                    let given = o.given();
-                    if given.is_empty() {
-                        return Ok(());
-                    }
-                    return Err(ConfigError::Invalid {
-                        field: given.join(", "),
-                        message: "cannot apply: a sender with save_db_only runs alone and opens                                   no connection"
-                            .into(),
-                    });
-                }
-                Plan::Apsi(a) => a.link.settings_mut(),
-                Plan::Unbalanced(u) => u.link.settings_mut(),
-            };
+        let given = o.given();
+        let settings = match self.kind_of_mut().link_settings() {
+            Ok(s) => s,
+            Err(_) if given.is_empty() => return Ok(()),
+            Err(why) => {
+                let (it, them) = if given.len() == 1 {
+                    ("it", "it")
+                } else {
+                    ("them", "them")
+                };
+                return Err(ConfigError::Invalid {
+                    field: given.join(", "),
+                    message: format!(
+                        "cannot apply: {why}; drop {it} here and give {them} to the run that \
+                         talks to the peer"
+                    ),
+                });
+            }
+        };
         if let Some(t) = o.connect_timeout {
-            *connect = t;
+            *settings.connect_timeout = t;
         }
         if let Some(t) = o.recv_timeout {
-            *recv = t;
+            *settings.recv_timeout = t;
         }
         if let Some(t) = o.silence_timeout {
-            *silence = t;
+            *settings.silence_timeout = t;
         }
         if o.shape.is_some() {
-            *shape = o.shape;
+            *settings.shape = o.shape;
         }
         if let Some(files) = o.tls {
-            for slot in tls {
+            for slot in settings.tls {
                 *slot = Some(files.clone());
             }
         }
@@ -263,6 +234,24 @@ impl Plan {
             spec.worker_ports = ports;
         }
         Ok(())
+    }
+
+    /// The two-party spec of a plan that runs on a scheduler (partitioned, on Ray), the only
+    /// kind that is partitioned.
+    ///
+    /// # Errors
+    /// Another kind of run.
+    pub fn scheduled(self) -> Result<RunSpec, ConfigError> {
+        match self {
+            Plan::TwoParty(spec) => Ok(*spec),
+            other => Err(ConfigError::Invalid {
+                field: "psi_config".into(),
+                message: format!(
+                    "a {} run cannot run on a scheduler; only two-party runs are partitioned",
+                    other.kind()
+                ),
+            }),
+        }
     }
 
     /// Sets how many client keys one server key may evaluate over all online queries
@@ -305,50 +294,19 @@ impl Plan {
     /// # Errors
     /// Why the run failed; [`RunError::fault`] says who must act.
     pub fn run(&self, progress: &dyn Progress, cancel: &Cancel) -> Result<Outcome, RunError> {
-        Ok(match self {
-            Plan::TwoParty(s) => Outcome::TwoParty(crate::run_with_cancel(s, progress, cancel)?),
-            Plan::ThreeParty(t) => {
-                Outcome::ThreeParty(crate::run_three_party(t, progress, cancel)?)
-            }
-            Plan::Unbalanced(u) => Outcome::Unbalanced(crate::ub::run_ub(u, progress, cancel)?),
-            Plan::NParty(t) => Outcome::NParty(crate::run_n_party(t, progress, cancel)?),
-            Plan::Apsi(a) => Outcome::Apsi(crate::apsi::run_apsi(a, progress, cancel)?),
-        })
+        self.kind_of().run(progress, cancel)
     }
 
     /// What the user should know after a failed run, beyond the error: a recovery checkpoint
     /// that is kept for the rerun.
     pub fn after_failure(&self) -> Option<String> {
-        match self {
-            Plan::TwoParty(s) => s
-                .recovery
-                .as_ref()
-                .filter(|dir| dir.join(crate::pipeline::recovery::FILE).exists())
-                .map(|dir| {
-                    format!(
-                        "the checkpoint in {} is kept; rerun the same command on both sides to \
-                         resume",
-                        dir.display()
-                    )
-                }),
-            _ => None,
-        }
+        self.kind_of().after_failure()
     }
 
     /// What the user should know after a successful run: an output file left from an earlier
     /// run that this run did not write.
     pub fn after_success(&self, outcome: &Outcome) -> Option<String> {
-        match (self, outcome) {
-            (Plan::TwoParty(s), Outcome::TwoParty(r)) if r.output_path.is_none() => {
-                s.output.as_ref().filter(|p| p.exists()).map(|stale| {
-                    format!(
-                        "{} is from an earlier run; this run wrote no output there",
-                        stale.display()
-                    )
-                })
-            }
-            _ => None,
-        }
+        self.kind_of().after_success(outcome)
     }
 }
 
@@ -369,142 +327,6 @@ impl Outcome {
 
     /// One line for a person: what was learned, the time and the traffic.
     pub fn summary(&self, plan: &Plan) -> String {
-        match self {
-            Outcome::TwoParty(r) => {
-                let report_path = match plan {
-                    Plan::TwoParty(s) => s.report_path(),
-                    _ => None,
-                };
-                two_party_summary(r, report_path.as_deref())
-            }
-            Outcome::ThreeParty(o) => three_party_summary(o),
-            Outcome::Unbalanced(r) => unbalanced_summary(r),
-            Outcome::NParty(o) => three_party_summary(o).replace("three-way", "n-way"),
-            Outcome::Apsi(r) => apsi_summary(r),
-        }
+        plan.kind_of().summary(self)
     }
-}
-
-fn mb(b: u64) -> f64 {
-    b as f64 / 1e6
-}
-
-fn two_party_summary(r: &Report, report_path: Option<&Path>) -> String {
-    let what = if let Some(c) = r.cardinality.filter(|_| r.intersection_count < 0) {
-        format!("intersection size: {c} keys (cardinality only; no output written)")
-    } else if r.intersection_count < 0 {
-        "this party does not receive the result (broadcast_result is false); no output written"
-            .to_string()
-    } else {
-        format!(
-            "intersection: {} keys, {} of {} rows -> {}",
-            r.intersection_key_count,
-            r.intersection_count,
-            r.original_count,
-            r.output_path.as_deref().unwrap_or("-")
-        ) + &match (r.cardinality, r.revealed_key_count) {
-            (Some(c), Some(k)) => format!(" (revealed {k} of the {c} shared keys: threshold)"),
-            _ => String::new(),
-        }
-    };
-    let report = report_path
-        .map(|p| format!("; report {}", p.display()))
-        .unwrap_or_default();
-    format!(
-        "blindjoin: {what}; {:.2} s, sent {:.2} MB, received {:.2} MB{report}",
-        r.stages.total_s,
-        mb(r.bytes_sent),
-        mb(r.bytes_received)
-    )
-}
-
-fn three_party_summary(out: &ThreePartyOutcome) -> String {
-    let r = &out.report;
-    let what = if r.intersection_count < 0 {
-        "this party is a helper and learns no items; no output written".to_string()
-    } else {
-        format!(
-            "three-way intersection: {} keys, {} of {} rows -> {}",
-            r.intersection_key_count,
-            r.intersection_count,
-            r.original_count,
-            r.output_path.as_deref().unwrap_or("-")
-        )
-    };
-    let links: Vec<String> = out
-        .links
-        .iter()
-        .map(|(peer, s)| {
-            format!(
-                "{peer}: sent {:.2} MB, received {:.2} MB",
-                mb(s.bytes_sent),
-                mb(s.bytes_received)
-            )
-        })
-        .collect();
-    format!(
-        "blindjoin: {what}; {:.2} s; links {}",
-        r.stages.total_s,
-        links.join("; ")
-    )
-}
-
-fn unbalanced_summary(r: &UbReport) -> String {
-    let mut parts = vec![format!("{} {}", r.role, r.mode)];
-    if let Some(p) = &r.gen_cache {
-        parts.push(format!(
-            "cache of {} keys generated in {:.2} s",
-            r.cache_count, p.seconds
-        ));
-    }
-    if let Some(p) = &r.transfer_cache {
-        parts.push(format!(
-            "cache transferred in {:.2} s (sent {:.2} MB, received {:.2} MB)",
-            p.seconds,
-            mb(p.bytes_sent),
-            mb(p.bytes_received)
-        ));
-    }
-    if let Some(p) = &r.online {
-        parts.push(format!(
-            "online {:.3} s (sent {:.3} MB, received {:.3} MB)",
-            p.seconds,
-            mb(p.bytes_sent),
-            mb(p.bytes_received)
-        ));
-        parts.push(match &r.output_path {
-            Some(o) => format!(
-                "intersection: {} keys, {} rows -> {o}",
-                r.intersection_key_count, r.intersection_count
-            ),
-            None if r.intersection_key_count >= 0 => format!(
-                "intersection size {} (this party gets no rows)",
-                r.intersection_key_count
-            ),
-            None => "this party does not receive the result".into(),
-        });
-    }
-    format!("blindjoin: {}; total {:.2} s", parts.join("; "), r.total_s)
-}
-
-fn apsi_summary(r: &ApsiReport) -> String {
-    let what = match (r.role.as_str(), &r.output_path) {
-        ("receiver", Some(o)) => format!(
-            "labeled PSI receiver: {} of {} query rows found -> {o}",
-            r.intersection_count, r.original_count
-        ),
-        _ if r.online_s == 0.0 => format!(
-            "labeled PSI sender: DB of {} items saved to {}",
-            r.db_items,
-            r.db_path.as_deref().unwrap_or("-")
-        ),
-        _ => format!("labeled PSI sender: served a DB of {} items", r.db_items),
-    };
-    format!(
-        "blindjoin: {what}; setup {:.2} s, online {:.3} s, sent {:.3} MB, received {:.3} MB",
-        r.setup_s,
-        r.online_s,
-        mb(r.bytes_sent),
-        mb(r.bytes_received)
-    )
 }

@@ -26,7 +26,7 @@ use std::sync::mpsc::{SendError, Sender, channel};
 use std::time::{Duration, Instant};
 
 /// Bandwidth and one-way latency of a simulated link.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LinkShape {
     /// Bits per second (`0` = unlimited).
     pub bits_per_second: u64,

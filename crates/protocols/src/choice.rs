@@ -7,7 +7,7 @@ use crate::{Curve, Protocol, ProtocolError};
 use std::fmt;
 
 /// A two-party PSI protocol and its parameters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum ProtocolChoice {
     /// ECDH-PSI on a curve.

@@ -122,7 +122,7 @@ impl FromStr for Protocol {
 
 /// Which side a party plays. The receiver always learns the intersection; the sender learns it
 /// only with `broadcast_result`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Role {
     /// Learns the result.
     Receiver,
@@ -204,7 +204,7 @@ impl fmt::Debug for PsiOptions {
 }
 
 /// What a run reveals to the receiver (and, with `broadcast_result`, to the sender).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Reveal {
     /// The intersection itself.
     #[default]

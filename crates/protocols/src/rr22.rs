@@ -80,7 +80,9 @@ const KEY_HO: [u8; 16] = *b"blindjoin-rr22-O";
 const COMMIT_DOMAIN: &[u8] = b"blindjoin/rr22/commit-w\0";
 
 /// The three RR22 variants.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum Rr22Mode {
     /// Semi-honest, GF(2^128) VOLE.
     #[default]

@@ -14,7 +14,7 @@
 mod error;
 
 use blindjoin_data::ops::Ops;
-use blindjoin_data::{Outcome, Plan, Progress, RunError};
+use blindjoin_data::{Envelope, Outcome, Plan, Progress, RunError};
 use pyo3::prelude::*;
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -88,19 +88,21 @@ impl Progress for PyProgress {
     fn advance(&self, _: u64) {}
 }
 
-/// Parses a launch config (JSON text) of any kind; `report_path` overrides its report path.
+/// Parses a launch config (JSON text) of any kind, once, into its plan and its process-wide
+/// settings; `report_path` overrides its report path.
 fn parse(
     config_json: &str,
     source: &str,
     base_dir: PathBuf,
     report_path: Option<PathBuf>,
-) -> PyResult<Plan> {
-    let mut parsed =
-        Plan::from_config(config_json, source, &base_dir).map_err(|e| error::config_err(&e))?;
+) -> PyResult<(Plan, Ops)> {
+    let env = Envelope::parse(config_json, source, &base_dir).map_err(|e| error::config_err(&e))?;
+    let mut parsed = Plan::from_envelope(&env).map_err(|e| error::config_err(&e))?;
+    let ops = Ops::of(&env).map_err(|e| error::config_err(&e))?;
     if let Some(p) = report_path {
         parsed.set_report(p);
     }
-    Ok(parsed)
+    Ok((parsed, ops))
 }
 
 /// A run plan built in Rust (`blindjoin._native.Plan`): from a launch config
@@ -112,7 +114,8 @@ struct PyPlan {
 
 #[pymethods]
 impl PyPlan {
-    /// `"two-party"`, `"three-party"` or `"unbalanced"`.
+    /// `"two-party"`, `"three-party"`, `"n-party"` (n-party PSI and DP-PSI), `"unbalanced"` or
+    /// `"labeled-psi"`.
     #[getter]
     fn kind(&self) -> &'static str {
         self.plan.kind()
@@ -135,7 +138,7 @@ fn plan_from_config(
     report_path: Option<PathBuf>,
 ) -> PyResult<PyPlan> {
     Ok(PyPlan {
-        plan: parse(config_json, source, base_dir, report_path)?,
+        plan: parse(config_json, source, base_dir, report_path)?.0,
     })
 }
 
@@ -206,9 +209,8 @@ fn psi_csv_plan(
     Ok(PyPlan { plan })
 }
 
-/// Validates a launch config (two-party, three-party, n-party or unbalanced) without running it;
-/// returns its kind (`"two-party"`, `"three-party"`, `"n-party"` or `"unbalanced"`) and its
-/// warnings.
+/// Validates a launch config of any kind without running it; returns its kind (`"two-party"`,
+/// `"three-party"`, `"n-party"`, `"unbalanced"` or `"labeled-psi"`) and its warnings.
 #[pyfunction]
 #[pyo3(signature = (config_json, source, base_dir))]
 fn check_config(
@@ -216,12 +218,12 @@ fn check_config(
     source: &str,
     base_dir: PathBuf,
 ) -> PyResult<(&'static str, Vec<String>)> {
-    let parsed = parse(config_json, source, base_dir.clone(), None)?;
-    Ops::from_config(config_json, source, &base_dir).map_err(|e| error::config_err(&e))?;
+    let (parsed, _) = parse(config_json, source, base_dir, None)?;
     Ok((parsed.kind(), parsed.warnings().to_vec()))
 }
 
-/// Runs one party from a launch config (JSON text): two-party, three-party or unbalanced.
+/// Runs one party from a launch config (JSON text) of any kind: two-party, three-party, n-party
+/// or DP-PSI, unbalanced, labeled PSI.
 ///
 /// Returns the report as JSON text. Relative paths in the config resolve against `base_dir`.
 /// `cancel` lets another thread stop the run (it then raises `KeyboardInterrupt`).
@@ -240,9 +242,7 @@ fn run_config(
     threads: Option<usize>,
     logging_level: Option<&str>,
 ) -> PyResult<String> {
-    let ops =
-        Ops::from_config(config_json, source, &base_dir).map_err(|e| error::config_err(&e))?;
-    let plan = parse(config_json, source, base_dir, report_path)?;
+    let (plan, ops) = parse(config_json, source, base_dir, report_path)?;
     let ops = with_kwargs(ops, threads, logging_level)?;
     run_owned(py, plan, ops, progress, on_warning, cancel)
 }
@@ -503,17 +503,16 @@ fn start_coordinator(
     workers: usize,
     work_parent: Option<PathBuf>,
 ) -> PyResult<PyCoordinator> {
+    let (plan, _) = parse(config_json, source, base_dir, None)?;
+    let spec = plan.scheduled().map_err(|e| error::config_err(&e))?;
     let cancel = blindjoin_data::Cancel::new();
     let (tx, rx) = mpsc::channel();
-    let (config_json, source, start_cancel) =
-        (config_json.to_string(), source.to_string(), cancel.clone());
+    let start_cancel = cancel.clone();
     std::thread::Builder::new()
         .name("blindjoin-coordinator".into())
         .spawn(move || {
             let _ = tx.send(blindjoin_data::partition_job::Coordinator::start(
-                &config_json,
-                &source,
-                &base_dir,
+                spec,
                 workers,
                 work_parent.as_deref(),
                 &start_cancel,

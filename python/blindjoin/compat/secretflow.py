@@ -3,7 +3,9 @@ call, over blindjoin (see :mod:`blindjoin.compat`).
 
 ``sf.init(parties, address=..., omp_num_threads=N, ...)`` records the parties and the thread count
 (``omp_num_threads`` becomes blindjoin's ``threads``); the Ray address and Ray's own options are
-accepted and unused, since blindjoin runs no cluster. ``sf.SPU(cluster_def, link_desc)`` is
+accepted and unused: SecretFlow's scripts start Ray to drive their parties, while a blindjoin
+party is a process of its own (partitioned runs on Ray are :mod:`blindjoin.ray`, which starts
+or joins a Ray of its own). ``sf.SPU(cluster_def, link_desc)`` is
 :class:`blindjoin.SPU`, whose ``psi_csv`` takes SecretFlow's arguments.
 """
 

@@ -10,14 +10,14 @@
 
 use super::{ApsiReport, ApsiRole, ApsiSpec, SenderTask, bucket_of, db_file, source};
 use crate::error::{ConfigError, DataError};
-use crate::pipeline::two_party::connect_in_background;
+use crate::session::{self, Connect, Session};
 use crate::table::csv::write_record;
 use crate::table::output::AtomicFile;
 use blindjoin_apsi::item::MAX_LABEL_LEN;
 use blindjoin_apsi::{ApsiParams, SenderDb};
 use blindjoin_crypto::ItemDigest;
 use blindjoin_link::wire::ids;
-use blindjoin_link::{Cancel, Link, LinkError, TcpLink};
+use blindjoin_link::{Cancel, Link, TcpLink};
 use blindjoin_protocols::Progress;
 use std::path::Path;
 use std::time::Instant;
@@ -65,49 +65,31 @@ fn run_inner(
         intersection_count: -1,
         ..ApsiReport::default()
     };
-    let pending = match spec.link.tcp_options() {
-        Some(opts) => Some(connect_in_background(opts, cancel, Path::new("."))?),
-        None => None,
-    };
-    let mut link: Option<TcpLink> = None;
-    let result = match &spec.role {
-        ApsiRole::Sender(task) => sender(spec, task, pending, &mut link, &mut report),
-        ApsiRole::Receiver {
-            query,
-            output,
-            params_file,
-        } => receiver(
-            spec,
-            query,
-            output,
-            params_file.as_deref(),
-            pending,
-            &mut link,
-            &mut report,
-        ),
-    };
-    match (result, link.as_mut()) {
-        (Ok(()), Some(l)) => {
+    let connect = spec.link.tcp_options().map(Connect::tcp);
+    session::run(connect, cancel, Path::new("."), |peer| {
+        match &spec.role {
+            ApsiRole::Sender(task) => sender(spec, task, peer, &mut report)?,
+            ApsiRole::Receiver {
+                query,
+                output,
+                params_file,
+            } => receiver(
+                spec,
+                query,
+                output,
+                params_file.as_deref(),
+                peer,
+                &mut report,
+            )?,
+        }
+        if let Some(l) = peer.connected() {
             let s = l.stats();
             report.bytes_sent = s.bytes_sent;
             report.bytes_received = s.bytes_received;
             l.close()?;
         }
-        (Ok(()), None) => {}
-        (Err(e), Some(l)) => {
-            if cancel.is_cancelled() {
-                l.abort(&cancel.reason());
-                return Err(DataError::Link(LinkError::Cancelled {
-                    reason: cancel.reason(),
-                }));
-            }
-            if !matches!(e, DataError::Link(_)) {
-                l.abort(&e.to_string());
-            }
-            return Err(e);
-        }
-        (Err(e), None) => return Err(e),
-    }
+        Ok::<(), DataError>(())
+    })?;
     report.total_s = start.elapsed().as_secs_f64();
     report.peak_rss_bytes = crate::pipeline::report::peak_rss_bytes();
     if let Some(p) = &spec.report {
@@ -116,21 +98,8 @@ fn run_inner(
     Ok(report)
 }
 
-type Pending = Option<std::sync::mpsc::Receiver<Result<TcpLink, LinkError>>>;
-
-fn connected(pending: Pending, link: &mut Option<TcpLink>) -> Result<&mut TcpLink, DataError> {
-    if let Some(rx) = pending {
-        let l = rx.recv().map_err(|_| {
-            DataError::Protocol(blindjoin_protocols::ProtocolError::Unreachable(
-                "the connect thread vanished",
-            ))
-        })??;
-        *link = Some(l);
-    }
-    link.as_mut().ok_or(DataError::Protocol(
-        blindjoin_protocols::ProtocolError::Unreachable("a run that talks to the peer has no link"),
-    ))
-}
+/// The run's link to its peer.
+type Peer = Session<TcpLink>;
 
 /// Reads APSI's parameter JSON at `path`; `field` names the config field in errors.
 pub(crate) fn read_params(path: &Path, field: &str) -> Result<ApsiParams, DataError> {
@@ -170,8 +139,7 @@ fn split(items: Vec<ItemDigest>, labels: Option<Vec<Vec<u8>>>, count: usize) -> 
 fn sender(
     spec: &ApsiSpec,
     task: &SenderTask,
-    pending: Pending,
-    link: &mut Option<TcpLink>,
+    peer: &mut Peer,
     report: &mut ApsiReport,
 ) -> Result<(), DataError> {
     let setup = Instant::now();
@@ -246,7 +214,7 @@ fn sender(
         }
     }
     report.setup_s = setup.elapsed().as_secs_f64();
-    let link = connected(pending, link)?;
+    let link = peer.link()?;
     let online = Instant::now();
     let rounds = decode_rounds(&link.recv()?, bucket_count)?;
     let mut loaded: Option<(usize, SenderDb)> = None;
@@ -339,8 +307,7 @@ fn receiver(
     query: &Path,
     output: &Path,
     params_file: Option<&Path>,
-    pending: Pending,
-    link: &mut Option<TcpLink>,
+    peer: &mut Peer,
     report: &mut ApsiReport,
 ) -> Result<(), DataError> {
     let setup = Instant::now();
@@ -374,7 +341,7 @@ fn receiver(
     }
     report.buckets_used = per_bucket.iter().filter(|v| !v.is_empty()).count() as u64;
     report.setup_s = setup.elapsed().as_secs_f64();
-    let link = connected(pending, link)?;
+    let link = peer.link()?;
     let online = Instant::now();
     let plan: Vec<usize> = rounds.iter().map(|(b, _)| *b).collect();
     link.send(&encode_rounds(bucket_count, &plan))?;

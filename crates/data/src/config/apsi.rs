@@ -3,7 +3,7 @@
 //! [`ApsiSpec`]. Every field of both messages is accepted; see `docs/config.md` for what each
 //! means here. Ours live in the top-level `blindjoin` object, as for unbalanced PSI.
 
-use super::{LinkConfig, invalid, lenient_u64, peer_link, strip_trailing_commas, two_party_link};
+use super::{Envelope, LinkConfig, invalid, lenient_u64, peer_link, two_party_link};
 use crate::apsi::{ApsiRole, ApsiSpec, Buckets, DEFAULT_NONCE_BYTES, SenderTask};
 use crate::error::ConfigError;
 use blindjoin_apsi::item::MAX_NONCE_LEN;
@@ -73,15 +73,6 @@ struct ApsiExtensions {
 
 /// Most buckets: 2^20 (SecretFlow's examples use 10,000).
 pub const MAX_BUCKETS: u64 = 1 << 20;
-
-/// Whether `text` is a labeled-PSI launch config (a top-level `apsi_sender_config` or
-/// `apsi_receiver_config`).
-pub fn is_apsi_launch_config(text: &str) -> bool {
-    let (cleaned, _) = strip_trailing_commas(text);
-    serde_json::from_str::<serde_json::Map<String, Value>>(&cleaned).is_ok_and(|m| {
-        m.contains_key("apsi_sender_config") || m.contains_key("apsi_receiver_config")
-    })
-}
 
 fn path_of(v: Option<&String>) -> Option<&str> {
     v.map(|s| s.trim()).filter(|s| !s.is_empty())
@@ -160,8 +151,17 @@ pub fn parse_apsi_launch_config(
     source: &str,
     base_dir: &Path,
 ) -> Result<ApsiSpec, ConfigError> {
-    let (cfg, mut warnings) = super::deserialize_config::<ApsiLaunch>(text, source)?;
-    let resolve = |p: &str| super::resolve_path(base_dir, p);
+    labeled_psi(&Envelope::parse(text, source, base_dir)?)
+}
+
+/// As [`parse_apsi_launch_config`], from a parsed launch config.
+///
+/// # Errors
+/// As [`parse_apsi_launch_config`].
+pub(crate) fn labeled_psi(env: &Envelope) -> Result<ApsiSpec, ConfigError> {
+    let cfg = env.typed::<ApsiLaunch>()?;
+    let mut warnings = env.warnings().to_vec();
+    let resolve = |p: &str| super::resolve_path(env.base_dir(), p);
     super::one_runtime_config(
         "apsi_sender_config / apsi_receiver_config",
         &super::runtime_configs!(cfg; psi_config, legacy_psi_config, ub_psi_config,

@@ -13,7 +13,7 @@
 //! SecretFlow's `psi_csv(...)` builds a `BucketPsiConfig` from its arguments; so does
 //! [`super::psi_csv`] for the protocols that are not balanced two-party ones.
 
-use super::{Extensions, LinkConfig, invalid, lenient_u64, strip_trailing_commas};
+use super::{Envelope, Extensions, LinkConfig, invalid, lenient_u64};
 use crate::error::ConfigError;
 use crate::plan::Plan;
 use blindjoin_protocols::rr22::Rr22Mode;
@@ -242,13 +242,6 @@ pub(crate) fn precheck_warning(field: &str) -> String {
     )
 }
 
-/// Whether `text` is a v1 launch config (has a top-level `legacy_psi_config`). A config that
-/// does not parse is left to the other parsers, whose errors name the problem.
-pub fn is_legacy_launch_config(text: &str) -> bool {
-    let (cleaned, _) = strip_trailing_commas(text);
-    serde_json::from_str::<Map<String, Value>>(&cleaned).is_ok_and(|m| m.contains_key(KEY))
-}
-
 /// Parses a v1 launch config into its plan; `source` names it in errors, relative paths resolve
 /// against `base_dir`.
 ///
@@ -260,7 +253,17 @@ pub fn parse_legacy_launch_config(
     source: &str,
     base_dir: &Path,
 ) -> Result<Plan, ConfigError> {
-    let (cfg, mut warnings) = super::deserialize_config::<LegacyLaunch<Value>>(text, source)?;
+    legacy(&Envelope::parse(text, source, base_dir)?)
+}
+
+/// As [`parse_legacy_launch_config`], from a parsed launch config: the v1 config is mapped to
+/// its v2 form as a value, which the v2 parser of its kind reads.
+///
+/// # Errors
+/// As [`parse_legacy_launch_config`].
+pub(crate) fn legacy(env: &Envelope) -> Result<Plan, ConfigError> {
+    let cfg = env.typed::<LegacyLaunch<Value>>()?;
+    let mut warnings = env.warnings().to_vec();
     super::one_runtime_config(
         KEY,
         &super::runtime_configs!(cfg; psi_config, ub_psi_config, apsi_sender_config,
@@ -268,25 +271,20 @@ pub fn parse_legacy_launch_config(
     )?;
     let b = &cfg.legacy_psi_config;
     let psi_type = PsiType::parse(b.psi_type.as_ref())?;
-    // Our extensions are checked with the parser that will read them, on the user's text, so
-    // an unknown field there is reported at its line and column.
+    // Our extensions are checked with the parser that will read them, on the user's config,
+    // so an unknown field there is reported at its line and column.
     if cfg.blindjoin.is_some() {
         match psi_type {
             PsiType::Ub(_) => {
-                super::deserialize_config::<LegacyLaunch<super::ub::UbExtensions>>(text, source)?;
+                env.typed::<LegacyLaunch<super::ub::UbExtensions>>()?;
             }
             _ => {
-                super::deserialize_config::<LegacyLaunch<Extensions>>(text, source)?;
+                env.typed::<LegacyLaunch<Extensions>>()?;
             }
         }
     }
-    let (cleaned, _) = strip_trailing_commas(text);
-    let whole: Value = serde_json::from_str(&cleaned).map_err(|e| ConfigError::Syntax {
-        path: source.to_string(),
-        message: e.to_string(),
-    })?;
-    let link = whole.get("link_config").cloned();
-    let ext = whole.get("blindjoin").cloned();
+    let link = env.value().get("link_config").cloned();
+    let ext = env.value().get("blindjoin").cloned();
 
     let common = Common::read(b, &cfg, &mut warnings)?;
     let (launch, renames): (Value, &[(&str, &str)]) = match psi_type {
@@ -308,27 +306,26 @@ pub fn parse_legacy_launch_config(
             UB_RENAMES,
         ),
     };
-    let text = launch.to_string();
+    // The v2 form, with no warnings of its own: the v1 parse's come first, from `warnings`.
+    let v2 = env.rewritten(launch);
     let plan = match psi_type {
-        PsiType::Ecdh3pc => super::parse_three_party_config(&text, source, base_dir)
+        PsiType::Ecdh3pc => super::three_party::three_party(&v2)
             .map_err(|e| rename(e, renames))?
             .map(|t| Plan::ThreeParty(Box::new(t)))
             .ok_or_else(|| invalid(&format!("{KEY}.psi_type"), "ECDH_PSI_3PC: internal error"))?,
-        PsiType::EcdhNpc | PsiType::KkrtNpc | PsiType::DpPsi2pc => {
-            super::parse_n_party_config(&text, source, base_dir)
-                .map_err(|e| rename(e, renames))?
-                .map(|t| Plan::NParty(Box::new(t)))
-                .ok_or_else(|| {
-                    invalid(
-                        &format!("{KEY}.psi_type"),
-                        &format!("{}: internal error", psi_type.name()),
-                    )
-                })?
-        }
-        PsiType::Ub(_) => super::parse_ub_launch_config(&text, source, base_dir)
+        PsiType::EcdhNpc | PsiType::KkrtNpc | PsiType::DpPsi2pc => super::n_party::n_party(&v2)
+            .map_err(|e| rename(e, renames))?
+            .map(|t| Plan::NParty(Box::new(t)))
+            .ok_or_else(|| {
+                invalid(
+                    &format!("{KEY}.psi_type"),
+                    &format!("{}: internal error", psi_type.name()),
+                )
+            })?,
+        PsiType::Ub(_) => super::ub::unbalanced(&v2)
             .map(|u| Plan::Unbalanced(Box::new(u)))
             .map_err(|e| rename(e, renames))?,
-        _ => super::parse_launch_config(&text, source, base_dir)
+        _ => super::two_party(&v2)
             .map(|s| Plan::TwoParty(Box::new(s)))
             .map_err(|e| rename(e, renames))?,
     };
@@ -641,13 +638,7 @@ fn with_warnings(mut plan: Plan, mut ours: Vec<String>, table: &[(&str, &str)]) 
 
 /// A plan's warnings, to add to or rename.
 pub(crate) fn warnings_of(plan: &mut Plan) -> &mut Vec<String> {
-    match plan {
-        Plan::TwoParty(s) => &mut s.warnings,
-        Plan::ThreeParty(t) => &mut t.spec.warnings,
-        Plan::Unbalanced(u) => &mut u.warnings,
-        Plan::NParty(t) => &mut t.spec.warnings,
-        Plan::Apsi(a) => &mut a.warnings,
-    }
+    plan.kind_of_mut().warnings_mut()
 }
 
 /// The launch's top level around a rewritten runtime config.

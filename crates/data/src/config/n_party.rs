@@ -16,11 +16,11 @@
 use super::multi_party::{
     NOT_INNER, Parties, check_receiver_only, named_protocol, receiver_id, self_and_parties,
 };
-use super::{invalid, strip_trailing_commas};
+use super::{Envelope, invalid};
 use crate::error::ConfigError;
-use crate::pipeline::join::JoinType;
+use crate::spec::JoinType;
 use crate::spec::RunSpec;
-use blindjoin_link::{PartyAddr, TlsConfig};
+pub use crate::spec::{NPartyProtocol, NPartySpec};
 use blindjoin_protocols::dp_psi::DpParams;
 use blindjoin_protocols::npc::NpcVariant;
 use blindjoin_protocols::{Curve, ProtocolChoice, Reveal};
@@ -38,85 +38,6 @@ pub const N_PARTY_PROTOCOLS: [&str; 7] = [
     "DP_PSI_2PC",
 ];
 
-/// What runs among the parties.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum NPartyProtocol {
-    /// An n-party PSI.
-    Npc(NpcVariant),
-    /// DP-PSI between two parties on this curve.
-    Dp {
-        /// The ECDH curve.
-        curve: Curve,
-        /// `dppsi_params`.
-        params: DpParams,
-    },
-}
-
-impl NPartyProtocol {
-    /// The name in reports.
-    pub fn name(&self) -> String {
-        match self {
-            NPartyProtocol::Npc(NpcVariant::ZeroShare(_)) => "PROTOCOL_NPC".into(),
-            NPartyProtocol::Npc(NpcVariant::Iterated(ProtocolChoice::Kkrt)) => {
-                "KKRT_PSI_NPC".into()
-            }
-            NPartyProtocol::Npc(NpcVariant::Iterated(_)) => "ECDH_PSI_NPC".into(),
-            NPartyProtocol::Dp { .. } => "DP_PSI_2PC".into(),
-        }
-    }
-}
-
-/// One party's n-party (or DP-PSI) run.
-#[derive(Clone, Debug)]
-pub struct NPartySpec {
-    /// The settings shared with two-party runs (input, output, keys, timeouts, ...).
-    pub spec: RunSpec,
-    /// The parties, in `link_config.parties` order.
-    pub parties: Vec<PartyAddr>,
-    /// This party's index in `parties`.
-    pub me: usize,
-    /// The receiver's index in `parties`.
-    pub receiver: usize,
-    /// The protocol.
-    pub protocol: NPartyProtocol,
-    /// TLS files where this party listens (`server_ssl_opts`), with `enable_ssl`.
-    pub tls_server: Option<TlsConfig>,
-    /// TLS files where this party connects (`client_ssl_opts`), with `enable_ssl`.
-    pub tls_client: Option<TlsConfig>,
-}
-
-impl NPartySpec {
-    /// The string all parties must agree on: the protocol, the ids in order, the receiver, the
-    /// key-column count and whether the result is broadcast.
-    pub fn setup(&self) -> String {
-        let ids: Vec<&str> = self.parties.iter().map(|p| p.id.as_str()).collect();
-        let params = match self.protocol {
-            NPartyProtocol::Dp { curve, params } => format!(
-                "{curve}/{:016x}/{:016x}",
-                params.bob_sub_sampling.to_bits(),
-                params.epsilon.to_bits()
-            ),
-            NPartyProtocol::Npc(v) => v.name(),
-        };
-        format!(
-            "{params}\0{}>{}\0{}\0{}",
-            ids.join(","),
-            self.parties[self.receiver].id,
-            self.spec.keys.len(),
-            if self.spec.broadcast_result {
-                "broadcast"
-            } else {
-                "receiver only"
-            }
-        )
-    }
-
-    /// Whether this party is the receiver.
-    pub fn is_receiver(&self) -> bool {
-        self.me == self.receiver
-    }
-}
-
 /// Parses `text` as an n-party or DP-PSI config, or returns `Ok(None)` when it names none of
 /// [`N_PARTY_PROTOCOLS`].
 ///
@@ -127,10 +48,15 @@ pub fn parse_n_party_config(
     source: &str,
     base_dir: &Path,
 ) -> Result<Option<NPartySpec>, ConfigError> {
-    let (cleaned, _) = strip_trailing_commas(text);
-    let Ok(mut v) = serde_json::from_str::<Value>(&cleaned) else {
-        return Ok(None);
-    };
+    n_party(&Envelope::parse(text, source, base_dir)?)
+}
+
+/// As [`parse_n_party_config`], from a parsed launch config.
+///
+/// # Errors
+/// As [`parse_n_party_config`].
+pub(crate) fn n_party(env: &Envelope) -> Result<Option<NPartySpec>, ConfigError> {
+    let mut v = env.value().clone();
     let Some(named) = named_protocol(&v, &N_PARTY_PROTOCOLS) else {
         return Ok(None);
     };
@@ -209,7 +135,7 @@ pub fn parse_n_party_config(
         parties,
         tls_server,
         tls_client,
-    } = self_and_parties(&v, source, base_dir)?;
+    } = self_and_parties(&v, env.source(), env.base_dir())?;
     let n = parties.len();
     let dp = matches!(protocol, NPartyProtocol::Dp { .. });
     if (dp && n != 2) || n < 2 {
@@ -288,7 +214,7 @@ pub fn parse_n_party_config(
         ]);
         lc.insert("parties".into(), two);
     }
-    let spec = super::parse_launch_config(&v.to_string(), source, base_dir)?;
+    let spec = super::two_party(&env.derived(v))?;
     refuse_unsupported(&spec, named)?;
 
     let mut spec = spec;

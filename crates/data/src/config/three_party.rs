@@ -14,48 +14,16 @@
 use super::multi_party::{
     NOT_INNER, Parties, check_receiver_only, named_protocol, receiver_id, self_and_parties,
 };
-use super::{invalid, strip_trailing_commas};
+use super::{Envelope, invalid};
 use crate::error::ConfigError;
-use crate::pipeline::join::JoinType;
+use crate::spec::JoinType;
 use crate::spec::RunSpec;
-use blindjoin_link::{PartyAddr, TlsConfig};
+pub use crate::spec::ThreePartySpec;
 use blindjoin_protocols::{Reveal, Role};
-use serde_json::Value;
 use std::path::Path;
 
 /// The `protocol_config.protocol` names that select the three-party protocol.
 pub const THREE_PARTY_PROTOCOLS: [&str; 2] = ["PROTOCOL_ECDH_3PC", "ECDH_PSI_3PC"];
-
-/// One party's three-party run.
-#[derive(Clone, Debug)]
-pub struct ThreePartySpec {
-    /// The settings shared with two-party runs (input, output, keys, curve, timeouts, ...).
-    /// `parties` holds this party and one peer only; the three are in [`Self::parties`].
-    pub spec: RunSpec,
-    /// The three parties, in `link_config.parties` order (which fixes the helpers' seats).
-    pub parties: Vec<PartyAddr>,
-    /// This party's index in `parties`.
-    pub me: usize,
-    /// The receiver's index in `parties`.
-    pub receiver: usize,
-    /// TLS files where this party listens (`server_ssl_opts`), with `enable_ssl`.
-    pub tls_server: Option<TlsConfig>,
-    /// TLS files where this party connects (`client_ssl_opts`), with `enable_ssl`.
-    pub tls_client: Option<TlsConfig>,
-}
-
-impl ThreePartySpec {
-    /// The string all three parties must agree on: the ids in order, then the receiver.
-    pub fn setup(&self) -> String {
-        let ids: Vec<&str> = self.parties.iter().map(|p| p.id.as_str()).collect();
-        format!("{}>{}", ids.join(","), self.parties[self.receiver].id)
-    }
-
-    /// Whether this party is the receiver.
-    pub fn is_receiver(&self) -> bool {
-        self.me == self.receiver
-    }
-}
 
 /// Parses `text` as a three-party config, or returns `Ok(None)` when it does not name the
 /// three-party protocol (then [`super::parse_launch_config`] is the parser, and reports any
@@ -69,10 +37,15 @@ pub fn parse_three_party_config(
     source: &str,
     base_dir: &Path,
 ) -> Result<Option<ThreePartySpec>, ConfigError> {
-    let (cleaned, _) = strip_trailing_commas(text);
-    let Ok(mut v) = serde_json::from_str::<Value>(&cleaned) else {
-        return Ok(None);
-    };
+    three_party(&Envelope::parse(text, source, base_dir)?)
+}
+
+/// As [`parse_three_party_config`], from a parsed launch config.
+///
+/// # Errors
+/// As [`parse_three_party_config`].
+pub(crate) fn three_party(env: &Envelope) -> Result<Option<ThreePartySpec>, ConfigError> {
+    let mut v = env.value().clone();
     let Some(named) = named_protocol(&v, &THREE_PARTY_PROTOCOLS) else {
         return Ok(None);
     };
@@ -83,7 +56,7 @@ pub fn parse_three_party_config(
         parties,
         tls_server,
         tls_client,
-    } = self_and_parties(&v, source, base_dir)?;
+    } = self_and_parties(&v, env.source(), env.base_dir())?;
     if parties.len() != 3 {
         return Err(invalid(
             "link_config.parties",
@@ -132,7 +105,7 @@ pub fn parse_three_party_config(
         ]);
         lc.insert("parties".into(), two);
     }
-    let spec = super::parse_launch_config(&v.to_string(), source, base_dir)?;
+    let spec = super::two_party(&env.derived(v))?;
     refuse_unsupported(&spec, named)?;
 
     Ok(Some(ThreePartySpec {

@@ -6,8 +6,8 @@
 //! `max_query_items` (the server's cap on client items per key, [`crate::ub::budget`]).
 
 use super::{
-    DebugOptions, InputAttr, IoConfig, LinkConfig, OutputAttr, invalid, io_type, lenient_u64,
-    not_yet, peer_link, strip_trailing_commas, two_party_link,
+    DebugOptions, Envelope, InputAttr, IoConfig, LinkConfig, OutputAttr, invalid, io_type,
+    lenient_u64, not_yet, peer_link, two_party_link,
 };
 use crate::error::ConfigError;
 use crate::spec::TableFormat;
@@ -71,15 +71,6 @@ pub(super) struct UbExtensions {
     label_columns: Option<Value>,
 }
 
-/// Whether `text` is an unbalanced-PSI launch config (has a top-level `ub_psi_config`). Cheap
-/// enough to call before choosing a parser; a config that does not parse is left to the
-/// balanced parser, whose errors name the problem.
-pub fn is_ub_launch_config(text: &str) -> bool {
-    let (cleaned, _) = strip_trailing_commas(text);
-    serde_json::from_str::<serde_json::Map<String, Value>>(&cleaned)
-        .is_ok_and(|m| m.contains_key("ub_psi_config"))
-}
-
 /// Parses an unbalanced-PSI launch config; `source` names it in errors, relative paths resolve
 /// against `base_dir`.
 ///
@@ -90,8 +81,17 @@ pub fn parse_ub_launch_config(
     source: &str,
     base_dir: &Path,
 ) -> Result<UbSpec, ConfigError> {
-    let (cfg, mut warnings) = super::deserialize_config::<UbLaunch>(text, source)?;
-    let resolve = |p: &str| super::resolve_path(base_dir, p);
+    unbalanced(&Envelope::parse(text, source, base_dir)?)
+}
+
+/// As [`parse_ub_launch_config`], from a parsed launch config.
+///
+/// # Errors
+/// As [`parse_ub_launch_config`].
+pub(crate) fn unbalanced(env: &Envelope) -> Result<UbSpec, ConfigError> {
+    let cfg = env.typed::<UbLaunch>()?;
+    let mut warnings = env.warnings().to_vec();
+    let resolve = |p: &str| super::resolve_path(env.base_dir(), p);
     super::one_runtime_config(
         "ub_psi_config",
         &super::runtime_configs!(cfg; psi_config, legacy_psi_config, apsi_sender_config,
@@ -536,8 +536,13 @@ mod tests {
             .unwrap();
             assert_eq!(s.curve, curve);
         }
-        assert!(is_ub_launch_config(&cfg(online, "")));
-        assert!(!is_ub_launch_config(r#"{"psi_config": {}}"#));
+        let has = |t: &str| {
+            super::Envelope::parse(t, "t.json", Path::new("."))
+                .unwrap()
+                .has("ub_psi_config")
+        };
+        assert!(has(&cfg(online, "")));
+        assert!(!has(r#"{"psi_config": {}}"#));
     }
 
     #[test]

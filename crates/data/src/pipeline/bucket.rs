@@ -76,8 +76,8 @@ pub fn bucket_count(n_ours: u64, n_theirs: u64, bucket_size: u64) -> Result<usiz
              {MAX_BUCKETS}); raise rr22_config.bucket_size or kkrt_config.bucket_size (ECDH \
              runs, two- or three-party, always use {}, so at most {} rows)",
             n_ours.max(n_theirs),
-            crate::config::DEFAULT_BUCKET_SIZE,
-            crate::config::DEFAULT_BUCKET_SIZE.saturating_mul(MAX_BUCKETS as u64)
+            crate::spec::DEFAULT_BUCKET_SIZE,
+            crate::spec::DEFAULT_BUCKET_SIZE.saturating_mul(MAX_BUCKETS as u64)
         ))));
     }
     Ok(b as usize)

@@ -14,24 +14,22 @@ use crate::pipeline::runs::{Runs, SortBy};
 use crate::pipeline::spill::{GroupBucket, SpilledTable};
 use crate::pipeline::three_party::ThreePartyOutcome;
 use crate::pipeline::two_party::{Prepared, prepare};
+use crate::session::{self, Connect, Links};
 use crate::spec::RunSpec;
 use crate::table::writer::RowWriter;
-use blindjoin_link::{Cancel, Link, LinkError, LinkStats, TcpLink, TcpOptions};
+use blindjoin_link::{Cancel, LinkError, LinkStats, TcpOptions};
 use blindjoin_protocols::{ItemDigest, NoProgress, Progress, ProtocolError, PsiOptions};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
-
-/// How long a party whose input is bad keeps trying to reach the others to tell them so.
-const ABORT_GRACE: Duration = Duration::from_secs(5);
+use std::time::Instant;
 
 /// Reads and keys this party's input while `establish` brings up its links to the others (both
-/// take time, and neither needs the other), then hands both to `run`. On any failure every
-/// link that is up is aborted with the reason, so the other parties stop at once; `addr` (ours)
-/// and `others` (who we wait for) name a connect timeout.
+/// take time, and neither needs the other), then hands both to `run`, in a
+/// [`session`](crate::session) (its abort and cancel policy); `addr` (ours) and `others` (who
+/// we wait for) name a connect timeout.
 ///
 /// # Errors
 /// The input's, the connection's or `run`'s error; a cancelled run.
-pub(crate) fn connect_and_run<Ls>(
+pub(crate) fn connect_and_run<Ls: Links>(
     spec: &RunSpec,
     addr: &str,
     others: &str,
@@ -39,10 +37,7 @@ pub(crate) fn connect_and_run<Ls>(
     progress: &dyn Progress,
     cancel: &Cancel,
     run: impl FnOnce(Prepared, &mut Ls) -> Result<ThreePartyOutcome, DataError>,
-) -> Result<ThreePartyOutcome, DataError>
-where
-    Ls: AsMut<[Option<TcpLink>]> + Send + 'static,
-{
+) -> Result<ThreePartyOutcome, DataError> {
     let base = TcpOptions {
         self_id: String::new(),
         self_addr: String::new(),
@@ -54,68 +49,20 @@ where
         tls: None,
         shape: spec.link_shape,
     };
-    let (tx, rx) = std::sync::mpsc::channel();
-    let cancel2 = cancel.clone();
-    std::thread::Builder::new()
-        .name("connect".into())
-        .spawn(move || {
-            let _ = tx.send(establish(base, cancel2));
-        })
-        .map_err(|source| DataError::Io {
-            path: spec.input.clone(),
-            action: "starting the connect thread",
-            source,
-        })?;
-    let prepared = prepare(spec, progress);
-    let wait = if prepared.is_ok() {
-        spec.connect_timeout + Duration::from_secs(5)
-    } else {
-        ABORT_GRACE
-    };
-    let connect_span = crate::trace::span("connect");
-    let connected: Result<Ls, LinkError> = rx.recv_timeout(wait).unwrap_or_else(|_| {
-        Err(LinkError::ConnectTimeout {
-            peer: others.into(),
-            addr: addr.into(),
-            waited: wait,
-            last: "the connect attempts did not finish".into(),
-        })
-    });
-    drop(connect_span);
-    let (prepared, mut links) = match (prepared, connected) {
-        (Ok(p), Ok(l)) => (p, l),
-        (Err(e), Ok(mut l)) => {
-            abort_all(l.as_mut(), &e.to_string());
-            return Err(e);
-        }
-        (Err(e), Err(_)) => return Err(e),
-        (Ok(_), Err(e)) => return Err(e.into()),
-    };
-    if cancel.is_cancelled() {
-        abort_all(links.as_mut(), &cancel.reason());
-        return Err(LinkError::Cancelled {
-            reason: cancel.reason(),
-        }
-        .into());
-    }
-    match run(prepared, &mut links) {
-        Ok(out) => Ok(out),
-        Err(e) => {
-            let why = if cancel.is_cancelled() {
-                cancel.reason()
-            } else {
-                e.to_string()
-            };
-            abort_all(links.as_mut(), &why);
-            Err(e)
-        }
-    }
-}
-
-fn abort_all<L: Link>(links: &mut [Option<L>], why: &str) {
-    for l in links.iter_mut().flatten() {
-        l.abort(why);
-    }
+    let connect = Connect::with(
+        others.into(),
+        addr.into(),
+        spec.connect_timeout,
+        move |cancel: &Cancel| establish(base, cancel.clone()).map_err(DataError::from),
+    );
+    session::run(Some(connect), cancel, &spec.input, |s| {
+        let prepared = prepare(spec, progress)?;
+        let links = {
+            let _span = crate::trace::span("connect");
+            s.ready()?
+        };
+        run(prepared, links)
+    })
 }
 
 /// One bucket's result: the indices of its digests in the intersection (when this party

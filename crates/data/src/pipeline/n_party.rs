@@ -10,12 +10,12 @@
 //! key counts). Links close in a global order of the pairs (by lower, then higher index), the
 //! same at every party, so no two parties wait on each other's close in a cycle.
 
-use crate::config::{NPartyProtocol, NPartySpec};
 use crate::error::DataError;
 use crate::pipeline::bucket::bucket_count;
 use crate::pipeline::multi_party::{RunLabel, connect_and_run, run_buckets, write_and_report};
 use crate::pipeline::report::Stages;
 use crate::pipeline::three_party::ThreePartyOutcome;
+use crate::spec::{NPartyProtocol, NPartySpec};
 use blindjoin_link::{Cancel, Link, LinkStats, establish_many};
 use blindjoin_protocols::npc::{hello_all_bounded, run_npc};
 use blindjoin_protocols::{
@@ -28,14 +28,6 @@ use std::time::Instant;
 /// # Errors
 /// Any [`DataError`]; the other parties are told about our failure when their links are up.
 pub fn run_n_party(
-    t: &NPartySpec,
-    progress: &dyn Progress,
-    cancel: &Cancel,
-) -> Result<ThreePartyOutcome, DataError> {
-    crate::pipeline::two_party::reported_as_cancelled(run_inner(t, progress, cancel), cancel)
-}
-
-fn run_inner(
     t: &NPartySpec,
     progress: &dyn Progress,
     cancel: &Cancel,

@@ -20,6 +20,7 @@ use crate::pipeline::bucket::{BucketedPsi, RevealCounts};
 use crate::pipeline::partition_recovery::{PartitionRecovery, RecoveryAt};
 use crate::pipeline::process::{Processor, RunsAt};
 use crate::pipeline::spill::{LoadedGroup, SpilledTable};
+use crate::session::{self, Connect, Links};
 use crate::spec::RunSpec;
 use blindjoin_link::wire::WireMessage;
 use blindjoin_link::worker::{
@@ -98,33 +99,6 @@ pub fn mem_available(meminfo: &str) -> Option<u64> {
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
-}
-
-/// A worker port range, `A-B` (inclusive), as in `--worker-ports` and
-/// `blindjoin.worker_ports`.
-///
-/// # Errors
-/// Not two ports in order, or port 0.
-pub fn parse_port_range(s: &str) -> Result<(u16, u16), ConfigError> {
-    let bad = |message: String| ConfigError::Invalid {
-        field: "blindjoin.worker_ports (--worker-ports)".into(),
-        message,
-    };
-    let (a, b) = s
-        .split_once('-')
-        .ok_or_else(|| bad(format!("{s:?}: expected FIRST-LAST, e.g. 9100-9131")))?;
-    let port = |t: &str| {
-        t.trim()
-            .parse::<u16>()
-            .ok()
-            .filter(|&p| p != 0)
-            .ok_or_else(|| bad(format!("{t:?} is not a port (1 to 65535)")))
-    };
-    let (a, b) = (port(a)?, port(b)?);
-    if a > b {
-        return Err(bad(format!("{s:?}: the first port is after the last")));
-    }
-    Ok((a, b))
 }
 
 /// The ports the listening side's `parts` workers use: the first `parts` of `range`.
@@ -349,11 +323,8 @@ pub(crate) struct PartitionDone<'a> {
     pub resumed: usize,
 }
 
-/// Runs partition `job.greeting.partition` of `job.greeting.partitions`: connects to the
-/// peer's worker of the same partition, checks the greeting, and runs its buckets with the
-/// whole run's parameters, checkpointing after each bucket with recovery (after first
-/// agreeing with the peer's worker where the partition resumes). Callable on its own, given
-/// the session and the endpoint, for a worker in another process.
+/// Runs one partition (of this process's coordinator) over its own worker link: the peer's
+/// worker must announce the same run as its coordinator did.
 ///
 /// # Errors
 /// Link, protocol, checkpoint and run-file errors; a connection refused by the greeting.
@@ -362,22 +333,83 @@ pub(crate) fn run_partition<'a>(
     units: &SharedUnits<'_>,
     cancel: &Cancel,
 ) -> Result<PartitionDone<'a>, DataError> {
-    let (mut link, theirs) = connect_worker(
-        &job.link,
-        job.listener,
-        &job.greeting,
-        job.hs.ours(),
+    let hello = job.hs.ours().clone();
+    let (opts, listener, greeting) = (job.link.clone(), job.listener, job.greeting);
+    in_worker_session(
+        opts,
+        listener,
+        greeting,
+        hello,
         cancel,
-    )?;
-    if theirs.theirs() != job.hs.theirs() {
-        let why = "the peer's worker announced another run than its coordinator did (the \
-                   worker link's handshake differs from the main link's)";
-        link.abort(why);
-        return Err(DataError::Protocol(ProtocolError::PeerMisbehaved(
-            why.into(),
-        )));
+        &job.spec.input,
+        |link, hs| {
+            if hs.theirs() != job.hs.theirs() {
+                return Err(DataError::Protocol(ProtocolError::PeerMisbehaved(
+                    "the peer's worker announced another run than its coordinator did (the worker \
+                 link's handshake differs from the main link's)"
+                        .into(),
+                )));
+            }
+            partition_on(&job, units, link)
+        },
+    )
+}
+
+/// Runs `body` on a partition's worker link in a [`session`](crate::session) (its abort and
+/// cancel policy): connects it, checks the greeting and runs the handshake again with `hello`
+/// (the main link's), so every worker link is bound to the run's session and attempt and
+/// re-checks the run's parameters, whichever process it runs in.
+///
+/// # Errors
+/// Link errors; a refused greeting; a handshake mismatch; `body`'s error.
+pub(crate) fn in_worker_session<T>(
+    opts: TcpOptions,
+    listener: bool,
+    greeting: WorkerGreeting,
+    hello: Hello,
+    cancel: &Cancel,
+    path: &Path,
+    body: impl FnOnce(&mut TcpLink, &HandshakeChecked) -> Result<T, DataError>,
+) -> Result<T, DataError> {
+    let connect = Connect::with(
+        opts.peer_id.clone(),
+        opts.peer_addr.clone(),
+        opts.connect_timeout,
+        move |cancel: &Cancel| connect_worker(&opts, listener, &greeting, &hello, cancel),
+    );
+    session::run(Some(connect), cancel, path, |s| {
+        let WorkerLink(link, hs) = s.link()?;
+        body(link, hs)
+    })
+}
+
+/// Runs `job`'s buckets on its connected worker link and closes it.
+///
+/// # Errors
+/// As [`run_partition`].
+pub(crate) fn partition_on<'a>(
+    job: &PartitionJob<'a>,
+    units: &SharedUnits<'_>,
+    link: &mut TcpLink,
+) -> Result<PartitionDone<'a>, DataError> {
+    let p = job.greeting.partition as usize;
+    let parts = job.greeting.partitions as usize;
+    let (work, resumed) = partition_buckets(job, units, link, p, parts)?;
+    link.close()?;
+    Ok(PartitionDone {
+        work,
+        stats: link.stats(),
+        resumed,
+    })
+}
+
+/// A partition's worker link and the handshake run on it.
+pub(crate) struct WorkerLink(TcpLink, HandshakeChecked);
+
+impl Links for WorkerLink {
+    fn abort_all(&mut self, why: &str, link_failed: bool) {
+        self.0.abort_all(why, link_failed);
     }
-    run_on_worker_link(&job, units, link)
 }
 
 /// Connects partition `greeting.partition`'s worker link, checks the greeting, and runs the
@@ -387,49 +419,17 @@ pub(crate) fn run_partition<'a>(
 ///
 /// # Errors
 /// Link errors; a refused greeting; a handshake mismatch.
-pub(crate) fn connect_worker(
+fn connect_worker(
     opts: &TcpOptions,
     listener: bool,
     greeting: &WorkerGreeting,
     hello: &Hello,
     cancel: &Cancel,
-) -> Result<(TcpLink, HandshakeChecked), DataError> {
+) -> Result<WorkerLink, DataError> {
     let mut link = TcpLink::establish_as(opts, listener, cancel)?;
     greet_worker(&mut link, greeting)?;
     let hs = handshake(&mut link, hello.clone())?;
-    Ok((link, hs))
-}
-
-/// Runs `job`'s partition on its connected worker link and closes it.
-///
-/// # Errors
-/// As [`run_partition`].
-pub(crate) fn run_on_worker_link<'a>(
-    job: &PartitionJob<'a>,
-    units: &SharedUnits<'_>,
-    mut link: TcpLink,
-) -> Result<PartitionDone<'a>, DataError> {
-    let p = job.greeting.partition as usize;
-    let parts = job.greeting.partitions as usize;
-    match partition_buckets(job, units, &mut link, p, parts) {
-        Ok((work, resumed)) => {
-            link.close()?;
-            Ok(PartitionDone {
-                work,
-                stats: link.stats(),
-                resumed,
-            })
-        }
-        Err(e) => {
-            if !matches!(
-                e,
-                DataError::Link(_) | DataError::Protocol(ProtocolError::Link(_))
-            ) {
-                link.abort(&e.to_string());
-            }
-            Err(e)
-        }
-    }
+    Ok(WorkerLink(link, hs))
 }
 
 fn partition_buckets<'a>(
@@ -710,12 +710,7 @@ mod tests {
     }
 
     #[test]
-    fn port_ranges_parse_and_bound_the_workers() {
-        assert_eq!(parse_port_range("9100-9131").unwrap(), (9100, 9131));
-        assert_eq!(parse_port_range("9100-9100").unwrap(), (9100, 9100));
-        for bad in ["9100", "0-5", "9-8", "a-b", "1-70000", ""] {
-            assert!(parse_port_range(bad).is_err(), "{bad}");
-        }
+    fn port_ranges_bound_the_workers() {
         assert_eq!(ports_for((9100, 9131), 3).unwrap(), vec![9100, 9101, 9102]);
         assert_eq!(ports_for((65534, 65535), 2).unwrap(), vec![65534, 65535]);
         let e = ports_for((9100, 9101), 3).unwrap_err().to_string();

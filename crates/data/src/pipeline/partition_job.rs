@@ -32,7 +32,7 @@ use crate::error::{ConfigError, DataError};
 use crate::pipeline::bucket::BucketedPsi;
 use crate::pipeline::join::JoinType;
 use crate::pipeline::partition::{
-    self, PartitionJob, SharedUnits, buckets_of, connect_worker, run_on_worker_link, worker_link,
+    self, PartitionJob, SharedUnits, buckets_of, in_worker_session, partition_on, worker_link,
 };
 use crate::pipeline::partition_recovery::{PartitionRecovery, RecoveryAt};
 use crate::pipeline::process::{Processor, ProcessorState, RunsAt, key_set_digest, key_sets_equal};
@@ -42,7 +42,7 @@ use crate::pipeline::runs::{Runs, SortBy};
 use crate::pipeline::spill::{SpillDir, SpilledTable};
 use crate::pipeline::two_party::{self, RunSoFar};
 use crate::pipeline::wire::RunTerms;
-use crate::plan::Plan;
+use crate::session::{self, Connect};
 use crate::spec::RunSpec;
 use crate::spec::TableFormat;
 use crate::table::private_fs;
@@ -56,19 +56,16 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The first line of every job.
-const MAGIC: &[u8] = b"blindjoin-partition-job/1\n";
-/// Jobs are small (a config and a few paths): anything longer is refused unread.
+const MAGIC: &[u8] = b"blindjoin-partition-job/2\n";
+/// Jobs are small (a spec and a few paths): anything longer is refused unread.
 const MAX_JOB_BYTES: usize = 4 << 20;
 
 /// One partition's job, as [`Coordinator::jobs`] encodes it.
 #[derive(Clone, Serialize, Deserialize)]
 struct Job {
-    /// The launch config's text, its name for errors, and the folder its paths resolve in.
-    config: String,
-    source: String,
-    base_dir: PathBuf,
-    /// The partition count asked for (`workers`), as the coordinator's spec has it.
-    workers: usize,
+    /// The run's spec as the coordinator made it (scheduled: its partition count and work
+    /// folder set). Paths only: no key material (a secret key is read from its file).
+    spec: RunSpec,
     /// The work folder: spill shards, checkpoints, the partitions' runs.
     work_dir: PathBuf,
     /// The run's fingerprint, checked against the work folder's checkpoint.
@@ -110,30 +107,14 @@ impl Job {
             .ok_or_else(|| bad("not a blindjoin partition job of this version".into()))?;
         serde_json::from_slice(body).map_err(|e| bad(format!("unreadable ({e})")))
     }
-
-    /// The run's spec, as the coordinator made it.
-    fn spec(&self) -> Result<RunSpec, DataError> {
-        let plan = Plan::from_config(&self.config, &self.source, &self.base_dir)?;
-        scheduled_spec(plan, self.workers, &self.work_dir)
-    }
 }
 
-/// A two-party plan's spec, set up for a scheduled run: `workers` partitions, checkpoints in
+/// A two-party spec set up for a scheduled run: `workers` partitions, checkpoints in
 /// `work_dir`.
-fn scheduled_spec(plan: Plan, workers: usize, work_dir: &Path) -> Result<RunSpec, DataError> {
-    let Plan::TwoParty(spec) = plan else {
-        return Err(DataError::Config(ConfigError::Invalid {
-            field: "psi_config".into(),
-            message: format!(
-                "a {} run cannot run on a scheduler; only two-party runs are partitioned",
-                plan.kind()
-            ),
-        }));
-    };
-    let mut spec = *spec;
+fn scheduled_spec(mut spec: RunSpec, workers: usize, work_dir: &Path) -> RunSpec {
     spec.workers = Some(workers);
     spec.recovery = Some(work_dir.to_path_buf());
-    Ok(spec)
+    spec
 }
 
 /// What a partition task reports.
@@ -163,7 +144,7 @@ pub fn run_partition_job(
     cancel: &Cancel,
 ) -> Result<PartitionOutcome, DataError> {
     let job = Job::decode(job)?;
-    let spec = job.spec()?;
+    let spec = job.spec.clone();
     let (rec, cp) = Recovery::open(&spec, &job.work_dir)?;
     let cp = match cp {
         Some(cp) if rec.fingerprint() == job.fingerprint => cp,
@@ -195,40 +176,50 @@ pub fn run_partition_job(
     };
     let link_opts = worker_link(&main, job.listener, job.port);
     let hello = two_party::hello(&spec, cp.rows);
-    let (mut link, hs) = connect_worker(&link_opts, job.listener, &greeting, &hello, cancel)?;
-    if hs.theirs().item_count != job.peer_rows {
-        let why = format!(
-            "the peer's worker announced {} rows, its coordinator {}",
-            hs.theirs().item_count,
-            job.peer_rows
-        );
-        link.abort(&why);
-        return Err(DataError::Protocol(ProtocolError::PeerMisbehaved(why)));
-    }
-    let b = BucketedPsi::new(&hs, &opts, spec.bucket_size)?.buckets();
-    let parts = job.partitions as usize;
-    let units = SharedUnits::new(&mut table, b, parts);
-    let pjob = PartitionJob {
-        spec: &spec,
-        hs: &hs,
-        opts: &opts,
-        link: link_opts.clone(),
-        listener: job.listener,
+    let path = spec.input.clone();
+    let done = in_worker_session(
+        link_opts.clone(),
+        job.listener,
         greeting,
-        runs_dir: None,
-        all_match: job.all_match,
-        recovery: Some(RecoveryAt {
-            folder: job.work_dir.clone(),
-            fingerprint: job.fingerprint.clone(),
-        }),
-    };
-    let done = run_on_worker_link(&pjob, &units, link)?;
+        hello,
+        cancel,
+        &path,
+        |link, hs| {
+            if hs.theirs().item_count != job.peer_rows {
+                return Err(DataError::Protocol(ProtocolError::PeerMisbehaved(format!(
+                    "the peer's worker announced {} rows, its coordinator {}",
+                    hs.theirs().item_count,
+                    job.peer_rows
+                ))));
+            }
+            let b = BucketedPsi::new(hs, &opts, spec.bucket_size)?.buckets();
+            let parts = job.partitions as usize;
+            let units = SharedUnits::new(&mut table, b, parts);
+            let pjob = PartitionJob {
+                spec: &spec,
+                hs,
+                opts: &opts,
+                link: link_opts.clone(),
+                listener: job.listener,
+                greeting,
+                runs_dir: None,
+                all_match: job.all_match,
+                recovery: Some(RecoveryAt {
+                    folder: job.work_dir.clone(),
+                    fingerprint: job.fingerprint.clone(),
+                }),
+            };
+            let done = partition_on(&pjob, &units, link)?;
+            Ok((done.resumed, done.stats))
+        },
+    )?;
+    let (resumed, stats) = done;
     Ok(PartitionOutcome {
         partition: job.partition,
         attempt,
-        resumed_buckets: done.resumed as u64,
-        bytes_sent: done.stats.bytes_sent,
-        bytes_received: done.stats.bytes_received,
+        resumed_buckets: resumed as u64,
+        bytes_sent: stats.bytes_sent,
+        bytes_received: stats.bytes_received,
     })
 }
 
@@ -268,19 +259,13 @@ impl Coordinator {
     /// Config, input and link errors; a peer that agreed to a single partition; runs that are
     /// never split.
     pub fn start(
-        config: &str,
-        source: &str,
-        base_dir: &Path,
+        spec: RunSpec,
         workers: usize,
         work_parent: Option<&Path>,
         cancel: &Cancel,
     ) -> Result<Coordinator, DataError> {
         let start = Instant::now();
-        let plan = Plan::from_config(config, source, base_dir)?;
-        let user_folder = match &plan {
-            Plan::TwoParty(s) => s.recovery.clone(),
-            _ => None,
-        };
+        let user_folder = spec.recovery.clone();
         let (work_dir, temporary) = match user_folder {
             Some(f) => (f, None),
             None => {
@@ -295,7 +280,7 @@ impl Coordinator {
                 (d.clone(), Some(WorkFolder(d)))
             }
         };
-        let mut spec = scheduled_spec(plan, workers.max(2), &work_dir)?;
+        let mut spec = scheduled_spec(spec, workers.max(2), &work_dir);
         check_output(&spec)?;
         // A folder output's report goes beside the folder, not into it.
         if let (None, Some(out)) = (&spec.report, &spec.output)
@@ -308,57 +293,57 @@ impl Coordinator {
             )));
         }
         partition::check_splittable(workers.max(2), spec.reveal, spec.min_intersection)?;
-        let prepared = two_party::prepare(&spec, &NoProgress)?;
-        let (mut table, recovery, secret_key, read_s) = prepared.into_parts();
-        let Some(mut recovery) = recovery else {
-            return Err(internal("a scheduled run without its work folder"));
-        };
         let main = two_party::link_options(&spec);
-        let mut link = TcpLink::establish_with_cancel(&main, cancel)?;
-        let t = Instant::now();
-        let setup = (|| -> Result<_, DataError> {
-            let hs = handshake(&mut link, two_party::hello(&spec, table.rows))?;
-            let mut terms = RunTerms::of(&spec);
-            terms.scheduled = true;
-            terms.workers =
-                workers.clamp(2, blindjoin_link::worker::MAX_PARTITIONS as usize) as u32;
-            let theirs = terms.agree(&mut link, spec.role)?;
-            let parts = partition::agreed(terms.workers, theirs.workers) as usize;
-            if parts < 2 {
-                return Err(DataError::Config(ConfigError::Invalid {
-                    field: "workers".into(),
-                    message: "the peer asked for 1 worker; a run on a scheduler needs at least \
-                              2 partitions on both sides (the peer's blindjoin.workers)"
-                        .into(),
-                }));
-            }
-            let opts = two_party::psi_options(&spec, secret_key);
-            let b = BucketedPsi::new(&hs, &opts, spec.bucket_size)?.buckets();
-            let equal_sets = if spec.join.check_hash_digest {
-                let digest = key_set_digest(&mut table, b)?;
-                key_sets_equal(&mut link, spec.role, &digest)?
-            } else {
-                false
-            };
-            let (rec, cp) = &mut recovery;
-            if cp.use_partitions(parts)? {
-                rec.save(cp)?;
-            }
-            let (session, links) = partition::exchange_endpoints(&mut link, &spec, &main, parts)?;
-            Ok((hs, opts, parts, equal_sets, session, links))
-        })();
-        let (hs, opts, parts, equal_sets, session, links) = match setup {
-            Ok(v) => v,
-            Err(e) => {
-                if !matches!(
-                    e,
-                    DataError::Link(_) | DataError::Protocol(ProtocolError::Link(_))
-                ) {
-                    link.abort(&e.to_string());
+        // Connect while reading the table, in a session (its abort and cancel policy); the
+        // coordinator keeps the main link for the retry rounds and the finish.
+        let (link, table, recovery, read_s, t, (hs, opts, parts, equal_sets, session, links)) =
+            session::run(Some(Connect::tcp(main.clone())), cancel, &spec.input, |s| {
+                let prepared = two_party::prepare(&spec, &NoProgress)?;
+                let (mut table, recovery, secret_key, read_s) = prepared.into_parts();
+                let Some(mut recovery) = recovery else {
+                    return Err(internal("a scheduled run without its work folder"));
+                };
+                let link = s.ready()?;
+                let t = Instant::now();
+                let hs = handshake(link, two_party::hello(&spec, table.rows))?;
+                let mut terms = RunTerms::of(&spec);
+                terms.scheduled = true;
+                terms.workers =
+                    workers.clamp(2, blindjoin_link::worker::MAX_PARTITIONS as usize) as u32;
+                let theirs = terms.agree(link, spec.role)?;
+                let parts = partition::agreed(terms.workers, theirs.workers) as usize;
+                if parts < 2 {
+                    return Err(DataError::Config(ConfigError::Invalid {
+                        field: "workers".into(),
+                        message: "the peer asked for 1 worker; a run on a scheduler needs \
+                                      at least 2 partitions on both sides (the peer's \
+                                      blindjoin.workers)"
+                            .into(),
+                    }));
                 }
-                return Err(e);
-            }
-        };
+                let opts = two_party::psi_options(&spec, secret_key);
+                let b = BucketedPsi::new(&hs, &opts, spec.bucket_size)?.buckets();
+                let equal_sets = if spec.join.check_hash_digest {
+                    let digest = key_set_digest(&mut table, b)?;
+                    key_sets_equal(link, spec.role, &digest)?
+                } else {
+                    false
+                };
+                let (rec, cp) = &mut recovery;
+                if cp.use_partitions(parts)? {
+                    rec.save(cp)?;
+                }
+                let (session, links) = partition::exchange_endpoints(link, &spec, &main, parts)?;
+                let link = s.take_link()?;
+                Ok((
+                    link,
+                    table,
+                    recovery,
+                    read_s,
+                    t,
+                    (hs, opts, parts, equal_sets, session, links),
+                ))
+            })?;
         let listener = TcpLink::is_listener(&main);
         let jobs = links
             .iter()
@@ -370,10 +355,7 @@ impl Coordinator {
                     .and_then(|(_, p)| p.parse().ok())
                     .unwrap_or(0);
                 Job {
-                    config: config.to_string(),
-                    source: source.to_string(),
-                    base_dir: base_dir.to_path_buf(),
-                    workers: workers.max(2),
+                    spec: spec.clone(),
                     work_dir: work_dir.clone(),
                     fingerprint: recovery.0.fingerprint().to_string(),
                     session,
@@ -642,13 +624,15 @@ fn peer_error(message: String) -> DataError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Plan;
 
     fn job() -> Job {
+        let cfg = config("alice", 9000, 9100, "job");
+        let spec = crate::Plan::from_config(&cfg, "c.json", Path::new("/tmp"))
+            .and_then(crate::Plan::scheduled)
+            .unwrap();
         Job {
-            config: "{}".into(),
-            source: "c.json".into(),
-            base_dir: "/tmp".into(),
-            workers: 2,
+            spec,
             work_dir: "/tmp/w".into(),
             fingerprint: "f".into(),
             session: [4; 16],
@@ -749,13 +733,20 @@ mod tests {
         coordinate_config(d, me, &config(me, main, workers, "job"), first_attempts)
     }
 
+    /// The scheduled spec of a test config, as `blindjoin.ray` gets it.
+    fn spec_of(cfg: &str, d: &Path) -> RunSpec {
+        crate::Plan::from_config(cfg, "test", d)
+            .and_then(crate::Plan::scheduled)
+            .unwrap()
+    }
+
     fn coordinate_config(
         d: &Path,
         me: &str,
         cfg: &str,
         first_attempts: [u32; 2],
     ) -> (Report, Vec<u32>, usize) {
-        let mut c = Coordinator::start(cfg, "test", d, 2, Some(d), &Cancel::new()).unwrap();
+        let mut c = Coordinator::start(spec_of(cfg, d), 2, Some(d), &Cancel::new()).unwrap();
         let jobs = c.jobs().to_vec();
         assert_eq!(jobs.len(), 2);
         let mut attempts = first_attempts.to_vec();
@@ -919,7 +910,7 @@ mod tests {
         }
         // An aligned outer join's parts could not line up: refused before connecting.
         let cfg = config_with("receiver", 1, 2, "outer", "FULL_JOIN", true, true);
-        let e = Coordinator::start(&cfg, "test", &d, 2, Some(&d), &Cancel::new())
+        let e = Coordinator::start(spec_of(&cfg, &d), 2, Some(&d), &Cancel::new())
             .err()
             .unwrap()
             .to_string();

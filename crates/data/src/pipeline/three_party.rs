@@ -13,11 +13,11 @@
 //! the end. Links close in seat order (R–P, R–Q, P–Q), the same order at every party, so no two
 //! parties wait on each other's close in a cycle.
 
-use crate::config::ThreePartySpec;
 use crate::error::DataError;
 use crate::pipeline::bucket::bucket_count;
 use crate::pipeline::multi_party::{RunLabel, connect_and_run, run_buckets, write_and_report};
 use crate::pipeline::report::{Report, Stages};
+use crate::spec::ThreePartySpec;
 use blindjoin_link::{Cancel, Link, LinkStats, establish_three};
 use blindjoin_protocols::ecdh_3pc::{Seat, handshake_3pc, run_3pc, seats};
 use blindjoin_protocols::{Progress, ProtocolError};
@@ -38,14 +38,6 @@ pub struct ThreePartyOutcome {
 /// # Errors
 /// Any [`DataError`]; both other parties are told about our failure when their links are up.
 pub fn run_three_party(
-    t: &ThreePartySpec,
-    progress: &dyn Progress,
-    cancel: &Cancel,
-) -> Result<ThreePartyOutcome, DataError> {
-    crate::pipeline::two_party::reported_as_cancelled(run_inner(t, progress, cancel), cancel)
-}
-
-fn run_inner(
     t: &ThreePartySpec,
     progress: &dyn Progress,
     cancel: &Cancel,

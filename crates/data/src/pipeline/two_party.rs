@@ -11,18 +11,16 @@ use crate::pipeline::recovery::{Checkpoint, Recovery};
 use crate::pipeline::report::{PeakTracker, Report, Stages};
 use crate::pipeline::spill::{SpillDir, SpillTo, SpilledTable, spill, table_bytes};
 use crate::pipeline::wire::RunTerms;
+use crate::session::{self, Connect};
 use crate::spec::{RunSpec, SpillMode, TableFormat};
 use crate::table::output::write_atomic;
 use crate::table::writer::Columns;
 use crate::table::{parts, private_fs};
-use blindjoin_link::{Cancel, Link, LinkError, TcpLink, TcpOptions};
+use blindjoin_link::{Cancel, Link, TcpLink, TcpOptions};
 use blindjoin_protocols::{Hello, Progress, ProtocolChoice, PsiOptions, Reveal, handshake};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use zeroize::Zeroizing;
-
-/// How long a party whose input is bad keeps trying to reach the peer to tell it so.
-const ABORT_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs one party over TCP as `spec` says.
 ///
@@ -44,44 +42,19 @@ pub fn run_with_cancel(
     progress: &dyn Progress,
     cancel: &Cancel,
 ) -> Result<Report, DataError> {
-    reported_as_cancelled(run_inner(spec, progress, cancel), cancel)
-}
-
-/// A run that failed after `cancel` fired failed *because* of it, whatever error surfaced first
-/// (a broken link, an aborted receive): report it as [`LinkError::Cancelled`].
-pub(crate) fn reported_as_cancelled<T>(
-    result: Result<T, DataError>,
-    cancel: &Cancel,
-) -> Result<T, DataError> {
-    match result {
-        Err(_) if cancel.is_cancelled() => Err(DataError::Link(LinkError::Cancelled {
-            reason: cancel.reason(),
-        })),
-        other => other,
-    }
-}
-
-/// Starts connecting to the peer on a thread of its own, so the caller can read its input (or
-/// make a cache) meanwhile; the link, or why it failed, arrives on the returned channel. `path`
-/// names the run's file in the error if the thread cannot start.
-pub(crate) fn connect_in_background(
-    opts: TcpOptions,
-    cancel: &Cancel,
-    path: &Path,
-) -> Result<std::sync::mpsc::Receiver<Result<TcpLink, LinkError>>, DataError> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let cancel = cancel.clone();
-    std::thread::Builder::new()
-        .name("connect".into())
-        .spawn(move || {
-            let _ = tx.send(TcpLink::establish_with_cancel(&opts, &cancel));
-        })
-        .map_err(|source| DataError::Io {
-            path: path.to_path_buf(),
-            action: "starting the connect thread",
-            source,
-        })?;
-    Ok(rx)
+    let start = Instant::now();
+    let opts = link_options(spec);
+    // A partition count this run refuses fails before anything else.
+    wanted_workers(spec, true)?;
+    // Connect while reading the input: both take time, and neither needs the other.
+    session::run(Some(Connect::tcp(opts.clone())), cancel, &spec.input, |s| {
+        let prepared = prepare(spec, progress)?;
+        let link = {
+            let _span = crate::trace::span("connect");
+            s.ready()?
+        };
+        run_on_link_with(spec, prepared, link, Some((&opts, cancel)), progress, start)
+    })
 }
 
 /// The main link's options.
@@ -112,78 +85,6 @@ pub(crate) fn psi_options(spec: &RunSpec, secret_key: Option<Zeroizing<Vec<u8>>>
 /// The hello this party announces in the run's handshake (and on every worker link).
 pub(crate) fn hello(spec: &RunSpec, rows: u64) -> Hello {
     Hello::new(spec.protocol, spec.role, spec.broadcast_result, rows).with_reveal(spec.reveal)
-}
-
-/// The body of [`run_with_cancel`]; errors are reported as they happened.
-fn run_inner(
-    spec: &RunSpec,
-    progress: &dyn Progress,
-    cancel: &Cancel,
-) -> Result<Report, DataError> {
-    let start = Instant::now();
-    let opts = link_options(spec);
-    // A partition count this run refuses fails before anything else.
-    wanted_workers(spec, true)?;
-    // Connect while reading the input: both take time, and neither needs the other.
-    let rx = connect_in_background(opts.clone(), cancel, &spec.input)?;
-
-    let prepared = prepare(spec, progress);
-    let wait = if prepared.is_ok() {
-        spec.connect_timeout + Duration::from_secs(5)
-    } else {
-        ABORT_GRACE
-    };
-    let connect_span = crate::trace::span("connect");
-    let connected = match rx.recv_timeout(wait) {
-        Ok(r) => r,
-        Err(_) => Err(LinkError::ConnectTimeout {
-            peer: spec.parties.peer_id.clone(),
-            addr: spec.parties.peer_addr.clone(),
-            waited: wait,
-            last: "the connect attempt did not finish".into(),
-        }),
-    };
-    drop(connect_span);
-    let (prepared, mut link) = match (prepared, connected) {
-        (Ok(prepared), Ok(link)) => (prepared, link),
-        (Err(e), Ok(mut link)) => {
-            link.abort(&e.to_string());
-            return Err(e);
-        }
-        (Err(e), Err(_)) => return Err(e),
-        (Ok(_), Err(e)) => return Err(e.into()),
-    };
-    if cancel.is_cancelled() {
-        // Cancelled while reading the input: tell the peer before any protocol message.
-        link.abort(&cancel.reason());
-        return Err(LinkError::Cancelled {
-            reason: cancel.reason(),
-        }
-        .into());
-    }
-    match run_on_link_with(
-        spec,
-        prepared,
-        &mut link,
-        Some((&opts, cancel)),
-        progress,
-        start,
-    ) {
-        Ok(report) => Ok(report),
-        Err(e) => {
-            if cancel.is_cancelled() {
-                // Our own reads were shut down: the error is ours, the reason is the cancel's.
-                link.abort(&cancel.reason());
-            } else if !matches!(
-                e,
-                DataError::Link(_)
-                    | DataError::Protocol(blindjoin_protocols::ProtocolError::Link(_))
-            ) {
-                link.abort(&e.to_string());
-            }
-            Err(e)
-        }
-    }
 }
 
 /// Inputs larger than this are spilled to disk when [`SpillMode::Auto`]. Both paths use the

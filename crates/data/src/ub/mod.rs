@@ -220,6 +220,12 @@ pub enum UbError {
     },
 }
 
+impl crate::session::SessionError for UbError {
+    fn is_link_failure(&self) -> bool {
+        matches!(self, UbError::Data(e) if crate::session::SessionError::is_link_failure(e))
+    }
+}
+
 impl From<ProtocolError> for UbError {
     fn from(e: ProtocolError) -> Self {
         UbError::Data(DataError::Protocol(e))

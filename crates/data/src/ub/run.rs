@@ -10,14 +10,14 @@ use super::{
 };
 use crate::error::ConfigError;
 use crate::error::DataError;
-use crate::pipeline::two_party::connect_in_background;
+use crate::session::{self, Connect, Session};
 use crate::spec::TableFormat;
 use crate::table::keys::{Table, cmp_keys};
 use crate::table::output::{Sink, write_atomic};
 use crate::table::writer::RowWriter;
 use blindjoin_crypto::oprf::OprfScalar;
 use blindjoin_crypto::{ItemDigest, item_digest};
-use blindjoin_link::{Cancel, Link, LinkError, TcpLink};
+use blindjoin_link::{Cancel, Link, TcpLink};
 use blindjoin_protocols::ub_oprf::LabelMeta;
 use blindjoin_protocols::ub_oprf::labels::{LabelKey, SALT_LEN, open};
 use blindjoin_protocols::ub_oprf::{
@@ -31,11 +31,9 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Instant;
 
-/// How long a party that failed before using the link keeps trying to reach the peer to tell
-/// it so (as the balanced run).
-const ABORT_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Runs one party's unbalanced-PSI mode as `spec` says.
+/// Runs one party's unbalanced-PSI mode as `spec` says, in a [`session`](crate::session):
+/// connecting starts as soon as the run does, so a server that spends minutes generating its
+/// cache in `MODE_FULL` does not leave the client's connect deadline to run out.
 ///
 /// # Errors
 /// Any [`UbError`]; the peer is told about our failure when the link is up.
@@ -44,20 +42,6 @@ pub fn run_ub(
     progress: &dyn Progress,
     cancel: &Cancel,
 ) -> Result<UbReport, UbError> {
-    match run_inner(spec, progress, cancel) {
-        // As the two- and three-party runs: a cancelled run reports the cancel, not whatever
-        // the cancel made fail.
-        Err(_) if cancel.is_cancelled() => {
-            Err(UbError::Data(DataError::Link(LinkError::Cancelled {
-                reason: cancel.reason(),
-            })))
-        }
-        other => other,
-    }
-}
-
-/// The body of [`run_ub`]; errors are reported as they happened.
-fn run_inner(spec: &UbSpec, progress: &dyn Progress, cancel: &Cancel) -> Result<UbReport, UbError> {
     let start = Instant::now();
     let mut report = UbReport {
         version: env!("CARGO_PKG_VERSION").into(),
@@ -71,34 +55,22 @@ fn run_inner(spec: &UbSpec, progress: &dyn Progress, cancel: &Cancel) -> Result<
         intersection_count: -1,
         ..UbReport::default()
     };
-    let mut peer = Peer::start(spec, cancel)?;
-    let result = match spec.role {
-        UbRole::Server => server(spec, progress, &mut peer, &mut report),
-        UbRole::Client => client(spec, progress, &mut peer, &mut report),
+    let connect = match spec.mode {
+        UbMode::GenCache => None,
+        _ => Some(Connect::tcp(spec.link.tcp_options().ok_or(
+            ProtocolError::Unreachable("a mode that talks to the peer has no link_config"),
+        )?)),
     };
-    // A run that failed before it needed the link still tells a connected peer why.
-    if result.is_err()
-        && let Some(rx) = peer.pending.take()
-        && let Ok(Ok(link)) = rx.recv_timeout(ABORT_GRACE)
-    {
-        peer.link = Some(link);
-    }
-    match (result, peer.link.as_mut()) {
-        (Ok(()), Some(l)) => l.close()?,
-        (Ok(()), None) => {}
-        (Err(e), Some(l)) => {
-            if cancel.is_cancelled() {
-                l.abort(&cancel.reason());
-            } else if !matches!(
-                e,
-                UbError::Data(DataError::Link(_) | DataError::Protocol(ProtocolError::Link(_)))
-            ) {
-                l.abort(&e.to_string());
-            }
-            return Err(e);
+    session::run(connect, cancel, &spec.cache_path, |peer| {
+        match spec.role {
+            UbRole::Server => server(spec, progress, peer, &mut report)?,
+            UbRole::Client => client(spec, progress, peer, &mut report)?,
         }
-        (Err(e), None) => return Err(e),
-    }
+        if let Some(l) = peer.connected() {
+            l.close()?;
+        }
+        Ok::<(), UbError>(())
+    })?;
     report.total_s = start.elapsed().as_secs_f64();
     report.peak_rss_bytes = crate::pipeline::report::peak_rss_bytes();
     if let Some(p) = &spec.report {
@@ -107,44 +79,8 @@ fn run_inner(spec: &UbSpec, progress: &dyn Progress, cancel: &Cancel) -> Result<
     Ok(report)
 }
 
-/// The link to the peer: connecting starts as soon as the run does (in a thread), so a server
-/// that spends minutes generating its cache in `MODE_FULL` does not leave the client's connect
-/// deadline to run out; [`Peer::get`] waits for it when first needed.
-struct Peer {
-    pending: Option<std::sync::mpsc::Receiver<Result<TcpLink, LinkError>>>,
-    link: Option<TcpLink>,
-}
-
-impl Peer {
-    fn start(spec: &UbSpec, cancel: &Cancel) -> Result<Peer, UbError> {
-        let mut peer = Peer {
-            pending: None,
-            link: None,
-        };
-        if spec.mode == UbMode::GenCache {
-            return Ok(peer);
-        }
-        let opts = spec.link.tcp_options().ok_or(ProtocolError::Unreachable(
-            "a mode that talks to the peer has no link_config",
-        ))?;
-        peer.pending = Some(connect_in_background(opts, cancel, &spec.cache_path)?);
-        Ok(peer)
-    }
-
-    fn get(&mut self) -> Result<&mut TcpLink, UbError> {
-        if let Some(rx) = self.pending.take() {
-            let link = rx.recv().map_err(|_| {
-                UbError::from(ProtocolError::Unreachable("the connect thread vanished"))
-            })??;
-            self.link = Some(link);
-        }
-        self.link
-            .as_mut()
-            .ok_or(UbError::from(ProtocolError::Unreachable(
-                "a mode that talks to the peer has no link",
-            )))
-    }
-}
+/// The run's link to its peer.
+type Peer = Session<TcpLink>;
 
 /// A phase's time and the link traffic it caused.
 struct PhaseClock {
@@ -276,7 +212,7 @@ fn server(
     };
     let l = {
         let _span = crate::trace::span("connect");
-        peer.get()?
+        peer.link()?
     };
     if spec.mode.transfers() {
         let _span = crate::trace::span("transfer cache");
@@ -447,7 +383,7 @@ fn client(
     let cache: ClientCache = if spec.mode.transfers() {
         let l = {
             let _span = crate::trace::span("connect");
-            peer.get()?
+            peer.link()?
         };
         let transfer_span = crate::trace::span("transfer cache");
         let clock = PhaseClock::start(Some(l));
@@ -529,7 +465,7 @@ fn client(
     }
     let l = {
         let _span = crate::trace::span("connect");
-        peer.get()?
+        peer.link()?
     };
     let opts = OnlineOptions {
         client_get_result: spec.client_get_result,

@@ -598,8 +598,13 @@ fn unknown_fields_name_the_path_line_and_column() {
 #[test]
 fn the_dispatch_picks_this_parser_and_the_v2_parser_points_here() {
     let text = cfg(&format!(r#""psi_type": "KKRT_PSI_2PC", {IO}"#), "alice");
-    assert!(is_legacy_launch_config(&text));
-    assert!(!is_legacy_launch_config(r#"{"psi_config": {}}"#));
+    let has = |t: &str| {
+        Envelope::parse(t, "t.json", Path::new("."))
+            .unwrap()
+            .has(KEY)
+    };
+    assert!(has(&text));
+    assert!(!has(r#"{"psi_config": {}}"#));
     assert_eq!(
         super::super::parse_any_launch_config(&text, "v1.json", Path::new("/"))
             .unwrap()

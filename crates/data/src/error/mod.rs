@@ -1,6 +1,7 @@
-use crate::table::csv::CsvError;
+mod csv;
 use blindjoin_link::LinkError;
 use blindjoin_protocols::ProtocolError;
+pub use csv::CsvError;
 use std::path::PathBuf;
 use thiserror::Error;
 

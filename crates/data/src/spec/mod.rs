@@ -1,7 +1,11 @@
 //! [`RunSpec`]: one party's fully validated run, whatever it was written in (SecretFlow v2 JSON,
 //! our flags, or the Python API).
 
-use crate::pipeline::join::JoinType;
+use serde::{Deserialize, Serialize};
+
+mod multi_party;
+pub use multi_party::{NPartyProtocol, NPartySpec, ThreePartySpec};
+
 use blindjoin_link::LinkShape;
 use blindjoin_link::TlsConfig;
 use blindjoin_protocols::{Protocol, ProtocolChoice, Reveal, Role};
@@ -15,7 +19,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_RECV_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// Who is who on the network.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Parties {
     /// This party's id.
     pub self_id: String,
@@ -94,7 +98,7 @@ impl PeerLink {
 }
 
 /// Everything one party needs to run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunSpec {
     /// Network identities and addresses.
     pub parties: Parties,
@@ -168,7 +172,7 @@ pub struct RunSpec {
 }
 
 /// A table file's format.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TableFormat {
     /// CSV (RFC 4180), `IO_TYPE_FILE_CSV`.
     #[default]
@@ -190,7 +194,7 @@ impl TableFormat {
 }
 
 /// Whether a run holds its table in memory or spills it into hash shards on disk.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SpillMode {
     /// Spill inputs larger than [`crate::AUTO_SPILL_BYTES`].
     #[default]
@@ -214,7 +218,7 @@ impl SpillMode {
 }
 
 /// How the intersection is joined back onto the rows.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JoinSpec {
     /// `advanced_join_type`.
     pub join: JoinType,
@@ -375,6 +379,90 @@ impl RunSpec {
         })
     }
 }
+
+/// `advanced_join_type`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum JoinType {
+    /// Matched pairs only (also `ADVANCED_JOIN_TYPE_UNSPECIFIED`).
+    #[default]
+    Inner,
+    /// Matched pairs, then the left side's unmatched rows.
+    Left,
+    /// Matched pairs, then the right side's unmatched rows.
+    Right,
+    /// Matched pairs, then both sides' unmatched rows.
+    Full,
+    /// Both sides' unmatched rows only.
+    Difference,
+}
+
+impl JoinType {
+    /// Every join type, for help texts and tests.
+    pub const ALL: [JoinType; 5] = [
+        JoinType::Inner,
+        JoinType::Left,
+        JoinType::Right,
+        JoinType::Full,
+        JoinType::Difference,
+    ];
+
+    /// SecretFlow's spelling.
+    pub fn config_name(self) -> &'static str {
+        match self {
+            JoinType::Inner => "ADVANCED_JOIN_TYPE_INNER_JOIN",
+            JoinType::Left => "ADVANCED_JOIN_TYPE_LEFT_JOIN",
+            JoinType::Right => "ADVANCED_JOIN_TYPE_RIGHT_JOIN",
+            JoinType::Full => "ADVANCED_JOIN_TYPE_FULL_JOIN",
+            JoinType::Difference => "ADVANCED_JOIN_TYPE_DIFFERENCE",
+        }
+    }
+
+    /// The join's code in the run terms (its place in [`JoinType::ALL`]).
+    pub(crate) fn wire_code(self) -> u8 {
+        JoinType::ALL
+            .iter()
+            .position(|&j| j == self)
+            .map_or(u8::MAX, |i| i as u8)
+    }
+
+    /// The join [`JoinType::wire_code`] names.
+    pub(crate) fn from_wire_code(code: u8) -> Option<Self> {
+        JoinType::ALL.get(usize::from(code)).copied()
+    }
+
+    /// Parses SecretFlow's names (`ADVANCED_JOIN_TYPE_UNSPECIFIED` is inner) and the short
+    /// forms `inner`, `left`, `right`, `full`, `difference`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let t = s.trim().to_ascii_uppercase();
+        let short = t.strip_prefix("ADVANCED_JOIN_TYPE_").unwrap_or(&t);
+        Some(match short.strip_suffix("_JOIN").unwrap_or(short) {
+            "UNSPECIFIED" | "INNER" => JoinType::Inner,
+            "LEFT" => JoinType::Left,
+            "RIGHT" => JoinType::Right,
+            "FULL" => JoinType::Full,
+            "DIFFERENCE" => JoinType::Difference,
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn has_pairs(self) -> bool {
+        self != JoinType::Difference
+    }
+
+    pub(crate) fn keeps_left_unmatched(self) -> bool {
+        matches!(self, JoinType::Left | JoinType::Full | JoinType::Difference)
+    }
+
+    pub(crate) fn keeps_right_unmatched(self) -> bool {
+        matches!(
+            self,
+            JoinType::Right | JoinType::Full | JoinType::Difference
+        )
+    }
+}
+
+/// SecretFlow's default `bucket_size` for KKRT and RR22 (`kkrt_config` / `rr22_config`): 2^20.
+pub const DEFAULT_BUCKET_SIZE: u64 = 1 << 20;
 
 #[cfg(test)]
 mod tests {
