@@ -366,15 +366,16 @@ mod tests {
     #[test]
     fn a_symlinked_count_file_is_refused() {
         let key = started("symlink", &[1; 16]);
+        // A valid count elsewhere: followed, it would be read and rewritten.
         let target = key.with_file_name("elsewhere");
-        std::fs::write(&target, "theirs").unwrap();
-        std::fs::remove_file(count_path(&key)).unwrap();
+        std::fs::rename(count_path(&key), &target).unwrap();
+        let theirs = std::fs::read_to_string(&target).unwrap();
         std::os::unix::fs::symlink(&target, count_path(&key)).unwrap();
         assert!(matches!(
             charge(Some(&key), &[1; 16], 100, 1),
             Err(UbError::KeyFile { .. })
         ));
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "theirs");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), theirs);
     }
 
     /// The two ledgers keep their counts apart: one's file is damaged to the other.
