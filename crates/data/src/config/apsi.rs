@@ -463,6 +463,34 @@ mod tests {
         }
     }
 
+    /// The sender's `blindjoin.max_query_items`: unbalanced PSI's default when absent, any
+    /// integer form otherwise; the default is the one docs/config.md gives for labeled PSI.
+    #[test]
+    fn max_query_items_defaults_to_unbalanced_psis() {
+        let cap = |ext: &str| {
+            let text = format!(
+                r#"{{"apsi_sender_config": {{"source_file": "db.csv", "params_file": "p.json",
+                    "sdb_out_file": "sdb", "save_db_only": true}}{ext}}}"#
+            );
+            parse_apsi_launch_config(&text, "t.json", Path::new("."))
+                .unwrap()
+                .max_query_items
+        };
+        assert_eq!(cap(""), DEFAULT_MAX_QUERY_ITEMS);
+        assert_eq!(cap(r#", "blindjoin": {"max_query_items": "5000"}"#), 5000);
+        assert_eq!(cap(r#", "blindjoin": {"max_query_items": 7}"#), 7);
+        let doc = include_str!("../../../../docs/config.md");
+        let section = &doc[doc.find("### `apsi_receiver_config`").unwrap()..];
+        assert!(
+            section
+                .lines()
+                .any(|l| l.starts_with("| `max_query_items` | Sender")
+                    && l.contains("Default **1,000,000**")),
+            "docs/config.md's labeled-PSI max_query_items row"
+        );
+        assert_eq!(DEFAULT_MAX_QUERY_ITEMS, 1_000_000);
+    }
+
     /// `compress` picks the saved DB's form; with `db_file` it is ignored with a warning.
     #[test]
     fn compress_picks_the_db_form() {
