@@ -367,6 +367,24 @@ mod tests {
                 Fault::Config,
             ),
             (
+                DataError::Apsi(blindjoin_apsi::ApsiError::PeerParamsTooCostly {
+                    ciphertexts: 2000,
+                    bundle_indices: 100,
+                    powers: 20,
+                    cap: 1024,
+                }),
+                Fault::Config,
+            ),
+            (
+                DataError::ApsiQueryCap {
+                    cap: 5,
+                    used: 3,
+                    asked: 3,
+                    count_file: "sdb.queries".into(),
+                },
+                Fault::Peer,
+            ),
+            (
                 DataError::Apsi(blindjoin_apsi::ApsiError::PeerMisbehaved("x".into())),
                 Fault::Peer,
             ),
