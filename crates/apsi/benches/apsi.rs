@@ -170,7 +170,7 @@ fn main() {
                 let c1 = cpu_s();
                 let (got, stats) = std::thread::scope(|s| {
                     let h = s.spawn(|| {
-                        serve(&mut a, &db).unwrap();
+                        serve(&mut a, &db, q.len()).unwrap();
                         a.stats()
                     });
                     let got = query(&mut b, Some(&params), &q).unwrap();

@@ -24,6 +24,23 @@ pub enum ApsiError {
     /// The peer runs with other parameters than ours.
     #[error("the peer uses other APSI parameters ({0}); both sides need the same preset")]
     ParamsMismatch(String),
+    /// The sender's parameters, which the receiver was to adopt, would make it encrypt more
+    /// query ciphertexts than it takes unasked ([`crate::receiver::MAX_ADOPTED_QUERY_CTS`]).
+    #[error(
+        "the sender's parameters need {ciphertexts} query ciphertexts ({bundle_indices} bundle \
+         indices × {powers} query powers), more than the {cap} a receiver adopts from a sender \
+         unasked; if that preset is intended, give it as the receiver's params_file"
+    )]
+    PeerParamsTooCostly {
+        /// bundle_idx_count × |query_powers|.
+        ciphertexts: usize,
+        /// The sender's bundle indices.
+        bundle_indices: usize,
+        /// The sender's query powers.
+        powers: usize,
+        /// The cap.
+        cap: usize,
+    },
     /// A serialized sender DB is damaged, truncated or not ours.
     #[error("sender DB: {0}")]
     Db(String),

@@ -29,6 +29,16 @@ use rayon::prelude::*;
 /// Evictions allowed per item before the cuckoo insertion gives up.
 pub const MAX_EVICTIONS: usize = 500;
 
+/// Most query ciphertexts (bundle indices × query powers) a receiver encrypts and sends under
+/// parameters it adopts from the sender (`params = None` in [`query`]): 1024. The sender picks
+/// them, so without a cap a hostile sender could make the receiver encrypt and upload up to
+/// 2^18 indices × 2^14 powers. Every APSI preset needs at most 72 (1M-4096-cmp: 8 indices × 9
+/// powers; `crates/he/tests/data`), so 1024 is 14× the largest; at N = 8192 with three primes a
+/// seeded ciphertext is about 100 KB and takes a few ms to encrypt, so the cap bounds the
+/// receiver's work to about 100 MB and seconds. A receiver that means to use larger parameters
+/// names them itself (its `params_file`), and then no cap applies.
+pub const MAX_ADOPTED_QUERY_CTS: usize = 1024;
+
 /// Places each item in one of its locations; `table[bin] = Some(item index)`.
 ///
 /// # Errors
@@ -106,6 +116,18 @@ pub fn query(
             theirs.table.max_items_per_bin,
             theirs.felts_per_item
         )));
+    }
+    if params.is_none() {
+        let (bundle_indices, powers) = (theirs.bundle_idx_count(), theirs.query.query_powers.len());
+        let ciphertexts = bundle_indices.saturating_mul(powers);
+        if ciphertexts > MAX_ADOPTED_QUERY_CTS {
+            return Err(ApsiError::PeerParamsTooCostly {
+                ciphertexts,
+                bundle_indices,
+                powers,
+                cap: MAX_ADOPTED_QUERY_CTS,
+            });
+        }
     }
     let params = &theirs;
     // Unique items, and where each query index points.

@@ -184,16 +184,28 @@ pub(crate) fn evaluate(
     Ok(eval::mod_switch_to(ctx, &acc, 1)?)
 }
 
-/// Serves one query of the receiver on `link` from `db`.
+/// Serves one query of the receiver on `link` from `db`, evaluating the OPRF on at most
+/// `max_items` points: the count the caller has charged to the DB's key (each evaluation lets
+/// the receiver test one guess against the whole DB, so the caller bounds them over the key's
+/// life; `blindjoin-data`'s query cap). A query of more points is refused before any is
+/// evaluated.
 ///
 /// # Errors
-/// Link failures; [`ApsiError::PeerMisbehaved`] for anything malformed from the receiver.
-pub fn serve(link: &mut dyn Link, db: &SenderDb) -> Result<ServeStats> {
+/// Link failures; [`ApsiError::PeerMisbehaved`] for anything malformed from the receiver, or a
+/// query of more than `max_items` (or table_size) items.
+pub fn serve(link: &mut dyn Link, db: &SenderDb, max_items: usize) -> Result<ServeStats> {
     let params = db.params();
     let ctx = db.context();
     link.send(&wire::encode_params(params, db.label_len(), db.nonce_len()))?;
     let msg = link.recv()?;
     let blinded = wire::decode_oprf_query(&msg, params.table.table_size)?;
+    if blinded.len() / POINT_LEN > max_items {
+        return Err(peer(format!(
+            "queries {} items, more than the {max_items} it announced (each is an OPRF \
+             evaluation charged to the sender's key)",
+            blinded.len() / POINT_LEN
+        )));
+    }
     let mut evaluated = vec![0u8; blinded.len()];
     db.oprf_key()
         .mul(&blinded, &mut evaluated)

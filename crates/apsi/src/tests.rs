@@ -99,9 +99,19 @@ pub(crate) fn run(
     params: Option<&ApsiParams>,
     q: &[ItemDigest],
 ) -> crate::Result<Vec<Option<Vec<u8>>>> {
+    run_capped(db, params, q, q.len())
+}
+
+/// [`run`] with the sender evaluating at most `max_items` OPRF points.
+fn run_capped(
+    db: &SenderDb,
+    params: Option<&ApsiParams>,
+    q: &[ItemDigest],
+    max_items: usize,
+) -> crate::Result<Vec<Option<Vec<u8>>>> {
     let (mut a, mut b) = link_pair();
     std::thread::scope(|s| {
-        let h = s.spawn(move || serve(&mut a, db));
+        let h = s.spawn(move || serve(&mut a, db, max_items));
         let got = query(&mut b, params, q);
         drop(b);
         let served = h.join().unwrap();
@@ -459,6 +469,80 @@ fn a_hostile_sender_gets_a_typed_error() {
     ));
 }
 
+/// The sender evaluates no more OPRF points than the caller charged to its key: a receiver
+/// that queries more is refused before any point is evaluated (it gets no OPRF reply).
+#[test]
+fn the_sender_evaluates_at_most_the_charged_points() {
+    let params = small(16, 0, &[1, 2, 3, 4, 5, 6, 7, 8]);
+    let db = SenderDb::build(params, &digests("c", 10), None, 0, 0).unwrap();
+    let q = digests("c", 3);
+    let err = run_capped(&db, None, &q, 2).unwrap_err();
+    let ApsiError::PeerMisbehaved(m) = &err else {
+        panic!("{err}");
+    };
+    assert!(m.contains("queries 3 items, more than the 2"), "{m}");
+    assert_eq!(run_capped(&db, None, &q, 3).unwrap().len(), 3);
+}
+
+/// A receiver adopting the sender's parameters refuses ones that would make it encrypt more
+/// than [`crate::receiver::MAX_ADOPTED_QUERY_CTS`] ciphertexts, before any work (it sends no
+/// OPRF query); every preset is within the cap.
+#[test]
+fn a_receiver_does_not_adopt_parameters_past_its_work_cap() {
+    use crate::receiver::MAX_ADOPTED_QUERY_CTS;
+    for (name, text) in presets() {
+        let p = ApsiParams::from_json(&text).unwrap();
+        let cts = p.bundle_idx_count() * p.query.query_powers.len();
+        assert!(cts <= MAX_ADOPTED_QUERY_CTS / 14, "{name}: {cts}");
+    }
+    // N = 4096, 5 felts of 16 bits an item (819 bins a bundle): 64 indices × 17 powers.
+    let costly = ApsiParams::new(
+        TableParams {
+            hash_func_count: 1,
+            table_size: 64 * 819,
+            max_items_per_bin: 17,
+        },
+        5,
+        QueryParams {
+            ps_low_degree: 0,
+            query_powers: (1..=17).collect(),
+        },
+        SealParams {
+            poly_modulus_degree: 4096,
+            plain_modulus: PlainModulus::Value(65537),
+            coeff_modulus_bits: vec![40, 32, 32],
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        costly.bundle_idx_count() * costly.query.query_powers.len(),
+        1088
+    );
+    let (a, mut b) = link_pair();
+    let offer = crate::wire::encode_params(&costly, 0, 0);
+    let sender = std::thread::spawn(move || {
+        let mut a = a;
+        a.send(&offer).unwrap();
+        // Nothing follows: the receiver stops before its OPRF query.
+        a.recv().is_err()
+    });
+    let err = query(&mut b, None, &digests("q", 2)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ApsiError::PeerParamsTooCostly {
+                ciphertexts: 1088,
+                cap: 1024,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("params_file"), "{err}");
+    drop(b);
+    assert!(sender.join().unwrap());
+}
+
 #[test]
 fn a_hostile_receiver_gets_a_typed_error() {
     let params = small(16, 0, &[1, 2, 3, 4, 5, 6, 7, 8]);
@@ -495,7 +579,7 @@ fn a_hostile_receiver_gets_a_typed_error() {
         let (mut a, b) = link_pair();
         let play = hostile(true, msgs);
         let peer = std::thread::spawn(move || play(b));
-        let err = serve(&mut a, &db).unwrap_err();
+        let err = serve(&mut a, &db, usize::MAX).unwrap_err();
         assert!(
             matches!(err, ApsiError::PeerMisbehaved(_) | ApsiError::Link(_)),
             "{err}"

@@ -99,10 +99,10 @@ fn db(s: impl Into<String>) -> ApsiError {
 impl SenderDb {
     /// The serialized DB in `form` (see the module doc); it holds the OPRF key.
     pub fn to_bytes(&self, form: DbForm) -> Zeroizing<Vec<u8>> {
-        let mut out = Zeroizing::new(Vec::new());
+        let mut out = SecretVec(Zeroizing::new(Vec::new()));
         // Writing to a Vec cannot fail, and the DB's plaintexts are its context's.
-        let _ = self.write_to(&mut *out, form);
-        out
+        let _ = self.write_to(&mut out, form);
+        out.0
     }
 
     /// Writes the serialized DB in `form` (see the module doc) to `w`, streamed: at most one
@@ -368,6 +368,27 @@ impl SenderDb {
     }
 }
 
+/// A growing byte buffer that holds the OPRF key seed: each time it outgrows its allocation
+/// the old one is zeroized before it is freed (a plain `Vec` would free copies of the seed).
+struct SecretVec(Zeroizing<Vec<u8>>);
+
+impl Write for SecretVec {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let need = self.0.len().saturating_add(buf.len());
+        if need > self.0.capacity() {
+            let mut bigger = Vec::with_capacity(need.max(2 * self.0.capacity()));
+            bigger.extend_from_slice(&self.0);
+            // The old allocation is zeroized when `Zeroizing` drops it.
+            self.0 = Zeroizing::new(bigger);
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Writes and hashes; u64 words go out little-endian through a reused buffer.
 struct HashWriter<'a> {
     w: &'a mut dyn Write,
@@ -411,6 +432,12 @@ impl HashReader<'_> {
     fn fill(&mut self, n: usize) -> Result<()> {
         if n as u64 > self.left {
             return Err(db("truncated"));
+        }
+        if n > self.buf.capacity() {
+            // Growing in place would free the old allocation, which may hold the seed,
+            // unzeroized.
+            self.buf.zeroize();
+            self.buf = Vec::with_capacity(n);
         }
         self.buf.resize(n, 0);
         self.r

@@ -92,6 +92,9 @@ pub struct ApsiSpec {
     /// Receiver: most unique keys per APSI query (`query_batch_size`; 0 or absent: all keys
     /// of a bucket in one query).
     pub query_batch_size: usize,
+    /// Sender: the most OPRF evaluations one DB key may serve over all its sessions
+    /// (`blindjoin.max_query_items`, [`crate::ub::budget`]).
+    pub max_query_items: u64,
     /// `threads`: the size of the run's thread pool (`None`: all cores).
     pub threads: Option<usize>,
     /// The peer and the link's settings; no parties for a sender with `save_db_only`.

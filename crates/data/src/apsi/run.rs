@@ -3,23 +3,28 @@
 //! query table, sends its plan of queries (which bucket each is for), runs each query and
 //! writes the rows found with their labels.
 //!
-//! The plan ([`ids::APSI_ROUNDS`]): the bucket count, then one bucket index per query, in
-//! non-decreasing order. A bucket may take several queries when the receiver has more keys in
-//! it than `query_batch_size`. The sender checks the count against its own and every index
-//! against it before serving.
+//! The plan ([`ids::APSI_ROUNDS`]): the bucket count, then per query its bucket index (in
+//! non-decreasing order) and its number of unique keys. A bucket may take several queries when
+//! the receiver has more keys in it than `query_batch_size`. The sender checks the count
+//! against its own and every index against it before serving, and charges each bucket's keys
+//! to that bucket's DB key before evaluating any of them ([`crate::ub::budget`]: each OPRF
+//! evaluation lets the receiver test one key against the DB, and the key serves every later
+//! session); each query may then evaluate at most the keys it announced.
 
 use super::{ApsiReport, ApsiRole, ApsiSpec, SenderTask, bucket_of, db_file, source};
 use crate::error::{ConfigError, DataError};
 use crate::session::{self, Connect, Session};
 use crate::table::csv::write_record;
 use crate::table::output::AtomicFile;
+use crate::ub::budget;
 use blindjoin_apsi::item::MAX_LABEL_LEN;
 use blindjoin_apsi::{ApsiParams, SenderDb};
 use blindjoin_crypto::ItemDigest;
 use blindjoin_link::wire::ids;
 use blindjoin_link::{Cancel, Link, TcpLink};
 use blindjoin_protocols::Progress;
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Most queries one run may plan: a bucket count of 2^20 (far above SecretFlow's examples)
@@ -217,9 +222,39 @@ fn sender(
     let link = peer.link()?;
     let online = Instant::now();
     let rounds = decode_rounds(&link.recv()?, bucket_count)?;
+    let asked = evaluations_per_bucket(&rounds);
+    let cap = spec.max_query_items;
+    // Where each bucket's DB (and so its key's count) is kept; `None`: a fresh key.
+    let key_file = |b: usize| -> Option<PathBuf> {
+        match (&folder, task) {
+            (Some(f), _) => Some(db_file::bucket_path(f, b)),
+            (None, SenderTask::Build { sdb_out, .. }) => sdb_out.clone(),
+            (None, SenderTask::Load { db_file: path }) => path.clone(),
+        }
+    };
+    let charge = |b: usize, db: &SenderDb| -> Result<(), DataError> {
+        let n = asked.get(&b).copied().unwrap_or(0);
+        let path = key_file(b);
+        budget::charge_to(
+            &budget::APSI,
+            path.as_deref(),
+            &db_file::key_check(db)?,
+            cap,
+            n,
+        )
+        .map(drop)
+        .map_err(db_file::refusal)
+    };
+    // The DBs in memory are charged before anything is evaluated; one loaded from the bucket
+    // folder as soon as it is loaded, before its first query.
+    for &b in asked.keys() {
+        if let Some(db) = built.get(b).and_then(Option::as_ref) {
+            charge(b, db)?;
+        }
+    }
     let mut loaded: Option<(usize, SenderDb)> = None;
     let mut used = 0u64;
-    for b in rounds {
+    for (b, items) in rounds {
         let db = match built.get(b).and_then(Option::as_ref) {
             Some(db) => db,
             None => {
@@ -227,7 +262,9 @@ fn sender(
                     let f = folder.as_ref().ok_or(DataError::Protocol(
                         blindjoin_protocols::ProtocolError::Unreachable("no DB for a bucket"),
                     ))?;
-                    loaded = Some((b, db_file::load(&db_file::bucket_path(f, b))?));
+                    let db = db_file::load(&db_file::bucket_path(f, b))?;
+                    charge(b, &db)?;
+                    loaded = Some((b, db));
                     used += 1;
                 }
                 match &loaded {
@@ -236,7 +273,7 @@ fn sender(
                 }
             }
         };
-        blindjoin_apsi::serve(link, db)?;
+        blindjoin_apsi::serve(link, db, items)?;
     }
     report.buckets_used = if folder.is_some() && built.is_empty() {
         used
@@ -247,15 +284,28 @@ fn sender(
     Ok(())
 }
 
-fn encode_rounds(bucket_count: usize, rounds: &[usize]) -> Vec<u8> {
-    let mut m = Vec::with_capacity(1 + 8 + 4 * rounds.len());
+/// One planned query: its bucket and its number of unique keys.
+type Round = (usize, usize);
+
+fn encode_rounds(bucket_count: usize, rounds: &[Round]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(1 + 8 + 8 * rounds.len());
     m.extend_from_slice(ids::APSI_ROUNDS);
     m.extend_from_slice(&(bucket_count as u32).to_le_bytes());
     m.extend_from_slice(&(rounds.len() as u32).to_le_bytes());
-    for &r in rounds {
-        m.extend_from_slice(&(r as u32).to_le_bytes());
+    for &(b, items) in rounds {
+        m.extend_from_slice(&(b as u32).to_le_bytes());
+        m.extend_from_slice(&(items as u32).to_le_bytes());
     }
     m
+}
+
+/// The OPRF evaluations the plan asks of each bucket's key.
+fn evaluations_per_bucket(rounds: &[Round]) -> BTreeMap<usize, u64> {
+    let mut out = BTreeMap::new();
+    for &(b, items) in rounds {
+        *out.entry(b).or_insert(0u64) += items as u64;
+    }
+    out
 }
 
 fn peer(m: String) -> DataError {
@@ -263,7 +313,7 @@ fn peer(m: String) -> DataError {
 }
 
 /// The receiver's plan, checked against our bucket count (hostile input).
-fn decode_rounds(msg: &[u8], bucket_count: usize) -> Result<Vec<usize>, DataError> {
+fn decode_rounds(msg: &[u8], bucket_count: usize) -> Result<Vec<Round>, DataError> {
     let body = msg
         .strip_prefix(ids::APSI_ROUNDS)
         .ok_or_else(|| peer("sent another message where its plan of queries was due".into()))?;
@@ -283,21 +333,22 @@ fn decode_rounds(msg: &[u8], bucket_count: usize) -> Result<Vec<usize>, DataErro
             ),
         }));
     }
-    if n > MAX_ROUNDS || body.len() != 8 + 4 * n {
+    if n > MAX_ROUNDS || body.len() != 8 + 8 * n {
         return Err(peer(format!(
             "sent a plan of {n} queries in {} bytes (at most {MAX_ROUNDS})",
             body.len()
         )));
     }
-    let mut out = Vec::with_capacity(n);
+    let mut out: Vec<Round> = Vec::with_capacity(n);
     for i in 0..n {
-        let b = u32_at(8 + 4 * i).unwrap_or(usize::MAX);
-        if b >= bucket_count || out.last().is_some_and(|&l| b < l) {
+        let b = u32_at(8 + 8 * i).unwrap_or(usize::MAX);
+        let items = u32_at(12 + 8 * i).unwrap_or(usize::MAX);
+        if b >= bucket_count || out.last().is_some_and(|&(l, _)| b < l) {
             return Err(peer(format!(
                 "planned a query for bucket {b} out of order or out of 0..{bucket_count}"
             )));
         }
-        out.push(b);
+        out.push((b, items));
     }
     Ok(out)
 }
@@ -343,12 +394,20 @@ fn receiver(
     report.setup_s = setup.elapsed().as_secs_f64();
     let link = peer.link()?;
     let online = Instant::now();
-    let plan: Vec<usize> = rounds.iter().map(|(b, _)| *b).collect();
+    let plan: Vec<Round> = rounds.iter().map(|(b, items)| (*b, items.len())).collect();
     link.send(&encode_rounds(bucket_count, &plan))?;
     let mut found: std::collections::HashMap<ItemDigest, Vec<u8>> =
         std::collections::HashMap::new();
     for (_, items) in &rounds {
-        let answers = blindjoin_apsi::query(link, params.as_ref(), items)?;
+        let answers = blindjoin_apsi::query(link, params.as_ref(), items).map_err(|e| match e {
+            e @ blindjoin_apsi::ApsiError::PeerParamsTooCostly { .. } => {
+                DataError::Config(ConfigError::Invalid {
+                    field: "apsi_receiver_config.params_file".into(),
+                    message: e.to_string(),
+                })
+            }
+            other => DataError::Apsi(other),
+        })?;
         for (d, a) in items.iter().zip(answers) {
             if let Some(label) = a {
                 found.insert(*d, label);
@@ -380,15 +439,22 @@ mod tests {
 
     #[test]
     fn rounds_round_trip_and_refusals() {
-        let m = encode_rounds(4, &[0, 0, 2, 3]);
-        assert_eq!(decode_rounds(&m, 4).unwrap(), vec![0, 0, 2, 3]);
+        let plan = [(0, 5), (0, 1), (2, 7), (3, 0)];
+        let m = encode_rounds(4, &plan);
+        assert_eq!(decode_rounds(&m, 4).unwrap(), plan.to_vec());
+        assert_eq!(
+            evaluations_per_bucket(&plan)
+                .into_iter()
+                .collect::<Vec<_>>(),
+            vec![(0, 6), (2, 7), (3, 0)]
+        );
         assert!(matches!(
             decode_rounds(&m, 5),
             Err(DataError::Config(ConfigError::Invalid { .. }))
         ));
-        let bad = encode_rounds(4, &[2, 1]);
+        let bad = encode_rounds(4, &[(2, 1), (1, 1)]);
         assert!(matches!(decode_rounds(&bad, 4), Err(DataError::Apsi(_))));
-        let out_of_range = encode_rounds(4, &[4]);
+        let out_of_range = encode_rounds(4, &[(4, 1)]);
         assert!(decode_rounds(&out_of_range, 4).is_err());
         assert!(decode_rounds(&m[..m.len() - 1], 4).is_err());
         assert!(decode_rounds(&[0xa8, 1], 4).is_err());

@@ -44,20 +44,23 @@ fn run(p: &Plan) -> Result<Outcome, crate::RunError> {
     p.run(&NoProgress, &Cancel::new())
 }
 
+type Outcomes = (
+    Result<Outcome, crate::RunError>,
+    Result<Outcome, crate::RunError>,
+);
+
 /// Runs a sender with `sender_body` and a receiver with `receiver_body` together.
-fn pair(
-    dir: &Path,
-    sender_body: &str,
-    receiver_body: &str,
-) -> (
-    Result<Outcome, crate::RunError>,
-    Result<Outcome, crate::RunError>,
-) {
+fn pair(dir: &Path, sender_body: &str, receiver_body: &str) -> Outcomes {
+    pair_with(dir, sender_body, "", receiver_body)
+}
+
+/// [`pair`] with `sender_top` (`"blindjoin": {...}, `) at the top of the sender's config.
+fn pair_with(dir: &Path, sender_body: &str, sender_top: &str, receiver_body: &str) -> Outcomes {
     let ports = (port(), port());
     let s = plan(
         dir,
         &format!(
-            "{{\"apsi_sender_config\": {{{sender_body}}}, {}}}",
+            "{{\"apsi_sender_config\": {{{sender_body}}}, {sender_top}{}}}",
             link(ports, "sender")
         ),
     );
@@ -227,12 +230,12 @@ fn save_db_only_then_online_from_the_saved_db() {
     let mut bytes = std::fs::read(dir.join("sdb")).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 1;
-    std::fs::write(dir.join("bad.sdb"), &bytes).unwrap();
-    std::fs::write(dir.join("foreign.sdb"), b"key,value\na,b\n").unwrap();
+    write_private(&dir.join("bad.sdb"), &bytes);
+    write_private(&dir.join("foreign.sdb"), b"key,value\na,b\n");
     // A DB of an older format version (the version field follows the 8 magic bytes).
     let mut old = std::fs::read(dir.join("sdb")).unwrap();
     old[8..10].copy_from_slice(&1u16.to_le_bytes());
-    std::fs::write(dir.join("old.sdb"), &old).unwrap();
+    write_private(&dir.join("old.sdb"), &old);
     for name in ["bad.sdb", "foreign.sdb", "missing.sdb", "old.sdb"] {
         let p = plan(
             &dir,
@@ -248,6 +251,174 @@ fn save_db_only_then_online_from_the_saved_db() {
             assert!(e.to_string().contains("re-run setup"), "{e}");
         }
     }
+}
+
+/// `bytes` at `path`, mode 0600 (a sender DB must be private).
+fn write_private(path: &Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+}
+
+/// The count of OPRF evaluations recorded beside the DB file at `db`.
+fn evaluations(db: &Path) -> u64 {
+    let text = std::fs::read_to_string(crate::ub::budget::count_path(db)).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("oprf_evaluations "))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+const CAP_5: &str = r#""blindjoin": {"max_query_items": 5}, "#;
+
+/// The DB's key answers at most `max_query_items` OPRF evaluations over all its sessions: the
+/// plan that would pass the cap is refused before anything is evaluated (a peer fault on the
+/// sender, the same reason on the receiver) and not charged; a missing count file is refused,
+/// an empty one starts the count deliberately.
+#[test]
+fn a_saved_db_answers_at_most_max_query_items_over_its_sessions() {
+    let dir = tempdir();
+    let db = db_of(50, |i| format!("v{i}"));
+    let query: Vec<String> = vec!["id1".into(), "id2".into(), "no".into(), "id1".into()];
+    setup(&dir, &db, true, &query);
+    let setup_plan = plan(
+        &dir,
+        r#"{"apsi_sender_config": {"source_file": "db.csv", "params_file": "params.json",
+            "sdb_out_file": "sdb", "save_db_only": true}}"#,
+    );
+    run(&setup_plan).unwrap();
+    let sdb = dir.join("sdb");
+    assert_eq!(evaluations(&sdb), 0, "saving a DB starts its key's count");
+    // Three unique keys: 3 of 5.
+    let (s, r) = pair_with(&dir, r#""db_file": "sdb""#, CAP_5, RECEIVER);
+    s.unwrap();
+    r.unwrap();
+    assert_eq!(result(&dir), expected(&db, true, &query));
+    assert_eq!(evaluations(&sdb), 3);
+    // Three more would make 6.
+    let (s, r) = pair_with(&dir, r#""db_file": "sdb""#, CAP_5, RECEIVER);
+    let e = s.err().unwrap();
+    assert_eq!(e.fault(), crate::Fault::Peer, "{e}");
+    let m = e.to_string();
+    assert!(
+        m.contains("refusing the receiver's plan of 3 OPRF evaluations")
+            && m.contains("already evaluated 3")
+            && m.contains("blindjoin.max_query_items allows 5"),
+        "{m}"
+    );
+    let e = r.err().unwrap().to_string();
+    assert!(
+        e.contains("refusing the receiver's plan") && e.contains("max_query_items"),
+        "{e}"
+    );
+    assert_eq!(evaluations(&sdb), 3, "a refused plan is not charged");
+    // Two fit.
+    std::fs::write(dir.join("query.csv"), "key\nid7\nzz\n").unwrap();
+    let (s, r) = pair_with(&dir, r#""db_file": "sdb""#, CAP_5, RECEIVER);
+    s.unwrap();
+    r.unwrap();
+    assert_eq!(evaluations(&sdb), 5);
+    // Deleting the count file does not reset the budget.
+    let count = crate::ub::budget::count_path(&sdb);
+    std::fs::remove_file(&count).unwrap();
+    let (s, r) = pair(&dir, r#""db_file": "sdb""#, RECEIVER);
+    let e = s.err().unwrap();
+    assert_eq!(e.fault(), crate::Fault::Input, "{e}");
+    assert!(
+        e.to_string().contains("missing") && e.to_string().contains("install -m 600"),
+        "{e}"
+    );
+    assert!(r.is_err());
+    // An empty one is a deliberate new start.
+    std::fs::File::create(&count).unwrap();
+    let (s, r) = pair_with(&dir, r#""db_file": "sdb""#, CAP_5, RECEIVER);
+    s.unwrap();
+    r.unwrap();
+    assert_eq!(evaluations(&sdb), 2);
+}
+
+/// A DB built and served without being saved has a fresh key: only its own session counts,
+/// and a plan past the cap is still refused.
+#[test]
+fn an_unsaved_db_caps_its_one_session() {
+    let dir = tempdir();
+    let db = db_of(20, |i| format!("v{i}"));
+    let query: Vec<String> = (0..6).map(|i| format!("id{i}")).collect();
+    setup(&dir, &db, true, &query);
+    let (s, r) = pair_with(&dir, SENDER_FULL, CAP_5, RECEIVER);
+    assert_eq!(s.err().unwrap().fault(), crate::Fault::Peer);
+    assert!(r.err().unwrap().to_string().contains("refusing"));
+    std::fs::write(dir.join("query.csv"), "key\nid1\nid2\nid3\nid4\nid5\n").unwrap();
+    let (s, r) = pair_with(&dir, SENDER_FULL, CAP_5, RECEIVER);
+    s.unwrap();
+    r.unwrap();
+}
+
+/// Each bucket's DB has its own key and count; a plan past a bucket's cap is refused before
+/// that bucket's first query.
+#[test]
+fn bucket_dbs_keep_a_count_each() {
+    let dir = tempdir();
+    let db = db_of(60, |i| format!("b{i}"));
+    let query: Vec<String> = (0..12).map(|i| format!("id{i}")).collect();
+    setup(&dir, &db, true, &query);
+    let bucket = r#""experimental_enable_bucketize": true, "experimental_bucket_cnt": 2"#;
+    std::fs::create_dir_all(dir.join("buckets")).unwrap();
+    let setup_plan = plan(
+        &dir,
+        &format!(
+            r#"{{"apsi_sender_config": {{"source_file": "db.csv", "params_file": "params.json",
+            "save_db_only": true, {bucket}, "experimental_bucket_folder": "buckets"}}}}"#
+        ),
+    );
+    run(&setup_plan).unwrap();
+    let sender = format!(r#"{bucket}, "experimental_bucket_folder": "buckets""#);
+    let receiver = format!(r#"{RECEIVER}, {bucket}"#);
+    let (s, r) = pair(&dir, &sender, &receiver);
+    s.unwrap();
+    r.unwrap();
+    let per_bucket: Vec<u64> = (0..2)
+        .map(|b| evaluations(&crate::apsi::db_file::bucket_path(&dir.join("buckets"), b)))
+        .collect();
+    assert_eq!(per_bucket.iter().sum::<u64>(), 12, "{per_bucket:?}");
+    // With a cap below the larger bucket's share, the next session is refused.
+    let cap = per_bucket.iter().max().unwrap() + 1;
+    let top = format!(r#""blindjoin": {{"max_query_items": {cap}}}, "#);
+    let (s, _) = pair_with(&dir, &sender, &top, &receiver);
+    let e = s.err().unwrap();
+    assert_eq!(e.fault(), crate::Fault::Peer, "{e}");
+}
+
+/// A DB file readable by group or others is refused, as key files are.
+#[cfg(unix)]
+#[test]
+fn a_db_file_readable_by_others_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let db = db_of(10, |i| format!("v{i}"));
+    setup(&dir, &db, true, &["id1".to_string()]);
+    let setup_plan = plan(
+        &dir,
+        r#"{"apsi_sender_config": {"source_file": "db.csv", "params_file": "params.json",
+            "sdb_out_file": "sdb", "save_db_only": true}}"#,
+    );
+    run(&setup_plan).unwrap();
+    std::fs::set_permissions(dir.join("sdb"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let p = plan(
+        &dir,
+        &format!(
+            "{{\"apsi_sender_config\": {{\"db_file\": \"sdb\"}}, {}}}",
+            link((port(), port()), "sender")
+        ),
+    );
+    let e = run(&p).err().unwrap();
+    assert_eq!(e.fault(), crate::Fault::Input, "{e}");
+    let want = format!("chmod 600 {}", dir.join("sdb").display());
+    assert!(e.to_string().contains(&want), "{e}");
 }
 
 #[test]
@@ -322,6 +493,20 @@ fn config_refusals_name_the_field() {
         (
             r#"{"apsi_receiver_config": {"query_file": "q.csv"}}"#.to_string(),
             "output_file",
+        ),
+        (
+            format!(
+                r#"{{"apsi_sender_config": {{"db_file": "x"}}, "blindjoin": {{"max_query_items": 0}}, {l}}}"#
+            ),
+            "blindjoin.max_query_items",
+        ),
+        (
+            format!(
+                r#"{{"apsi_receiver_config": {{"query_file": "q", "output_file": "o"}},
+                "blindjoin": {{"max_query_items": 9}}, {}}}"#,
+                link((1, 2), "receiver")
+            ),
+            "blindjoin.max_query_items",
         ),
         (
             r#"{"apsi_receiver_config": {"query_file": "q.csv", "output_file": "o.csv"}}"#

@@ -1,11 +1,14 @@
 //! `apsi_sender_config` / `apsi_receiver_config` (SecretFlow's `psi.ApsiSenderConfig` /
 //! `ApsiReceiverConfig`, `pir.proto`) with `link_config` and `self_link_party`, into an
 //! [`ApsiSpec`]. Every field of both messages is accepted; see `docs/config.md` for what each
-//! means here. Ours live in the top-level `blindjoin` object, as for unbalanced PSI.
+//! means here. Ours live in the top-level `blindjoin` object, as for unbalanced PSI: among
+//! them the sender's `max_query_items` (the cap on OPRF evaluations per DB key,
+//! [`crate::ub::budget`]).
 
 use super::{Envelope, LinkConfig, invalid, lenient_u64, peer_link, two_party_link};
 use crate::apsi::{ApsiRole, ApsiSpec, Buckets, DEFAULT_NONCE_BYTES, SenderTask};
 use crate::error::ConfigError;
+use crate::ub::budget::{DEFAULT_MAX_QUERY_ITEMS, FIELD as MAX_QUERY_ITEMS};
 use blindjoin_apsi::item::MAX_NONCE_LEN;
 use blindjoin_apsi::sender_db::DbForm;
 use serde::Deserialize;
@@ -69,6 +72,7 @@ struct ApsiExtensions {
     report_path: Option<String>,
     connect_timeout_ms: Option<Value>,
     peer_silence_timeout_ms: Option<Value>,
+    max_query_items: Option<Value>,
 }
 
 /// Most buckets: 2^20 (SecretFlow's examples use 10,000).
@@ -408,10 +412,30 @@ pub(crate) fn labeled_psi(env: &Envelope) -> Result<ApsiSpec, ConfigError> {
         }
     };
     let e = cfg.blindjoin.as_ref();
+    let max_query_items = match e.and_then(|e| e.max_query_items.as_ref()) {
+        None => DEFAULT_MAX_QUERY_ITEMS,
+        Some(_) if matches!(role, ApsiRole::Receiver { .. }) => {
+            return Err(invalid(
+                MAX_QUERY_ITEMS,
+                "the sender's cap on the OPRF evaluations its DB's key serves; a receiver has \
+                 none (remove it)",
+            ));
+        }
+        Some(v) => match lenient_u64(v, MAX_QUERY_ITEMS)? {
+            0 => {
+                return Err(invalid(
+                    MAX_QUERY_ITEMS,
+                    "0 would refuse every query; use 1 or more",
+                ));
+            }
+            n => n,
+        },
+    };
     Ok(ApsiSpec {
         role,
         buckets: bucket_count.map(|count| Buckets { count, folder }),
         query_batch_size,
+        max_query_items,
         threads: threads_n,
         link: peer_link(
             link,
@@ -437,6 +461,34 @@ mod tests {
             ApsiRole::Sender(SenderTask::Build { form, .. }) => (Some(form), spec.warnings),
             _ => (None, spec.warnings),
         }
+    }
+
+    /// The sender's `blindjoin.max_query_items`: unbalanced PSI's default when absent, any
+    /// integer form otherwise; the default is the one docs/config.md gives for labeled PSI.
+    #[test]
+    fn max_query_items_defaults_to_unbalanced_psis() {
+        let cap = |ext: &str| {
+            let text = format!(
+                r#"{{"apsi_sender_config": {{"source_file": "db.csv", "params_file": "p.json",
+                    "sdb_out_file": "sdb", "save_db_only": true}}{ext}}}"#
+            );
+            parse_apsi_launch_config(&text, "t.json", Path::new("."))
+                .unwrap()
+                .max_query_items
+        };
+        assert_eq!(cap(""), DEFAULT_MAX_QUERY_ITEMS);
+        assert_eq!(cap(r#", "blindjoin": {"max_query_items": "5000"}"#), 5000);
+        assert_eq!(cap(r#", "blindjoin": {"max_query_items": 7}"#), 7);
+        let doc = include_str!("../../../../docs/config.md");
+        let section = &doc[doc.find("### `apsi_receiver_config`").unwrap()..];
+        assert!(
+            section
+                .lines()
+                .any(|l| l.starts_with("| `max_query_items` | Sender")
+                    && l.contains("Default **1,000,000**")),
+            "docs/config.md's labeled-PSI max_query_items row"
+        );
+        assert_eq!(DEFAULT_MAX_QUERY_ITEMS, 1_000_000);
     }
 
     /// `compress` picks the saved DB's form; with `db_file` it is ignored with a warning.

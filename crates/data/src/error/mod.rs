@@ -155,6 +155,25 @@ pub enum DataError {
         /// What is wrong and how to fix it.
         problem: String,
     },
+    /// Labeled PSI: the receiver's plan asks for more OPRF evaluations than the sender DB's
+    /// key has left under its cap (`crate::ub::budget`); refused before any is evaluated. The
+    /// sender sends this message to the receiver as its reason.
+    #[error(
+        "refusing the receiver's plan of {asked} OPRF evaluations: the sender DB's key has \
+         already evaluated {used} and blindjoin.max_query_items allows {cap} (count file: \
+         {count_file}); the receiver can query fewer keys, the sender can raise \
+         blindjoin.max_query_items or build a new DB (a new key; docs/config.md, key rotation)"
+    )]
+    ApsiQueryCap {
+        /// The cap.
+        cap: u64,
+        /// Evaluations under this key before this session.
+        used: u64,
+        /// Evaluations the plan asks for (for this key).
+        asked: u64,
+        /// Where the count is kept.
+        count_file: String,
+    },
     /// Labeled PSI: the protocol layer refused; [`Fault::of_apsi`] sorts it.
     #[error("labeled PSI: {0}")]
     Apsi(#[from] blindjoin_apsi::ApsiError),
@@ -219,6 +238,9 @@ impl Fault {
             // A preset APSI's rules refuse, or query keys that do not fit its table: the
             // params_file (config) must change.
             A::Params { .. } | A::Cuckoo { .. } => Fault::Config,
+            // The receiver adopts the sender's preset only up to a cost; naming it in its own
+            // params_file (config) is how to go past it.
+            A::PeerParamsTooCostly { .. } => Fault::Config,
             // The data does not fit the preset (labels too long, too many items per bin).
             A::Input(_) | A::Db(_) => Fault::Input,
             A::PeerMisbehaved(_) | A::ParamsMismatch(_) => Fault::Peer,
@@ -269,6 +291,8 @@ impl DataError {
             DataError::Io { .. } => Fault::Output,
             DataError::IntersectionTooSmall { .. } => Fault::Stopped,
             DataError::ApsiInput { .. } => Fault::Input,
+            // The receiver asks for more than the key may still answer: it must ask less.
+            DataError::ApsiQueryCap { .. } => Fault::Peer,
             DataError::Apsi(a) => Fault::of_apsi(a),
             DataError::Link(l) => Fault::of_link(l),
             DataError::Protocol(p) => Fault::of_protocol(p),
@@ -342,6 +366,24 @@ mod tests {
                     table_size: 256,
                 }),
                 Fault::Config,
+            ),
+            (
+                DataError::Apsi(blindjoin_apsi::ApsiError::PeerParamsTooCostly {
+                    ciphertexts: 2000,
+                    bundle_indices: 100,
+                    powers: 20,
+                    cap: 1024,
+                }),
+                Fault::Config,
+            ),
+            (
+                DataError::ApsiQueryCap {
+                    cap: 5,
+                    used: 3,
+                    asked: 3,
+                    count_file: "sdb.queries".into(),
+                },
+                Fault::Peer,
             ),
             (
                 DataError::Apsi(blindjoin_apsi::ApsiError::PeerMisbehaved("x".into())),

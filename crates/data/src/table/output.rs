@@ -26,6 +26,21 @@ impl AtomicFile {
     /// # Errors
     /// The directory does not exist or is not writable.
     pub fn create(path: &Path) -> Result<AtomicFile, DataError> {
+        Self::create_buffered(path, 1 << 20)
+    }
+
+    /// [`AtomicFile::create`] for secret bytes: every write goes straight to the file, so no
+    /// copy of them stays in a buffer that is freed unzeroized (the caller buffers in memory it
+    /// zeroizes).
+    ///
+    /// # Errors
+    /// As [`AtomicFile::create`].
+    pub fn create_unbuffered(path: &Path) -> Result<AtomicFile, DataError> {
+        // A zero-capacity `BufWriter` hands every write to the file without copying it.
+        Self::create_buffered(path, 0)
+    }
+
+    fn create_buffered(path: &Path, buffer: usize) -> Result<AtomicFile, DataError> {
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -46,7 +61,7 @@ impl AtomicFile {
         Ok(AtomicFile {
             path: path.to_path_buf(),
             tmp,
-            out: Some(BufWriter::with_capacity(1 << 20, file)),
+            out: Some(BufWriter::with_capacity(buffer, file)),
         })
     }
 

@@ -12,8 +12,8 @@
 //! - a folder the user names (`spill_dir`, the recovery folder, the caches' folder) is used as
 //!   it is, and the user is warned when group or others have access to it
 //!   ([`warn_if_shared`]); one we create for them is 0700;
-//! - a key file the user gives is refused when group or others have any access to it
-//!   ([`read_key_file`]).
+//! - a key file or a sender DB (which holds an OPRF key) the user gives is refused when group
+//!   or others have any access to it ([`open_secret`], [`read_key_file`]).
 //!
 //! The umask can only narrow these modes.
 
@@ -214,32 +214,65 @@ pub(crate) fn warn_if_shared(dir: &Path, what: &str) {
     }
 }
 
-/// Why a key file's permissions are unsafe, if they are: anything granted to group or others
-/// lets them read (or replace) the secret.
-pub(crate) fn key_mode_problem(path: &Path, meta: &Metadata) -> Option<String> {
+/// Why the permissions of a secret file (`what`: "key file", "sender DB", holding `secret`)
+/// are unsafe, if they grant anything to group or others.
+fn secret_mode_problem(path: &Path, meta: &Metadata, what: &str, secret: &str) -> Option<String> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         let mode = meta.permissions().mode() & 0o777;
         (mode & GROUP_OTHER != 0).then(|| {
             format!(
-                "the key file's permissions are {mode:04o}, wider than 0600: group or others \
-                 could read the secret key; run `chmod 600 {}`",
+                "the {what}'s permissions are {mode:04o}, wider than 0600: group or others \
+                 could read {secret}; run `chmod 600 {}`",
                 path.display()
             )
         })
     }
     #[cfg(not(unix))]
     {
-        let _ = (path, meta);
+        let _ = (path, meta, what, secret);
         None
     }
 }
 
-/// Reads a secret key file of exactly `len` bytes into a zeroizing buffer, checking the file
-/// it opened (not the name, which could change in between): a regular file, no permission for
-/// group or others ([`key_mode_problem`]), `len` bytes. `how_to_make` ends the wrong-size
-/// message. A FIFO at `path` is opened without blocking and then refused.
+/// Opens a secret file the user gives (`what`, holding `secret`: a key file, a sender DB) for
+/// reading, checking the file it opened (not the name, which could change in between): a
+/// regular file whose permissions grant nothing to group or others. A FIFO at `path` is opened
+/// without blocking and then refused.
+///
+/// # Errors
+/// What is wrong, for the user.
+pub(crate) fn open_secret(
+    path: &Path,
+    what: &str,
+    secret: &str,
+) -> Result<(File, Metadata), String> {
+    let mut o = OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NONBLOCK);
+    }
+    let f = o
+        .open(path)
+        .map_err(|e| format!("cannot read the {what}: {e}"))?;
+    let meta = f
+        .metadata()
+        .map_err(|e| format!("cannot read the {what}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("the {what} is not a regular file"));
+    }
+    if let Some(problem) = secret_mode_problem(path, &meta, what, secret) {
+        return Err(problem);
+    }
+    Ok((f, meta))
+}
+
+/// Reads a secret key file of exactly `len` bytes into a zeroizing buffer, checked by
+/// [`open_secret`] (a regular file, no permission for group or others), `len` bytes.
+/// `how_to_make` ends the wrong-size message.
 ///
 /// # Errors
 /// What is wrong, for the user (no key byte is ever in it).
@@ -248,25 +281,7 @@ pub(crate) fn read_key_file(
     len: usize,
     how_to_make: &str,
 ) -> Result<Zeroizing<Vec<u8>>, String> {
-    let mut o = OpenOptions::new();
-    o.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.custom_flags(libc::O_NONBLOCK);
-    }
-    let mut f = o
-        .open(path)
-        .map_err(|e| format!("cannot read the key file: {e}"))?;
-    let meta = f
-        .metadata()
-        .map_err(|e| format!("cannot read the key file: {e}"))?;
-    if !meta.is_file() {
-        return Err("the key file is not a regular file".into());
-    }
-    if let Some(problem) = key_mode_problem(path, &meta) {
-        return Err(problem);
-    }
+    let (mut f, meta) = open_secret(path, "key file", "the secret key")?;
     if meta.len() != len as u64 {
         return Err(format!(
             "the key file has {} bytes; it must hold exactly {len}{how_to_make}",

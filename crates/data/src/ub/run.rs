@@ -159,7 +159,15 @@ fn server(
         let _span = crate::trace::span("generate cache");
         let clock = PhaseClock::start(None);
         let k = match &spec.secret_key_path {
-            Some(p) => key::load_or_create(p, spec.curve, true)?.0,
+            Some(p) => {
+                let (k, created) = key::load_or_create(p, spec.curve, true)?;
+                if created {
+                    // A new key's count starts at 0; from now on a missing count file is an
+                    // error, not a reset ([`budget`]).
+                    budget::start(&budget::UB, p, &k.key_check_value()?)?;
+                }
+                k
+            }
             None => OprfScalar::random(spec.curve)?,
         };
         let (rows, meta) = generate(spec, &k, progress)?;
