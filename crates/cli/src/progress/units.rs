@@ -31,7 +31,7 @@ pub(crate) fn count(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -56,17 +56,15 @@ pub(crate) fn count_rate(per_sec: f64, unit: &str) -> String {
     } else {
         (v, "")
     };
-    let number = if suffix.is_empty() && scaled >= 10.0 {
-        format!("{scaled:.0}")
-    } else if scaled >= 100.0 {
-        format!("{scaled:.0}")
-    } else if scaled >= 10.0 {
-        format!("{scaled:.1}")
-    } else if suffix.is_empty() {
-        format!("{scaled:.1}")
+    // Three significant digits with a suffix; without one, whole numbers from 10 up.
+    let decimals = if scaled >= 100.0 || (suffix.is_empty() && scaled >= 10.0) {
+        0
+    } else if scaled >= 10.0 || suffix.is_empty() {
+        1
     } else {
-        format!("{scaled:.2}")
+        2
     };
+    let number = format!("{scaled:.decimals$}");
     format!("{number}{suffix} {unit}/s")
 }
 
@@ -100,10 +98,10 @@ mod tests {
         assert_eq!(bytes(0.0), "0 B");
         assert_eq!(bytes(1023.0), "1023 B");
         assert_eq!(bytes(1024.0), "1.0 KiB");
-        assert_eq!(bytes(124_881_951.9362), "119.1 MiB");
+        assert_eq!(bytes(124_881_951.936_2), "119.1 MiB");
         assert_eq!(bytes(3.5 * 1024.0 * 1024.0 * 1024.0), "3.5 GiB");
         assert_eq!(bytes(f64::NAN), "0 B");
-        assert_eq!(bytes_rate(124_881_951.9362), "119.1 MiB/s");
+        assert_eq!(bytes_rate(124_881_951.936_2), "119.1 MiB/s");
     }
 
     #[test]
@@ -122,7 +120,7 @@ mod tests {
         assert_eq!(count_rate(812.4, "items"), "812 items/s");
         assert_eq!(count_rate(51_234.0, "items"), "51.2k items/s");
         assert_eq!(count_rate(1_250_000.0, "rows"), "1.25M rows/s");
-        assert_eq!(count_rate(124_881_951.9362, "rows"), "125M rows/s");
+        assert_eq!(count_rate(124_881_951.936_2, "rows"), "125M rows/s");
         assert_eq!(count_rate(2.5e9, "items"), "2.50G items/s");
         assert_eq!(count_rate(f64::INFINITY, "rows"), "0.0 rows/s");
     }

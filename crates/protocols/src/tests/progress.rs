@@ -68,7 +68,7 @@ fn recorded(p: Proto, n: usize, phases: bool) -> (Vec<Call>, Vec<Call>) {
         let hs = handshake(&mut la, Hello::new(p, Role::Receiver, false, n as u64)).unwrap();
         let wrapped = Phases(&rec_r);
         let progress: &dyn Progress = if phases { &wrapped } else { &rec_r };
-        let out = run_psi(&mut la, &hs, &opts, &xs, progress).unwrap();
+        let out = run_psi(&mut la, &hs, opts, &xs, progress).unwrap();
         assert_eq!(out.intersection.map(|i| i.len()), Some(n / 2));
         sender.join().unwrap();
     });
