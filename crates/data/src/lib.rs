@@ -70,4 +70,4 @@ pub use blindjoin_crypto::Curve;
 pub use blindjoin_link::{Cancel, DEFAULT_SILENCE_TIMEOUT, LinkShape, TlsConfig};
 pub use blindjoin_protocols::Reveal;
 pub use blindjoin_protocols::rr22::Rr22Mode;
-pub use blindjoin_protocols::{NoProgress, Progress, Protocol, ProtocolChoice, Role};
+pub use blindjoin_protocols::{NoProgress, Phases, Progress, Protocol, ProtocolChoice, Role, Unit};

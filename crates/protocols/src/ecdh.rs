@@ -133,7 +133,8 @@ fn sender(
     send_masked(link, ctx, items, &order)?;
 
     // Step 2: the receiver's masked items, raised to our key, returned as tags in its order.
-    ctx.progress.stage("masking the peer's items", n_r as u64);
+    ctx.progress
+        .stage("ECDH: masking the peer's items", n_r as u64);
     let (n, tag_len) = (ctx.cipher.point_len(), ctx.tag_len);
     let mut received = 0;
     while let Some((_, remasked)) = receive_group(link, ctx, n_r, &mut received)? {
@@ -158,7 +159,8 @@ pub(crate) fn peer_tags(
     ctx: &Ctx<'_>,
     n_s: usize,
 ) -> Result<Vec<(u128, u32)>, ProtocolError> {
-    ctx.progress.stage("masking the peer's items", n_s as u64);
+    ctx.progress
+        .stage("ECDH: masking the peer's items", n_s as u64);
     let n = ctx.cipher.point_len();
     // Grows with what actually arrives: the peer-announced count only caps it.
     let mut peer_tags: Vec<(u128, u32)> = Vec::with_capacity(n_s.min(1 << 16));
@@ -188,7 +190,7 @@ pub(crate) fn receive_tags(
     total: usize,
     mut f: impl FnMut(usize, u128),
 ) -> Result<(), ProtocolError> {
-    ctx.progress.stage("matching", total as u64);
+    ctx.progress.stage("ECDH: matching", total as u64);
     let mut next = 0usize;
     while next < total {
         let msg = link.recv()?;
@@ -246,7 +248,8 @@ pub(crate) fn send_masked(
     items: &[ItemDigest],
     order: &[usize],
 ) -> Result<(), ProtocolError> {
-    ctx.progress.stage("masking own items", items.len() as u64);
+    ctx.progress
+        .stage("ECDH: masking own items", items.len() as u64);
     let n = ctx.cipher.point_len();
     for group in order.chunks(ctx.batch * batches_in_flight()) {
         let msgs = group

@@ -107,7 +107,8 @@ pub(crate) fn sender(
     send_masked(link, ctx, items, &order)?;
 
     // All of R's tags, in R's order, before any leaves: the shuffle must span all of them.
-    ctx.progress.stage("masking the peer's items", n_r as u64);
+    ctx.progress
+        .stage("ECDH: masking the peer's items", n_r as u64);
     let (n, tag_len) = (ctx.cipher.point_len(), ctx.tag_len);
     let mut tags = Vec::new();
     let mut received = 0;

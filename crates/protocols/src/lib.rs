@@ -64,7 +64,7 @@ pub use blindjoin_link::Link;
 pub use choice::ProtocolChoice;
 pub use error::ProtocolError;
 pub use handshake::{HandshakeChecked, Hello, handshake};
-pub use progress::{NoProgress, Progress};
+pub use progress::{NoProgress, Phases, Progress, Unit};
 
 use std::fmt;
 use std::str::FromStr;

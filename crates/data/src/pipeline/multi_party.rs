@@ -18,7 +18,7 @@ use crate::session::{self, Connect, Links};
 use crate::spec::RunSpec;
 use crate::table::writer::RowWriter;
 use blindjoin_link::{Cancel, LinkError, LinkStats, TcpOptions};
-use blindjoin_protocols::{ItemDigest, NoProgress, Progress, ProtocolError, PsiOptions};
+use blindjoin_protocols::{ItemDigest, Phases, Progress, ProtocolError, PsiOptions, Unit};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -129,9 +129,10 @@ pub(crate) fn run_buckets(
         ..PsiOptions::default()
     };
     if b > 1 {
-        progress.stage("running the protocol (buckets)", b as u64);
+        progress.stage_in("running the protocol (buckets)", b as u64, Unit::Buckets);
     }
-    let bucket_progress: &dyn Progress = if b > 1 { &NoProgress } else { progress };
+    let phases = Phases(progress);
+    let bucket_progress: &dyn Progress = if b > 1 { &phases } else { progress };
     let (mut keys, mut matched_keys, mut peer_keys) = (0u64, 0u64, 0u64);
     let mut bucket_s = Vec::with_capacity(b);
     let m = b.min(table.shards());

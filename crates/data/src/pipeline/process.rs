@@ -20,7 +20,7 @@ use crate::table::writer::{Columns, RowWriter};
 use blindjoin_crypto::{ItemDigest, item_digest};
 use blindjoin_link::Link;
 use blindjoin_link::wire::WireMessage;
-use blindjoin_protocols::{NoProgress, Progress, ProtocolError, Role};
+use blindjoin_protocols::{Phases, Progress, ProtocolError, Role};
 use std::path::Path;
 
 /// What a finished run found.
@@ -220,8 +220,13 @@ impl<'a> Processor<'a> {
         self.totals.keys += digests.len() as u64;
         let group = |g: usize| group_range(&ends, g);
 
-        let quiet = self.psi.buckets() > 1;
-        let proto_progress: &dyn Progress = if quiet { &NoProgress } else { progress };
+        // Several buckets: the protocol's stages are phases of the bucket stage, which goes on.
+        let phases = Phases(progress);
+        let proto_progress: &dyn Progress = if self.psi.buckets() > 1 {
+            &phases
+        } else {
+            progress
+        };
         let bucket = self.psi.next_bucket();
         let t_psi = std::time::Instant::now();
         let protocol_span = crate::trace::bucket_span("protocol", bucket);

@@ -27,7 +27,7 @@ use crate::table::rows::order_key;
 use crate::table::writer::Columns;
 use blindjoin_crypto::{ITEM_DIGEST_LANES, ItemDigest, item_digest, item_digests};
 use blindjoin_link::{MAX_VARINT_LEN, MAX_VARINT64_LEN, read_varint_u64, varint_bytes};
-use blindjoin_protocols::{Progress, ProtocolError};
+use blindjoin_protocols::{Progress, ProtocolError, Unit};
 use rayon::prelude::*;
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
@@ -415,7 +415,7 @@ fn spill_in_blocks(
     let size = file.metadata().map_err(io("reading the input"))?.len();
     let shards = shard_count(size);
     let mut writers = shard_writers(&to, size, shards)?;
-    progress.stage(stage_name(&to), size);
+    progress.stage_in(stage_name(&to), size, Unit::Bytes);
     let (header, rows) = scan_blocks(
         path,
         &mut file,
@@ -439,7 +439,7 @@ fn spill_parquet(
     let size = table.decoded_bytes();
     let shards = shard_count(size);
     let mut writers = shard_writers(&to, size, shards)?;
-    progress.stage(stage_name(&to), table.total_rows());
+    progress.stage_in(stage_name(&to), table.total_rows(), Unit::Rows);
     let rows = scan_parquet(&mut table, shards, progress, &mut writers)?;
     let columns = Columns {
         header: table.header(),
@@ -685,7 +685,7 @@ pub fn for_each_row(
     let mut sink = EachRow(each);
     if format == TableFormat::Parquet {
         let mut table = ParquetRows::open(path, keys)?;
-        progress.stage("reading input", table.total_rows());
+        progress.stage_in("reading input", table.total_rows(), Unit::Rows);
         let rows = scan_parquet(&mut table, 1, progress, &mut sink)?;
         let columns = Columns {
             header: table.header(),
@@ -695,7 +695,7 @@ pub fn for_each_row(
     }
     let mut file = File::open(path).map_err(io_error(path, "reading the input"))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    progress.stage("reading input", size);
+    progress.stage_in("reading input", size, Unit::Bytes);
     let (header, rows) = scan_blocks(path, &mut file, keys, 1, progress, BLOCK_BYTES, &mut sink)?;
     Ok((Columns::csv(header), rows))
 }

@@ -17,7 +17,7 @@ use crate::table::output::write_atomic;
 use crate::table::writer::Columns;
 use crate::table::{parts, private_fs};
 use blindjoin_link::{Cancel, Link, TcpLink, TcpOptions};
-use blindjoin_protocols::{Hello, Progress, ProtocolChoice, PsiOptions, Reveal, handshake};
+use blindjoin_protocols::{Hello, Progress, ProtocolChoice, PsiOptions, Reveal, Unit, handshake};
 use std::path::Path;
 use std::time::Instant;
 use zeroize::Zeroizing;
@@ -126,15 +126,16 @@ fn cardinality_pass(
     let b = psi.buckets();
     let m = b.min(table.shards());
     let per = b / m;
-    progress.stage(
+    progress.stage_in(
         "learning the intersection's size (min_intersection)",
         b as u64,
+        Unit::Buckets,
     );
     for unit in 0..m {
         let group = table.load_unit(unit, b)?;
         for k in unit * per..(unit + 1) * per {
             let (_, digests) = key_groups(&group.bucket(k, b));
-            psi.run_next(link, &digests, &blindjoin_protocols::NoProgress)?;
+            psi.run_next(link, &digests, &blindjoin_protocols::Phases(progress))?;
             progress.advance(1);
         }
         // The main pass loads the unit again: an in-memory table must get its rows back.
@@ -612,7 +613,11 @@ fn run_buckets(
 ) -> Result<(), DataError> {
     let first = work.buckets_done();
     if b > 1 {
-        progress.stage("running the protocol (buckets)", (b - first) as u64);
+        progress.stage_in(
+            "running the protocol (buckets)",
+            (b - first) as u64,
+            Unit::Buckets,
+        );
     }
     // After each bucket, with recovery: sync the runs, then replace the checkpoint.
     let mut checkpoint = |work: &mut Processor<'_>| -> Result<(), DataError> {

@@ -583,3 +583,4 @@ fn cardinality_needs_ecdh() {
 }
 
 pub(crate) mod hostile;
+mod progress;
