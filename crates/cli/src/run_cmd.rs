@@ -149,8 +149,9 @@ pub(crate) struct RunArgs {
     /// Mutual TLS: the CA certificate(s) the peer's certificate must chain to (PEM).
     #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_key"])]
     tls_ca: Option<PathBuf>,
-    /// Unbalanced PSI server (`ub_psi_config`, with --config): the most client keys its key
-    /// may evaluate over all online queries (`blindjoin.max_query_items`; default 1,000,000).
+    /// Unbalanced PSI server or labeled PSI sender (with --config): the most client keys its
+    /// key may evaluate over all online queries (`blindjoin.max_query_items`; default
+    /// 1,000,000).
     #[arg(long, value_name = "N", requires = "config")]
     pub(crate) max_query_items: Option<u64>,
     /// No progress bars and no summary on stderr (the level is at most `warn`).

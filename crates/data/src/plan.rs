@@ -255,37 +255,34 @@ impl Plan {
     }
 
     /// Sets how many client keys one server key may evaluate over all online queries
-    /// (`blindjoin.max_query_items`, `--max-query-items`).
+    /// (`blindjoin.max_query_items`, `--max-query-items`): unbalanced PSI's server, labeled PSI's
+    /// sender.
     ///
     /// # Errors
-    /// The plan is not an unbalanced server that answers queries, or `n` is 0.
+    /// The plan evaluates no queries, or `n` is 0.
     pub fn set_max_query_items(&mut self, n: u64) -> Result<(), ConfigError> {
         let field = "--max-query-items".to_string();
-        let Plan::Unbalanced(spec) = self else {
-            return Err(ConfigError::Invalid {
-                field,
-                message: "applies to unbalanced PSI (a config with ub_psi_config) only".into(),
-            });
-        };
-        if spec.role != crate::ub::UbRole::Server || !spec.mode.queries() {
-            return Err(ConfigError::Invalid {
-                field,
-                message: format!(
-                    "bounds the client keys a server evaluates online; this run is {} {}, \
-                     which evaluates none",
-                    spec.role.config_name(),
-                    spec.mode.config_name()
-                ),
-            });
-        }
         if n == 0 {
             return Err(ConfigError::Invalid {
                 field,
                 message: "0 would refuse every query; use 1 or more".into(),
             });
         }
-        spec.max_query_items = n;
-        Ok(())
+        let kind = self.kind_of_mut();
+        let name = kind.name();
+        match kind.query_cap() {
+            Ok(cap) => {
+                *cap = n;
+                Ok(())
+            }
+            Err(None) => Err(ConfigError::Invalid {
+                field,
+                message: format!(
+                    "applies to unbalanced PSI and labeled PSI servers only; this is a {name} run"
+                ),
+            }),
+            Err(Some(why)) => Err(ConfigError::Invalid { field, message: why }),
+        }
     }
 
     /// Runs the plan; `cancel` lets another thread stop it (the peer is told why and no output

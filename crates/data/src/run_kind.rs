@@ -53,6 +53,14 @@ pub trait RunKind {
     /// # Errors
     /// Why the run failed.
     fn run(&self, progress: &dyn Progress, cancel: &Cancel) -> Result<Outcome, RunError>;
+    /// The cap on the queries this run's key evaluates (`max_query_items`), or why it has none
+    /// (`None`: this kind never evaluates queries).
+    ///
+    /// # Errors
+    /// This run evaluates no queries.
+    fn query_cap(&mut self) -> Result<&mut u64, Option<String>> {
+        Err(None)
+    }
     /// What the user should know after a failed run, beyond the error.
     fn after_failure(&self) -> Option<String> {
         None
@@ -249,6 +257,17 @@ impl RunKind for UbSpec {
             tls,
         })
     }
+    fn query_cap(&mut self) -> Result<&mut u64, Option<String>> {
+        if self.role != crate::ub::UbRole::Server || !self.mode.queries() {
+            return Err(Some(format!(
+                "bounds the client keys a server evaluates online; this run is {} {}, which \
+                 evaluates none",
+                self.role.config_name(),
+                self.mode.config_name()
+            )));
+        }
+        Ok(&mut self.max_query_items)
+    }
     fn run(&self, progress: &dyn Progress, cancel: &Cancel) -> Result<Outcome, RunError> {
         Ok(Outcome::Unbalanced(crate::ub::run_ub(
             self, progress, cancel,
@@ -293,6 +312,14 @@ impl RunKind for ApsiSpec {
             shape,
             tls,
         })
+    }
+    fn query_cap(&mut self) -> Result<&mut u64, Option<String>> {
+        match self.role {
+            crate::apsi::ApsiRole::Sender(_) => Ok(&mut self.max_query_items),
+            crate::apsi::ApsiRole::Receiver { .. } => Err(Some(
+                "bounds the keys a labeled-PSI sender evaluates; a receiver evaluates none".into(),
+            )),
+        }
     }
     fn run(&self, progress: &dyn Progress, cancel: &Cancel) -> Result<Outcome, RunError> {
         Ok(Outcome::Apsi(crate::apsi::run_apsi(
