@@ -134,20 +134,26 @@ impl DpParams {
 }
 
 /// Uniform draws from SHA-256 in counter mode under a 32-byte key: a fresh OS-random key per run,
-/// or a fixed one in tests (so the sampling, and Bob's shuffle, are reproducible).
+/// or, in this crate's tests only, a fixed one (so the sampling and Bob's shuffle are
+/// reproducible).
 struct Sampler {
     key: Zeroizing<[u8; 32]>,
     counter: u64,
 }
 
 impl Sampler {
-    fn new(seed: Option<[u8; 32]>) -> Result<Self, ProtocolError> {
+    fn from_os() -> Result<Self, ProtocolError> {
         let mut key = Zeroizing::new([0u8; 32]);
-        match seed {
-            Some(s) => key.copy_from_slice(&s),
-            None => random_bytes(&mut key[..])?,
-        }
+        random_bytes(&mut key[..])?;
         Ok(Sampler { key, counter: 0 })
+    }
+
+    #[cfg(test)]
+    fn from_seed(seed: [u8; 32]) -> Self {
+        Sampler {
+            key: Zeroizing::new(seed),
+            counter: 0,
+        }
     }
 
     fn next_u64(&mut self) -> u64 {
@@ -184,20 +190,80 @@ impl Sampler {
 
 /// Runs DP-PSI after a handshake on `ProtocolChoice::Ecdh { curve }` (whose hello context should
 /// carry [`DpParams::context`]). Bob (the receiver) gets the sorted indices of his items in the
-/// noised intersection; Alice gets `None`. `seed` fixes the sampling randomness (tests only;
-/// `None` draws it from the OS).
+/// noised intersection; Alice gets `None`. The sampling randomness is always fresh from the OS:
+/// a caller able to fix it could replay one run's coins, and the ε bound needs fresh coins.
+///
+/// ```no_run
+/// use blindjoin_protocols::{dp_psi, Curve, HandshakeChecked, ItemDigest, Link, Progress, PsiOptions};
+/// fn call(l: &mut dyn Link, hs: &HandshakeChecked, o: &PsiOptions, i: &[ItemDigest], p: &dyn Progress) {
+///     let _ = dp_psi::run(l, hs, Curve::Curve25519, dp_psi::DpParams::default(), o, i, p);
+/// }
+/// ```
+///
+/// No caller outside the crate's tests can pass a seed:
+///
+/// ```compile_fail
+/// use blindjoin_protocols::{dp_psi, Curve, HandshakeChecked, ItemDigest, Link, Progress, PsiOptions};
+/// fn call(l: &mut dyn Link, hs: &HandshakeChecked, o: &PsiOptions, i: &[ItemDigest], p: &dyn Progress) {
+///     let seed = Some([7u8; 32]);
+///     let _ = dp_psi::run(l, hs, Curve::Curve25519, dp_psi::DpParams::default(), o, seed, i, p);
+/// }
+/// ```
 ///
 /// # Errors
 /// Invalid parameters, `broadcast_result` (the mechanism reveals to the receiver only), link
 /// failures, a misbehaving peer, or crypto failures.
-#[allow(clippy::too_many_arguments)]
 pub fn run(
     link: &mut dyn Link,
     hs: &HandshakeChecked,
     curve: Curve,
     params: DpParams,
     opts: &PsiOptions,
+    items: &[ItemDigest],
+    progress: &dyn Progress,
+) -> Result<PsiOutput, ProtocolError> {
+    run_with(
+        link,
+        hs,
+        curve,
+        params,
+        opts,
+        Sampler::from_os,
+        items,
+        progress,
+    )
+}
+
+/// [`run`] with the sampling randomness fixed by `seed` (`None`: from the OS), for this crate's
+/// tests only.
+#[cfg(test)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_seeded(
+    link: &mut dyn Link,
+    hs: &HandshakeChecked,
+    curve: Curve,
+    params: DpParams,
+    opts: &PsiOptions,
     seed: Option<[u8; 32]>,
+    items: &[ItemDigest],
+    progress: &dyn Progress,
+) -> Result<PsiOutput, ProtocolError> {
+    let sampler = || match seed {
+        Some(s) => Ok(Sampler::from_seed(s)),
+        None => Sampler::from_os(),
+    };
+    run_with(link, hs, curve, params, opts, sampler, items, progress)
+}
+
+/// [`run`] drawing its sampler from `sampler` once the run's arguments are checked.
+#[allow(clippy::too_many_arguments)]
+fn run_with(
+    link: &mut dyn Link,
+    hs: &HandshakeChecked,
+    curve: Curve,
+    params: DpParams,
+    opts: &PsiOptions,
+    sampler: impl FnOnce() -> Result<Sampler, ProtocolError>,
     items: &[ItemDigest],
     progress: &dyn Progress,
 ) -> Result<PsiOutput, ProtocolError> {
@@ -227,7 +293,7 @@ pub fn run(
         tag_len: match_tag_len(n_bob, n_alice, opts),
         progress,
     };
-    let mut sampler = Sampler::new(seed)?;
+    let mut sampler = sampler()?;
     match hs.role() {
         Role::Receiver => bob(link, &ctx, &params, &mut sampler, items, n_alice as usize)
             .map(|v| PsiOutput::intersection(Some(v))),

@@ -38,7 +38,7 @@ fn run_pair(
         let hello = Hello::new(choice, Role::Sender, broadcast, xs.len() as u64)
             .with_context(params.context());
         let hs = handshake(&mut la, hello)?;
-        run(
+        run_seeded(
             &mut la,
             &hs,
             CURVE,
@@ -52,7 +52,7 @@ fn run_pair(
     let hello = Hello::new(choice, Role::Receiver, broadcast, ys.len() as u64)
         .with_context(params.context());
     let hs = handshake(&mut lb, hello)?;
-    let out = run(
+    let out = run_seeded(
         &mut lb,
         &hs,
         CURVE,
@@ -219,7 +219,6 @@ fn an_inflated_sub_sample_is_refused() {
             CURVE,
             params,
             &PsiOptions::default(),
-            None,
             &xs,
             &NoProgress,
         )
@@ -289,7 +288,6 @@ fn a_receiver_repeating_an_item_is_refused() {
             CURVE,
             params,
             &PsiOptions::default(),
-            None,
             &xs,
             &NoProgress,
         )
