@@ -35,19 +35,104 @@ naming both sides' runners.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import secrets
 import shutil
 import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from . import Config, Error, PathLike, _config_text, _native
 
 __all__ = ["run"]
 
 _log = logging.getLogger("blindjoin")
+
+#: Ray's first release with token authentication (``RAY_AUTH_MODE=token``); the ``ray`` extra
+#: requires it.
+TOKEN_AUTH_RAY = (2, 52)
+
+#: The private instance's token: one per process, because Ray's token loader caches the first
+#: token it reads for the life of the process (a second instance with a new token would refuse
+#: this very driver).
+_token: Optional[str] = None
+
+
+def _ray_version(ray: Any) -> Tuple[int, int]:
+    try:
+        major, minor = str(ray.__version__).split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return (0, 0)
+
+
+@contextlib.contextmanager
+def _private_instance(ray: Any, num_cpus: int) -> Iterator[None]:
+    """A private local Ray instance for one call, stopped at the end.
+
+    Nobody else may submit work to it: it requires a token (``RAY_AUTH_MODE=token``, a fresh
+    random ``RAY_AUTH_TOKEN`` that lives only in this process's environment and is inherited
+    by the instance's own processes; never written to ``~/.ray/auth_token``), and every one of
+    its servers listens on 127.0.0.1 only. Ray would otherwise advertise and bind the node's
+    routable address; treating the node as a single-machine one (Ray's own switch for
+    Windows/macOS, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``) makes it use loopback. Both are
+    checked once the instance is up. Its own temporary folder, no dashboard.
+    """
+    global _token
+    if _ray_version(ray) < TOKEN_AUTH_RAY:
+        raise ImportError(
+            f"blindjoin.ray needs Ray >= {TOKEN_AUTH_RAY[0]}.{TOKEN_AUTH_RAY[1]} (token "
+            f"authentication for its private instance), found {ray.__version__}: "
+            "pip install 'blindjoin[ray]'"
+        )
+    if _token is None:
+        _token = secrets.token_hex(32)
+    overrides = {
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": _token,
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    }
+    saved = {k: os.environ.get(k) for k in [*overrides, "RAY_AUTH_TOKEN_PATH"]}
+    constants = ray._private.ray_constants
+    cluster_mode = constants.ENABLE_RAY_CLUSTER
+    # Short path: Ray's socket names must fit in 107 bytes.
+    own_tmp = tempfile.mkdtemp(prefix="bjray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    try:
+        os.environ.update(overrides)
+        os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+        # Read when `ray` is imported: set for this call in case it was imported before.
+        constants.ENABLE_RAY_CLUSTER = False
+        ray.init(
+            address="local",
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            _temp_dir=own_tmp,
+            _node_ip_address="127.0.0.1",
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
+        try:
+            ip = ray.util.get_node_ip_address()
+            if not ip.startswith("127."):
+                raise Error(
+                    f"blindjoin.ray: the private Ray instance came up on {ip}, not on "
+                    "127.0.0.1; refusing to run on an instance others can reach (pass the "
+                    "address= of a cluster you trust instead)"
+                )
+            yield
+        finally:
+            ray.shutdown()
+    finally:
+        constants.ENABLE_RAY_CLUSTER = cluster_mode
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(own_tmp, ignore_errors=True)
 
 
 def _partition_task(job: bytes, partition: int, attempt: int, pid_dir: str) -> str:
@@ -75,11 +160,13 @@ def run(
     """Run this party of a two-party launch config with ``workers`` partitions on Ray.
 
     ``config`` is what :func:`blindjoin.run` takes. ``address=None`` starts a private local Ray
-    instance for this call (its own temporary folder, no dashboard, ``num_cpus`` CPUs, default
-    ``max(workers, cores)``) and stops it at the end, so two parties on one machine get two
-    instances. To use a cluster, pass its address (``"ray://head:10001"`` or ``"auto"`` on a
-    node of it); if Ray is already initialised in this process, that instance is used and left
-    running. The cluster must be able to run all ``workers`` tasks at once: the two parties'
+    instance for this call (token authentication with a fresh token, bound to 127.0.0.1, its own
+    temporary folder, no dashboard, ``num_cpus`` CPUs, default ``max(workers, cores)``; needs
+    Ray >= 2.52) and stops it at the end, so two parties on one machine get two instances. To
+    use a cluster, pass its address (``"ray://head:10001"`` or ``"auto"`` on a node of it); if
+    Ray is already initialised in this process, that instance is used and left running. Such a
+    cluster must be one this party trusts and no one else can reach: whoever can submit tasks
+    to it sees the partition jobs, the input and the output. The cluster must be able to run all ``workers`` tasks at once: the two parties'
     workers of a partition run at the same time.
 
     The partition count is the smaller of the two parties' (at least 2). Returns the report
@@ -93,30 +180,19 @@ def run(
     if workers < 2:
         raise ValueError("workers: a run on Ray needs at least 2 partitions")
     text, source, base = _config_text(config)
-    own_tmp: Optional[str] = None
-    started = False
-    if not ray.is_initialized():
-        if address is None:
-            # Short path: Ray's socket names must fit in 107 bytes.
-            own_tmp = tempfile.mkdtemp(prefix="bjray-", dir="/tmp" if os.path.isdir("/tmp") else None)
-            ray.init(
-                address="local",
-                num_cpus=num_cpus or max(workers, os.cpu_count() or 1),
-                include_dashboard=False,
-                _temp_dir=own_tmp,
-                log_to_driver=False,
-                logging_level=logging.WARNING,
-            )
-        else:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-        started = True
+    coordinate = lambda: _coordinate(  # noqa: E731
+        ray, text, source, base, workers, work_dir, max_rounds, timeout_s
+    )
+    if ray.is_initialized():
+        return coordinate()
+    if address is None:
+        with _private_instance(ray, num_cpus or max(workers, os.cpu_count() or 1)):
+            return coordinate()
+    ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     try:
-        return _coordinate(ray, text, source, base, workers, work_dir, max_rounds, timeout_s)
+        return coordinate()
     finally:
-        if started:
-            ray.shutdown()
-        if own_tmp is not None:
-            shutil.rmtree(own_tmp, ignore_errors=True)
+        ray.shutdown()
 
 
 def _coordinate(

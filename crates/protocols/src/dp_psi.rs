@@ -29,11 +29,20 @@
 //! count; the sub-sampling is what hides |X ∩ Y| from her; it gives no pure-ε guarantee (with
 //! `|X ∩ Y| = 0` the count is always 0), the paper's analysis gives (ε, δ). Bob learns |X|.
 //!
-//! Repeated runs on the same sets compose: k runs are at most k·ε-DP, and in practice the
-//! average of k outputs converges to `p1·p2` for members and `p1·q` for non-members, so a few runs
-//! reveal membership. The data path must not offer unlimited reruns on the same inputs.
+//! The bound assumes Bob flips one coin per item: Y\* must hold each item at most once. A Bob
+//! who sent k copies of `H(y)^b` would get k independent coins on y's membership, and k·ε for y.
+//! Alice therefore refuses a sub-sample with two equal tags ([`ProtocolError::PeerMisbehaved`]),
+//! and Bob refuses his own input if it repeats an item ([`ProtocolError::Config`]). Beyond that
+//! check the model stays semi-honest: a Bob who deviates otherwise is not covered.
 //!
-//! `T` is the tag of [`crate::ecdh::tag_len_with`], sized for |X|·|Y| comparisons.
+//! Repeated runs on the same sets compose sequentially: r runs are at most r·ε-DP, and in practice
+//! the average of r outputs converges to `p1·p2` for members and `p1·q` for non-members, so a few
+//! runs reveal membership. The data path must not offer unlimited reruns on the same inputs.
+//!
+//! `T` is the tag of [`crate::ecdh::tag_len_with`], sized for `|Y|·max(|X|, |Y|)` comparisons
+//! ([`match_tag_len`]): the |Y\*|·|X| match tests and the |Y\*|²/2 pairs of the distinctness check,
+//! so that neither a false match nor an honest Bob refused for a tag collision is expected more
+//! often than 2^-40.
 
 use crate::ecdh::{
     Ctx, expect_type, peer_tags, receive_group, receive_tags, send_masked, tag_bytes, tag_len_with,
@@ -125,20 +134,26 @@ impl DpParams {
 }
 
 /// Uniform draws from SHA-256 in counter mode under a 32-byte key: a fresh OS-random key per run,
-/// or a fixed one in tests (so the sampling, and Bob's shuffle, are reproducible).
+/// or, in this crate's tests only, a fixed one (so the sampling and Bob's shuffle are
+/// reproducible).
 struct Sampler {
     key: Zeroizing<[u8; 32]>,
     counter: u64,
 }
 
 impl Sampler {
-    fn new(seed: Option<[u8; 32]>) -> Result<Self, ProtocolError> {
+    fn from_os() -> Result<Self, ProtocolError> {
         let mut key = Zeroizing::new([0u8; 32]);
-        match seed {
-            Some(s) => key.copy_from_slice(&s),
-            None => random_bytes(&mut key[..])?,
-        }
+        random_bytes(&mut key[..])?;
         Ok(Sampler { key, counter: 0 })
+    }
+
+    #[cfg(test)]
+    fn from_seed(seed: [u8; 32]) -> Self {
+        Sampler {
+            key: Zeroizing::new(seed),
+            counter: 0,
+        }
     }
 
     fn next_u64(&mut self) -> u64 {
@@ -175,20 +190,80 @@ impl Sampler {
 
 /// Runs DP-PSI after a handshake on `ProtocolChoice::Ecdh { curve }` (whose hello context should
 /// carry [`DpParams::context`]). Bob (the receiver) gets the sorted indices of his items in the
-/// noised intersection; Alice gets `None`. `seed` fixes the sampling randomness (tests only;
-/// `None` draws it from the OS).
+/// noised intersection; Alice gets `None`. The sampling randomness is always fresh from the OS:
+/// a caller able to fix it could replay one run's coins, and the ε bound needs fresh coins.
+///
+/// ```no_run
+/// use blindjoin_protocols::{dp_psi, Curve, HandshakeChecked, ItemDigest, Link, Progress, PsiOptions};
+/// fn call(l: &mut dyn Link, hs: &HandshakeChecked, o: &PsiOptions, i: &[ItemDigest], p: &dyn Progress) {
+///     let _ = dp_psi::run(l, hs, Curve::Curve25519, dp_psi::DpParams::default(), o, i, p);
+/// }
+/// ```
+///
+/// No caller outside the crate's tests can pass a seed:
+///
+/// ```compile_fail
+/// use blindjoin_protocols::{dp_psi, Curve, HandshakeChecked, ItemDigest, Link, Progress, PsiOptions};
+/// fn call(l: &mut dyn Link, hs: &HandshakeChecked, o: &PsiOptions, i: &[ItemDigest], p: &dyn Progress) {
+///     let seed = Some([7u8; 32]);
+///     let _ = dp_psi::run(l, hs, Curve::Curve25519, dp_psi::DpParams::default(), o, seed, i, p);
+/// }
+/// ```
 ///
 /// # Errors
 /// Invalid parameters, `broadcast_result` (the mechanism reveals to the receiver only), link
 /// failures, a misbehaving peer, or crypto failures.
-#[allow(clippy::too_many_arguments)]
 pub fn run(
     link: &mut dyn Link,
     hs: &HandshakeChecked,
     curve: Curve,
     params: DpParams,
     opts: &PsiOptions,
+    items: &[ItemDigest],
+    progress: &dyn Progress,
+) -> Result<PsiOutput, ProtocolError> {
+    run_with(
+        link,
+        hs,
+        curve,
+        params,
+        opts,
+        Sampler::from_os,
+        items,
+        progress,
+    )
+}
+
+/// [`run`] with the sampling randomness fixed by `seed` (`None`: from the OS), for this crate's
+/// tests only.
+#[cfg(test)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_seeded(
+    link: &mut dyn Link,
+    hs: &HandshakeChecked,
+    curve: Curve,
+    params: DpParams,
+    opts: &PsiOptions,
     seed: Option<[u8; 32]>,
+    items: &[ItemDigest],
+    progress: &dyn Progress,
+) -> Result<PsiOutput, ProtocolError> {
+    let sampler = || match seed {
+        Some(s) => Ok(Sampler::from_seed(s)),
+        None => Sampler::from_os(),
+    };
+    run_with(link, hs, curve, params, opts, sampler, items, progress)
+}
+
+/// [`run`] drawing its sampler from `sampler` once the run's arguments are checked.
+#[allow(clippy::too_many_arguments)]
+fn run_with(
+    link: &mut dyn Link,
+    hs: &HandshakeChecked,
+    curve: Curve,
+    params: DpParams,
+    opts: &PsiOptions,
+    sampler: impl FnOnce() -> Result<Sampler, ProtocolError>,
     items: &[ItemDigest],
     progress: &dyn Progress,
 ) -> Result<PsiOutput, ProtocolError> {
@@ -215,15 +290,49 @@ pub fn run(
     let ctx = Ctx {
         cipher: &*cipher,
         batch: opts.batch_size,
-        tag_len: tag_len_with(n_bob, n_alice, opts.extra_stat_bits),
+        tag_len: match_tag_len(n_bob, n_alice, opts),
         progress,
     };
-    let mut sampler = Sampler::new(seed)?;
+    let mut sampler = sampler()?;
     match hs.role() {
         Role::Receiver => bob(link, &ctx, &params, &mut sampler, items, n_alice as usize)
             .map(|v| PsiOutput::intersection(Some(v))),
         Role::Sender => alice(link, &ctx, &params, &mut sampler, items, n_bob as usize)
             .map(|()| PsiOutput::intersection(None)),
+    }
+}
+
+/// The tag length for `n_bob` receiver items and `n_alice` sender items: [`tag_len_with`] for
+/// `n_bob · max(n_alice, n_bob)` comparisons, which bounds both Alice's `|Y*|·|X|` match tests and
+/// the `|Y*|²/2` pairs her distinctness check compares (see the module doc).
+fn match_tag_len(n_bob: u64, n_alice: u64, opts: &PsiOptions) -> usize {
+    tag_len_with(n_bob, n_alice.max(n_bob), opts.extra_stat_bits)
+}
+
+/// Refuses a receiver set that repeats an item: Y\* must hold each item once (module doc), and
+/// Alice would refuse the run anyway, as the peer's fault, after all the masking.
+fn check_distinct(items: &[ItemDigest]) -> Result<(), ProtocolError> {
+    let mut sorted = items.to_vec();
+    sorted.sort_unstable();
+    if sorted.windows(2).any(|w| w[0] == w[1]) {
+        return Err(ProtocolError::Config(format!(
+            "{NAME} needs distinct items: the receiver's set repeats an item (deduplicate the keys \
+             before the run)"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a sub-sample (sorted `(tag, position)` pairs) in which two positions share a tag: a
+/// receiver repeating an item would get one coin per copy, k·ε for that item.
+fn check_distinct_tags(y_tags: &[(u128, u32)]) -> Result<(), ProtocolError> {
+    match y_tags.windows(2).find(|w| w[0].0 == w[1].0) {
+        Some(w) => Err(ProtocolError::PeerMisbehaved(format!(
+            "the receiver's sub-sample repeats an item (positions {} and {} carry the same \
+             tag); {NAME}'s ε-DP guarantee needs each item at most once",
+            w[0].1, w[1].1
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -235,6 +344,7 @@ fn bob(
     items: &[ItemDigest],
     n_alice: usize,
 ) -> Result<Vec<usize>, ProtocolError> {
+    check_distinct(items)?;
     // Step 2a: the sub-sample Y*, in a secret random order.
     let shuffled = sampler.permutation(items.len());
     let mut kept = vec![false; items.len()];
@@ -302,6 +412,7 @@ fn alice(
     }
     let n_star = n_star as usize;
     let y_tags = peer_tags(link, ctx, n_star)?;
+    check_distinct_tags(&y_tags)?;
     let mut x_tags: Vec<u128> = Vec::with_capacity(items.len());
     receive_tags(link, ctx, items.len(), |_, t| x_tags.push(t))?;
     x_tags.sort_unstable();

@@ -24,6 +24,7 @@
 //! it guesses.
 
 use crate::error::DataError;
+use crate::pipeline::process::ProcessorState;
 use crate::pipeline::wire::BucketCount;
 use blindjoin_link::Link;
 use blindjoin_link::wire::WireMessage;
@@ -99,6 +100,9 @@ pub struct BucketedPsi<'h> {
     next: usize,
     peer_keys: u64,
     counts: RevealCounts,
+    /// A resumed run redoing a bucket this party already ran: `(bucket, the peer's key count
+    /// in it then)`.
+    redo: Option<(usize, u64)>,
 }
 
 /// In the modes that reveal the intersection's size, what the buckets run so far revealed.
@@ -131,6 +135,7 @@ impl<'h> BucketedPsi<'h> {
             next: 0,
             peer_keys: 0,
             counts: RevealCounts::default(),
+            redo: None,
         })
     }
 
@@ -180,6 +185,17 @@ impl<'h> BucketedPsi<'h> {
         self.next = next;
         self.peer_keys = peer_keys;
         self.counts = counts;
+        Ok(())
+    }
+
+    /// Skips to a checkpoint's state; when the state redoes a bucket this party already ran
+    /// (`redo_peer_keys`), the peer must announce the key count it announced then.
+    ///
+    /// # Errors
+    /// The state is past the last bucket.
+    pub fn resume_from(&mut self, st: &ProcessorState) -> Result<(), DataError> {
+        self.resume_at(st.buckets_done, st.peer_keys, st.counts)?;
+        self.redo = st.redo_peer_keys.map(|n| (st.buckets_done, n));
         Ok(())
     }
 
@@ -280,6 +296,19 @@ impl<'h> BucketedPsi<'h> {
                 "the peer claims {theirs} keys in bucket {k} of {} (of {total} rows in all); a \
                  hash cannot load a bucket that unevenly",
                 self.buckets
+            )));
+        }
+        // A resumed run redoing a bucket this party finished: the same input gives the same
+        // count; another count means other rows, a second query on this party's bucket.
+        if let Some((at, before)) = self.redo
+            && at == k
+            && before != theirs
+        {
+            return Err(bad(format!(
+                "after the restart the peer redoes bucket {k} with {theirs} keys, but it sent \
+                 {before} when the bucket first ran: its input changed since the interruption \
+                 (or it replays the bucket with other rows); delete both recovery folders to \
+                 start over with the new input"
             )));
         }
         Ok(theirs)
@@ -532,5 +561,49 @@ mod tests {
         let d = [0xffu8; 16];
         assert_eq!(bucket_of(&d, 7), 6);
         assert_eq!(bucket_of(&[0u8; 16], 7), 0);
+    }
+
+    /// A resumed run redoing a bucket this party already ran: the peer must announce the key
+    /// count it announced the first time; another count (other rows) is refused as its fault,
+    /// the same count passes.
+    #[test]
+    fn a_redone_bucket_with_another_peer_count_is_refused() {
+        let protocol = ProtocolChoice::Ecdh {
+            curve: blindjoin_protocols::Curve::Curve25519,
+        };
+        for (peer_sends, refused) in [(11u64, true), (10, false)] {
+            let (mut la, mut lb) = mem_pair();
+            let t = std::thread::spawn(move || {
+                let hello = Hello::new(protocol, Role::Sender, false, 4000);
+                handshake(&mut lb, hello).unwrap();
+                let _ours = lb.recv().unwrap();
+                let reply = BucketCount {
+                    bucket: 2,
+                    keys: peer_sends,
+                };
+                lb.send(&reply.encode()).unwrap();
+            });
+            let hs = handshake(&mut la, Hello::new(protocol, Role::Receiver, false, 4000)).unwrap();
+            let mut psi = BucketedPsi::new(&hs, &PsiOptions::default(), 1000).unwrap();
+            let st = ProcessorState {
+                buckets_done: 2,
+                peer_keys: 20,
+                redo_peer_keys: Some(10),
+                ..ProcessorState::default()
+            };
+            psi.resume_from(&st).unwrap();
+            let got = psi.exchange_count(&mut la, 2, 10);
+            t.join().unwrap();
+            match got {
+                Err(DataError::Protocol(ProtocolError::PeerMisbehaved(m))) if refused => {
+                    assert!(
+                        m.contains("redoes bucket 2 with 11 keys") && m.contains("sent 10"),
+                        "{m}"
+                    )
+                }
+                Ok(n) if !refused => assert_eq!(n, 10),
+                other => panic!("peer sends {peer_sends}: {other:?}"),
+            }
+        }
     }
 }

@@ -259,7 +259,7 @@ fn run_bucket<L: Link>(
             ));
             let hs = handshake(link, hello)?;
             let theirs = hs.theirs().item_count;
-            let out = dp_psi::run(link, &hs, curve, params, opts, None, digests, progress)?;
+            let out = dp_psi::run(link, &hs, curve, params, opts, digests, progress)?;
             Ok((out.intersection, theirs))
         }
     }

@@ -24,7 +24,7 @@
 
 use crate::error::DataError;
 use crate::pipeline::process::ProcessorState;
-use crate::pipeline::recovery::{read_checkpoint, refused_checkpoint, swap_resume_points};
+use crate::pipeline::recovery::{read_checkpoint, redo_of, refused_checkpoint, swap_resume_points};
 use crate::table::output::write_atomic;
 use crate::table::private_fs;
 use blindjoin_link::Link;
@@ -165,11 +165,14 @@ impl PartitionRecovery {
             .find(|s| s.buckets_done == at)
             .cloned();
         match state {
-            Some(s) => Ok(s),
-            None if at == range.start => Ok(ProcessorState {
-                buckets_done: range.start,
-                ..ProcessorState::default()
-            }),
+            Some(s) => Ok(redo_of(s, &self.cp.current)),
+            None if at == range.start => Ok(redo_of(
+                ProcessorState {
+                    buckets_done: range.start,
+                    ..ProcessorState::default()
+                },
+                &self.cp.current,
+            )),
             None => Err(peer_error(format!(
                 "partition {}: this party's checkpoint is at bucket {ours}, the peer's at \
                  {theirs}; they cannot be reconciled, delete both recovery folders to start over",
@@ -278,7 +281,27 @@ mod tests {
         let (a, b) = agree_both(at(&ra, 1, &[5, 6, 7]), at(&rb, 1, &[5, 6]), 4..8);
         let (a, b) = (a.unwrap(), b.unwrap());
         assert_eq!((a.buckets_done, b.buckets_done), (6, 6));
-        assert_eq!(a, state(6));
+        // The party one ahead redoes bucket 6 and knows the peer's count in it then (70 − 60);
+        // the other has nothing to compare.
+        assert_eq!(
+            a,
+            ProcessorState {
+                redo_peer_keys: Some(10),
+                ..state(6)
+            }
+        );
+        assert_eq!(b, state(6));
+    }
+
+    /// The party one ahead at a partition's first bucket (no earlier state) knows the peer's
+    /// count in it too, from the partition's start at 0 keys.
+    #[test]
+    fn one_ahead_at_the_partition_s_first_bucket_keeps_the_peer_s_count() {
+        let (ra, rb) = (folder("first-a"), folder("first-b"));
+        let (a, b) = agree_both(at(&ra, 1, &[5]), at(&rb, 1, &[]), 4..8);
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!((a.buckets_done, a.redo_peer_keys), (4, Some(50)));
+        assert_eq!((b.buckets_done, b.redo_peer_keys), (4, None));
     }
 
     #[test]

@@ -71,6 +71,12 @@ pub struct ProcessorState {
     pub intersection_digest: ItemDigest,
     /// Counts and timings so far.
     pub totals: Totals,
+    /// Set only on the state a resume agreement hands back one bucket behind this party's
+    /// checkpoint: the peer's key count in that next bucket when it first ran, which the redo
+    /// must announce again ([`crate::pipeline::recovery::redo_of`]). Not stored: the
+    /// checkpoint's two states already give it.
+    #[serde(skip)]
+    pub redo_peer_keys: Option<u64>,
 }
 
 /// One party's bucket-by-bucket run.
@@ -121,7 +127,7 @@ impl<'a> Processor<'a> {
         };
         let mut psi = psi;
         if let Some(st) = resume {
-            psi.resume_at(st.buckets_done, st.peer_keys, st.counts)?;
+            psi.resume_from(st)?;
         }
         Ok(Processor {
             learns: spec.learns_result(),
@@ -202,6 +208,7 @@ impl<'a> Processor<'a> {
             own_unmatched_rows: self.own_unmatched_rows,
             intersection_digest: self.intersection_digest,
             totals: self.totals.clone(),
+            redo_peer_keys: None,
         })
     }
 

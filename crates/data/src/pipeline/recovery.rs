@@ -157,8 +157,8 @@ impl Checkpoint {
             .find(|s| s.buckets_done == at)
             .cloned();
         match state {
-            Some(s) => Ok(s),
-            None if at == 0 => Ok(ProcessorState::default()),
+            Some(s) => Ok(redo_of(s, &self.current)),
+            None if at == 0 => Ok(redo_of(ProcessorState::default(), &self.current)),
             None => Err(peer_error(format!(
                 "this party's checkpoint is at bucket {ours}, the peer's at {theirs}; they cannot \
                  be reconciled, delete both recovery folders to start over"
@@ -252,7 +252,23 @@ pub(crate) fn read_checkpoint<T: serde::de::DeserializeOwned>(
     serde_json::from_slice(&bytes).map(Some).map_err(unreadable)
 }
 
-/// A checkpoint this run cannot resume from, saying `why` and what to do.
+/// `state`, marked with the peer's key count in its next bucket when this party's checkpoint
+/// (`current`) is one bucket past it: the peer announced `current.peer_keys − state.peer_keys`
+/// keys in that bucket, and must announce as many when it is redone (a different count would be
+/// a second query on this party's bucket with other rows). Both states are cumulative and
+/// consecutive, so the checkpoint records the count without a field of its own, and checkpoints
+/// written before this check get it too.
+pub(crate) fn redo_of(
+    mut state: ProcessorState,
+    current: &Option<ProcessorState>,
+) -> ProcessorState {
+    state.redo_peer_keys = current
+        .as_ref()
+        .filter(|c| c.buckets_done == state.buckets_done + 1)
+        .map(|c| c.peer_keys.saturating_sub(state.peer_keys));
+    state
+}
+
 /// Tells the peer the bucket this party's checkpoint resumes at and returns the peer's.
 pub(crate) fn swap_resume_points(link: &mut dyn Link, ours: usize) -> Result<usize, DataError> {
     let msg = ResumePoint {
@@ -265,6 +281,7 @@ pub(crate) fn swap_resume_points(link: &mut dyn Link, ours: usize) -> Result<usi
         .buckets_done as usize)
 }
 
+/// A checkpoint this run cannot resume from, saying `why` and what to do.
 pub(crate) fn refused_checkpoint(path: &Path, why: &str) -> DataError {
     DataError::Config(ConfigError::Invalid {
         field: "psi_config.recovery_config.folder".into(),
@@ -359,6 +376,51 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    fn done(buckets_done: usize, peer_keys: u64) -> ProcessorState {
+        ProcessorState {
+            buckets_done,
+            peer_keys,
+            ..ProcessorState::default()
+        }
+    }
+
+    /// Both parties' checkpoints, one bucket apart: the one ahead resumes with the peer's key
+    /// count in the bucket it redoes; at the same point neither has a count to hold.
+    #[test]
+    fn the_party_one_ahead_resumes_with_the_peer_s_count_in_the_redone_bucket() {
+        let mut ahead = cp(0, 4);
+        ahead.advance(4, done(2, 30));
+        ahead.advance(4, done(3, 42));
+        let mut behind = cp(0, 4);
+        behind.advance(4, done(1, 10));
+        behind.advance(4, done(2, 30));
+        let (mut la, mut lb) = blindjoin_link::mem_pair();
+        let t = std::thread::spawn(move || behind.agree(&mut lb, 4).unwrap());
+        let a = ahead.agree(&mut la, 4).unwrap();
+        let b = t.join().unwrap();
+        assert_eq!((a.buckets_done, a.redo_peer_keys), (2, Some(12)));
+        assert_eq!((b.buckets_done, b.redo_peer_keys), (2, None));
+        // One bucket in, the other side with none: the count is the whole first bucket's.
+        let mut first = cp(0, 4);
+        first.advance(4, done(1, 9));
+        let (mut la, mut lb) = blindjoin_link::mem_pair();
+        let t = std::thread::spawn(move || cp(0, 0).agree(&mut lb, 4).unwrap());
+        let a = first.agree(&mut la, 4).unwrap();
+        assert_eq!((a.buckets_done, a.redo_peer_keys), (0, Some(9)));
+        assert_eq!(t.join().unwrap().redo_peer_keys, None);
+    }
+
+    /// The count never reaches the checkpoint file (it is derived from the two states).
+    #[test]
+    fn the_redo_count_is_not_written() {
+        let s = ProcessorState {
+            redo_peer_keys: Some(5),
+            ..done(1, 5)
+        };
+        let v = serde_json::to_value(&s).unwrap();
+        assert!(v.get("redo_peer_keys").is_none(), "{v}");
     }
 
     #[test]

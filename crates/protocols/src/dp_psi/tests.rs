@@ -38,7 +38,7 @@ fn run_pair(
         let hello = Hello::new(choice, Role::Sender, broadcast, xs.len() as u64)
             .with_context(params.context());
         let hs = handshake(&mut la, hello)?;
-        run(
+        run_seeded(
             &mut la,
             &hs,
             CURVE,
@@ -52,7 +52,7 @@ fn run_pair(
     let hello = Hello::new(choice, Role::Receiver, broadcast, ys.len() as u64)
         .with_context(params.context());
     let hs = handshake(&mut lb, hello)?;
-    let out = run(
+    let out = run_seeded(
         &mut lb,
         &hs,
         CURVE,
@@ -62,6 +62,8 @@ fn run_pair(
         ys,
         &NoProgress,
     );
+    // Bob's end closes first, so an Alice waiting on a Bob who gave up fails at once.
+    drop(lb);
     let alice_out = alice
         .join()
         .map_err(|_| ProtocolError::Unreachable("alice panicked"))?;
@@ -217,7 +219,6 @@ fn an_inflated_sub_sample_is_refused() {
             CURVE,
             params,
             &PsiOptions::default(),
-            None,
             &xs,
             &NoProgress,
         )
@@ -231,5 +232,87 @@ fn an_inflated_sub_sample_is_refused() {
     assert!(
         matches!(&err, ProtocolError::PeerMisbehaved(m) if m.contains("sub-sample")),
         "{err}"
+    );
+}
+
+/// A receiver that follows the protocol but sends `copies` masked copies of `items[0]` as its
+/// sub-sample, so Alice would flip `copies` independent coins on one item's membership. Returns
+/// the positions Alice chose.
+fn repeating_bob(
+    link: &mut dyn Link,
+    items: &[ItemDigest],
+    copies: usize,
+    n_alice: usize,
+) -> Result<Vec<usize>, ProtocolError> {
+    let cipher = new_cipher(CURVE, None)?;
+    let opts = PsiOptions::default();
+    let ctx = Ctx {
+        cipher: &*cipher,
+        batch: opts.batch_size,
+        tag_len: match_tag_len(items.len() as u64, n_alice as u64, &opts),
+        progress: &NoProgress,
+    };
+    let mut head = vec![MSG_COUNT];
+    put_u64(&mut head, copies as u64);
+    link.send(&head)?;
+    send_masked(link, &ctx, items, &vec![0; copies])?;
+    let n = ctx.cipher.point_len();
+    let mut tags = Vec::new();
+    let mut received = 0;
+    while let Some((_, remasked)) = receive_group(link, &ctx, n_alice, &mut received)? {
+        for out in remasked {
+            tags.extend_from_slice(&tag_bytes(&out, n, ctx.tag_len));
+        }
+    }
+    for chunk in tags.chunks(ctx.batch * ctx.tag_len) {
+        link.send(&tag_message(chunk, ctx.tag_len))?;
+    }
+    crate::positions::receive(link, copies)
+}
+
+/// A receiver that repeats one item k times would turn ε into k·ε for it: Alice refuses equal
+/// tags in the sub-sample as the peer's fault.
+#[test]
+fn a_receiver_repeating_an_item_is_refused() {
+    let (mut lb, mut la) = mem_pair();
+    let params = DpParams::default();
+    let choice = ProtocolChoice::Ecdh { curve: CURVE };
+    let xs = digests("x", 8);
+    let ys = xs[..4].to_vec();
+    let alice = std::thread::spawn(move || {
+        let hello = Hello::new(choice, Role::Sender, false, 8).with_context(params.context());
+        let hs = handshake(&mut la, hello)?;
+        run(
+            &mut la,
+            &hs,
+            CURVE,
+            params,
+            &PsiOptions::default(),
+            &xs,
+            &NoProgress,
+        )
+    });
+    let hello = Hello::new(choice, Role::Receiver, false, 4).with_context(params.context());
+    handshake(&mut lb, hello).unwrap();
+    let bob = repeating_bob(&mut lb, &ys, 4, 8);
+    drop(lb);
+    let err = alice.join().unwrap().unwrap_err();
+    assert!(
+        matches!(&err, ProtocolError::PeerMisbehaved(m) if m.contains("repeat")),
+        "{err}; Bob got {bob:?}"
+    );
+}
+
+/// An honest receiver whose own set repeats an item is refused before anything is sent, as a
+/// caller error rather than a misbehaving peer at Alice.
+#[test]
+fn a_receiver_set_with_repeats_is_refused_locally() {
+    let xs = digests("x", 5);
+    let mut ys = digests("y", 4);
+    ys[3] = ys[1];
+    let err = run_pair(DpParams::default(), &ys, &xs, None, false);
+    assert!(
+        matches!(&err, Err(ProtocolError::Config(m)) if m.contains("distinct")),
+        "{err:?}"
     );
 }
