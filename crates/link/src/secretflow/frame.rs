@@ -68,6 +68,12 @@ impl Frame {
         &self.body[self.meta_len..self.payload_end]
     }
 
+    /// Bytes allocated for the body (tests check the read bound).
+    #[cfg(test)]
+    pub fn body_capacity(&self) -> usize {
+        self.body.capacity()
+    }
+
     /// Bytes this frame took on the wire.
     pub fn wire_len(&self) -> usize {
         HEADER_LEN + self.body.len()

@@ -273,4 +273,6 @@ impl Drop for Session {
 }
 
 #[cfg(test)]
+mod hostile;
+#[cfg(test)]
 mod tests;

@@ -174,3 +174,24 @@ fn bad_options_are_refused_by_name() {
         })
     ));
 }
+
+#[test]
+fn the_connect_step_runs_again_as_psi_does_even_when_rounds_overlap() {
+    let (o0, o1) = pair_opts();
+    let peer = thread::spawn(move || {
+        let (s, mut ctx) = Session::start(&o1, &Cancel::new()).unwrap();
+        // psi's party Init connects a second time (and here a third): seq-0 messages under one
+        // key may queue up before the other side reads them.
+        ctx.connect_to_mesh(Duration::from_secs(10)).unwrap();
+        ctx.connect_to_mesh(Duration::from_secs(10)).unwrap();
+        ctx.send(b"after").unwrap();
+        s.stop().unwrap();
+    });
+    let (s, mut ctx) = Session::start(&o0, &Cancel::new()).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    ctx.connect_to_mesh(Duration::from_secs(10)).unwrap();
+    ctx.connect_to_mesh(Duration::from_secs(10)).unwrap();
+    assert_eq!(ctx.recv().unwrap(), b"after");
+    s.stop().unwrap();
+    peer.join().unwrap();
+}
