@@ -411,10 +411,10 @@ impl Channel {
         let total = value.len() as u64;
         let mut in_flight: VecDeque<(u64, usize, usize)> = VecDeque::new();
         for (off, len) in slices(value.len(), self.limits.chunk) {
-            if in_flight.len() >= self.limits.parallel.max(1) {
-                if let Some((id, o, l)) = in_flight.pop_front() {
-                    self.finish_chunk(key, value, total, id, o, l)?;
-                }
+            if in_flight.len() >= self.limits.parallel.max(1)
+                && let Some((id, o, l)) = in_flight.pop_front()
+            {
+                self.finish_chunk(key, value, total, id, o, l)?;
             }
             let req = self.chunk_request(key, &value[off..off + len], total, off);
             match self.client.start(&req, false, Duration::from_secs(2)) {
@@ -477,29 +477,30 @@ impl Channel {
         let deadline = Instant::now() + timeout;
         let mut st = self.lock();
         loop {
-            if let Some(q) = st.inbox.get_mut(msg_key.as_bytes()) {
-                if let Some(m) = q.pop_front() {
-                    if q.is_empty() {
-                        st.inbox.remove(msg_key.as_bytes());
-                    }
-                    st.buffered -= m.value.len();
-                    drop(st);
-                    if m.seq > 0 {
-                        self.send_ack(m.seq);
-                    }
-                    return Ok(m.value);
+            if let Some(q) = st.inbox.get_mut(msg_key.as_bytes())
+                && let Some(m) = q.pop_front()
+            {
+                if q.is_empty() {
+                    st.inbox.remove(msg_key.as_bytes());
                 }
+                st.buffered -= m.value.len();
+                drop(st);
+                if m.seq > 0 {
+                    self.send_ack(m.seq);
+                }
+                return Ok(m.value);
             }
             if let Some(e) = self.blocker(&st) {
                 return Err(e);
             }
-            if let Some(n) = st.peer_fin {
-                if st.received.has_all_up_to(n) && st.partial.is_empty() {
-                    // The peer closed and everything it sent is here: this key will not come.
-                    return Err(LinkError::PeerClosed {
-                        peer: self.peer.clone(),
-                    });
-                }
+            if let Some(n) = st.peer_fin
+                && st.received.has_all_up_to(n)
+                && st.partial.is_empty()
+            {
+                // The peer closed and everything it sent is here: this key will not come.
+                return Err(LinkError::PeerClosed {
+                    peer: self.peer.clone(),
+                });
             }
             if Instant::now() >= deadline {
                 return Err(LinkError::RecvTimeout {
@@ -538,10 +539,10 @@ impl Channel {
         };
         let mut st = self.lock();
         loop {
-            if let Some(n) = st.peer_fin {
-                if st.received.has_all_up_to(n) {
-                    break;
-                }
+            if let Some(n) = st.peer_fin
+                && st.received.has_all_up_to(n)
+            {
+                break;
             }
             if let Some(e) = self.blocker(&st) {
                 return Err(e);

@@ -208,10 +208,10 @@ impl RpcClient {
         let deadline = Instant::now() + timeout;
         let mut calls = lock(&self.inner.calls);
         loop {
-            if let Some((_, Some(_))) = calls.waiting.get(&id) {
-                if let Some((_, Some(r))) = calls.waiting.remove(&id) {
-                    return Ok(r);
-                }
+            if let Some((_, Some(_))) = calls.waiting.get(&id)
+                && let Some((_, Some(r))) = calls.waiting.remove(&id)
+            {
+                return Ok(r);
             }
             if !calls.waiting.contains_key(&id) {
                 return Ok(Err(Failure::Closed("request lost".into())));
@@ -336,10 +336,10 @@ fn read_responses(inner: &Inner, mut stream: TcpStream, generation: u64) {
         let mut calls = lock(&inner.calls);
         if let Some((_, slot)) = calls.waiting.get_mut(&id) {
             *slot = Some(outcome);
-        } else if calls.detached.remove(&id).is_some() {
-            if let Err(f) = outcome {
-                calls.detached_failure.get_or_insert(f);
-            }
+        } else if calls.detached.remove(&id).is_some()
+            && let Err(f) = outcome
+        {
+            calls.detached_failure.get_or_insert(f);
         }
         // A response to a request that already timed out is dropped, as brpc does.
         drop(calls);

@@ -258,12 +258,10 @@ impl Context {
                         Ok(()) | Err(RecvTimeoutError::Disconnected) => true,
                         Err(RecvTimeoutError::Timeout) => false,
                     };
-                    if finished {
-                        if let Some(h) = worker.take() {
-                            match h.join() {
-                                Ok(r) => result = Some(r),
-                                Err(p) => std::panic::resume_unwind(p),
-                            }
+                    if finished && let Some(h) = worker.take() {
+                        match h.join() {
+                            Ok(r) => result = Some(r),
+                            Err(p) => std::panic::resume_unwind(p),
                         }
                     }
                 }

@@ -31,7 +31,7 @@
 //!
 //! Both parties may start in either order: the connect message is retried until
 //! [`Options::connect_timeout`]. A peer that dies is reported as [`LinkError::PeerClosed`] within
-//! [`channel::PEER_GONE_GRACE`] of its connections closing (or [`LinkError::RecvTimeout`] if it
+//! [`PEER_GONE_GRACE`] of its connections closing (or [`LinkError::RecvTimeout`] if it
 //! hangs with them open); a peer that breaks the protocol as [`LinkError::BadFrame`].
 //!
 //! **TLS** (yacl `enable_ssl`) is not implemented yet. The hook is the two places a
@@ -60,6 +60,7 @@ pub mod proto;
 mod seqs;
 mod server;
 
+pub use channel::PEER_GONE_GRACE;
 pub use context::{Context, SYNC_FINISHED, SYNC_UNFINISHED, SYNC_WAIT_PERIOD};
 
 use crate::{Cancel, LinkError};
