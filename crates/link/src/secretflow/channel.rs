@@ -410,6 +410,20 @@ impl Channel {
         }
         let total = value.len() as u64;
         let mut in_flight: VecDeque<(u64, usize, usize)> = VecDeque::new();
+        let r = self.send_chunks(key, value, total, &mut in_flight);
+        if r.is_err() {
+            self.client.forget(in_flight.iter().map(|(id, _, _)| *id));
+        }
+        r
+    }
+
+    fn send_chunks(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        total: u64,
+        in_flight: &mut VecDeque<(u64, usize, usize)>,
+    ) -> Result<(), LinkError> {
         for (off, len) in slices(value.len(), self.limits.chunk) {
             if in_flight.len() >= self.limits.parallel.max(1)
                 && let Some((id, o, l)) = in_flight.pop_front()

@@ -240,6 +240,14 @@ impl RpcClient {
         }
     }
 
+    /// Drops the slots of requests nobody will wait for any more (a send that failed part way).
+    pub(crate) fn forget(&self, ids: impl IntoIterator<Item = u64>) {
+        let mut calls = lock(&self.inner.calls);
+        for id in ids {
+            calls.waiting.remove(&id);
+        }
+    }
+
     /// Waits until every detached request has its response; reports the first that failed.
     pub(crate) fn flush(&self, deadline: Instant) -> Result<(), LinkError> {
         let mut calls = lock(&self.inner.calls);
