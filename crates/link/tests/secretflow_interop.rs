@@ -69,6 +69,7 @@ impl Peer {
         peer_port: u16,
         id: &str,
         mode: &str,
+        extra: &[&str],
     ) -> Peer {
         let log = std::env::temp_dir().join(format!("sf-peer-{id}-{}.log", std::process::id()));
         let out = File::create(&log).unwrap();
@@ -80,6 +81,7 @@ impl Peer {
             .args(["--self-port", &self_port.to_string()])
             .args(["--peer-port", &peer_port.to_string()])
             .args(["--id", id, "--mode", mode])
+            .args(extra)
             .stdout(out)
             .stderr(err)
             .spawn()
@@ -172,7 +174,7 @@ fn exchange(ctx: &mut Context) -> Result<(), LinkError> {
     Ok(())
 }
 
-fn run_full(id: &str, rust_rank: usize, rust_first: bool) {
+fn run_full(id: &str, rust_rank: usize, rust_first: bool, rust_chunk: usize, wheel_args: &[&str]) {
     let py = python();
     let (rust_port, py_port) = (free_port(), free_port());
     let started = Instant::now();
@@ -185,10 +187,12 @@ fn run_full(id: &str, rust_rank: usize, rust_first: bool) {
             rust_port,
             id,
             "full",
+            wheel_args,
         ));
         std::thread::sleep(Duration::from_secs(3));
     }
-    let o = opts(id, rust_rank, rust_port, py_port);
+    let mut o = opts(id, rust_rank, rust_port, py_port);
+    o.http_max_payload_size = rust_chunk;
     let rust = std::thread::spawn(move || -> Result<(), LinkError> {
         let (session, mut ctx) = Session::start(&o, &Cancel::new())?;
         exchange(&mut ctx)?;
@@ -203,6 +207,7 @@ fn run_full(id: &str, rust_rank: usize, rust_first: bool) {
             rust_port,
             id,
             "full",
+            wheel_args,
         ));
     }
     let Some(peer) = peer else { unreachable!() };
@@ -225,12 +230,25 @@ fn run_full(id: &str, rust_rank: usize, rust_first: bool) {
 
 #[test]
 fn wheel_starts_first_and_blindjoin_is_rank0() {
-    run_full("wheelfirst", 0, false);
+    run_full("wheelfirst", 0, false, 1 << 20, &[]);
 }
 
 #[test]
 fn blindjoin_starts_first_and_is_rank1() {
-    run_full("rustfirst", 1, true);
+    run_full("rustfirst", 1, true, 1 << 20, &[]);
+}
+
+/// 16 KiB chunks from the wheel over brpc's `pooled` connections (several TCP connections, so
+/// its 8 parallel chunks really arrive out of order), 100 kB chunks from blindjoin.
+#[test]
+fn other_chunk_sizes_and_pooled_connections() {
+    run_full(
+        "pooled",
+        0,
+        false,
+        100_000,
+        &["--payload", "16384", "--connection-type", "pooled"],
+    );
 }
 
 #[test]
@@ -238,7 +256,7 @@ fn a_wheel_that_dies_mid_exchange_gives_a_typed_error_within_the_timeout() {
     let py = python();
     let (rust_port, py_port) = (free_port(), free_port());
     let started = Instant::now();
-    let peer = Peer::start(&py, 1, py_port, rust_port, "dies", "die");
+    let peer = Peer::start(&py, 1, py_port, rust_port, "dies", "die", &[]);
     let (session, mut ctx) = Session::start(&opts("dies", 0, rust_port, py_port), &Cancel::new())
         .unwrap_or_else(|e| panic!("connect failed: {e}\n{}", peer.log()));
     ctx.send(b"small from blindjoin").unwrap();

@@ -3,6 +3,7 @@ crates/link/tests/secretflow_interop.rs. It runs a scripted exchange against the
 and exits 0 after printing "PEER OK", or non-zero with the reason.
 
 usage: peer.py --rank R --self-port P --peer-port Q --id ID [--mode full|die]
+               [--payload BYTES] [--connection-type single|pooled]
 """
 
 import argparse
@@ -34,6 +35,9 @@ def main():
     ap.add_argument("--peer-port", type=int, required=True)
     ap.add_argument("--id", default="root")
     ap.add_argument("--mode", default="full", choices=["full", "die"])
+    # The wheel's http_max_payload_size (chunk size) and brpc_channel_connection_type.
+    ap.add_argument("--payload", type=int, default=0)
+    ap.add_argument("--connection-type", default="")
     a = ap.parse_args()
 
     me, peer = a.rank, 1 - a.rank
@@ -43,6 +47,10 @@ def main():
     desc.recv_timeout_ms = 30000
     desc.connect_retry_times = 60
     desc.connect_retry_interval_ms = 1000
+    if a.payload:
+        desc.http_max_payload_size = a.payload
+    if a.connection_type:
+        desc.brpc_channel_connection_type = a.connection_type
     for r in range(2):
         desc.add_party(f"party{r}", f"127.0.0.1:{ports[r]}")
     lctx = link.create_brpc(desc, me)
