@@ -85,6 +85,17 @@ pub(crate) struct Channel {
     pub(crate) cancel: Cancel,
     state: Mutex<State>,
     changed: Condvar,
+    acks: Mutex<AckQueue>,
+    acks_changed: Condvar,
+}
+
+/// ACKs waiting for the ACK sender: `(seq, tries so far)`.
+#[derive(Default)]
+struct AckQueue {
+    queue: VecDeque<(u64, u32)>,
+    /// The sender holds a batch it has not finished.
+    busy: bool,
+    stopped: bool,
 }
 
 fn decimal(v: &[u8]) -> Option<u64> {
@@ -140,6 +151,8 @@ impl Channel {
             cancel,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
+            acks: Mutex::new(AckQueue::default()),
+            acks_changed: Condvar::new(),
         }
     }
 
@@ -292,16 +305,102 @@ impl Channel {
         self.on_message(st, key, r.into_value())
     }
 
+    /// Queues an ACK for the ACK sender ([`Channel::run_acks`]); never blocks the caller.
     fn send_ack(&self, seq: u64) {
-        let v = seq.to_string();
-        let req = self.request(ACK_KEY, v.as_bytes());
-        if let Err(f) = self.client.start(&req, true, Duration::from_secs(2)) {
-            // The peer is gone or the connection broke; waits report it.
-            let mut st = self.lock();
-            if !f.is_transient() {
-                st.failure.get_or_insert(f);
+        let mut a = self.acks.lock().unwrap_or_else(PoisonError::into_inner);
+        a.queue.push_back((seq, 0));
+        drop(a);
+        self.acks_changed.notify_all();
+    }
+
+    /// The ACK sender's loop (its own thread, started by the session): sends every queued ACK,
+    /// pipelined, and sends again those that met a broken connection — a lost ACK would stall
+    /// a wheel peer's throttle window and hang its close. Returns once [`Channel::stop_acks`]
+    /// was called.
+    pub(crate) fn run_acks(&self) {
+        loop {
+            let batch: Vec<(u64, u32)> = {
+                let mut a = self.acks.lock().unwrap_or_else(PoisonError::into_inner);
+                while a.queue.is_empty() && !a.stopped {
+                    a = self
+                        .acks_changed
+                        .wait_timeout(a, POLL)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                if a.stopped {
+                    return;
+                }
+                a.busy = true;
+                a.queue.drain(..).collect()
+            };
+            let mut started = Vec::with_capacity(batch.len());
+            let mut again = Vec::new();
+            for (seq, tries) in batch {
+                let v = seq.to_string();
+                let req = self.request(ACK_KEY, v.as_bytes());
+                match self.client.start(&req, Duration::from_secs(2)) {
+                    Ok(id) => started.push((id, seq, tries)),
+                    Err(f) => again.push((seq, tries, f)),
+                }
+            }
+            for (id, seq, tries) in started {
+                match self.client.wait(id, self.limits.rpc_timeout) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(f)) => again.push((seq, tries, f)),
+                    Err(e) => again.push((seq, tries, Failure::Closed(e.to_string()))),
+                }
+            }
+            let retry = !again.is_empty();
+            {
+                let mut a = self.acks.lock().unwrap_or_else(PoisonError::into_inner);
+                for (seq, tries, f) in again {
+                    if f.is_transient() && tries < SEND_RETRIES {
+                        a.queue.push_back((seq, tries + 1));
+                    } else {
+                        let mut st = self.lock();
+                        st.failure.get_or_insert(f);
+                        self.changed.notify_all();
+                    }
+                }
+                a.busy = false;
+            }
+            self.acks_changed.notify_all();
+            if retry && self.sleep(Duration::from_secs(1)).is_err() {
+                return;
             }
         }
+    }
+
+    /// Ends [`Channel::run_acks`].
+    pub(crate) fn stop_acks(&self) {
+        self.acks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stopped = true;
+        self.acks_changed.notify_all();
+    }
+
+    /// Waits until every queued ACK was delivered.
+    fn flush_acks(&self, deadline: Instant, timeout: Duration) -> Result<(), LinkError> {
+        let mut a = self.acks.lock().unwrap_or_else(PoisonError::into_inner);
+        while !a.queue.is_empty() || a.busy {
+            if let Some(e) = self.blocker(&self.lock()) {
+                return Err(e);
+            }
+            if a.stopped || Instant::now() >= deadline {
+                return Err(LinkError::RpcTimeout {
+                    peer: self.peer.clone(),
+                    waited: timeout,
+                });
+            }
+            a = self
+                .acks_changed
+                .wait_timeout(a, POLL)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        Ok(())
     }
 
     fn request<'a>(&self, key: &'a [u8], value: &'a [u8]) -> PushRequest<'a> {
@@ -431,7 +530,7 @@ impl Channel {
                 self.finish_chunk(key, value, total, id, o, l)?;
             }
             let req = self.chunk_request(key, &value[off..off + len], total, off);
-            match self.client.start(&req, false, Duration::from_secs(2)) {
+            match self.client.start(&req, Duration::from_secs(2)) {
                 Ok(id) => in_flight.push_back((id, off, len)),
                 // Sent again (and awaited) by finish_chunk's retry path.
                 Err(_) => in_flight.push_back((0, off, len)),
@@ -567,7 +666,7 @@ impl Channel {
             st = self.wait(st, deadline);
         }
         drop(st);
-        self.client.flush(deadline)?;
+        self.flush_acks(deadline, timeout)?;
         let mut st = self.lock();
         while !st.acked.has_all_up_to(sent) {
             if let Some(f) = &st.failure {

@@ -1,8 +1,7 @@
 //! The client half of baidu_std: one TCP connection to the peer's brpc server (brpc's default
 //! `single` connection type), requests pipelined on it, responses matched by correlation id by
-//! a reader thread. A request is either awaited ([`RpcClient::call`]) or detached (ACKs, FIN-time
-//! ACKs: [`RpcClient::start`] with `detached`), whose responses are only checked for errors and
-//! counted so [`RpcClient::flush`] can wait for them before the link closes.
+//! a reader thread. [`RpcClient::start`] writes a request and [`RpcClient::wait`] waits for its
+//! response, so several requests (chunks, ACKs) can be in flight at once.
 //!
 //! The connection is dialled lazily, on the first request, like brpc's channel; if it breaks it is
 //! dialled again on the next request. A broken connection fails every request still waiting on it.
@@ -69,12 +68,8 @@ type Outcome = Option<Result<(), Failure>>;
 
 #[derive(Default)]
 struct Calls {
-    /// Awaited requests: correlation id -> (connection generation, outcome).
+    /// Requests in flight: correlation id -> (connection generation, outcome).
     waiting: HashMap<u64, (u64, Outcome)>,
-    /// Detached requests: correlation id -> connection generation.
-    detached: HashMap<u64, u64>,
-    /// The first failed detached request (an ACK the peer refused), reported by `flush`.
-    detached_failure: Option<Failure>,
 }
 
 struct Conn {
@@ -150,7 +145,7 @@ impl RpcClient {
         dial_timeout: Duration,
         timeout: Duration,
     ) -> Result<Result<(), Failure>, LinkError> {
-        let id = match self.start(req, false, dial_timeout) {
+        let id = match self.start(req, dial_timeout) {
             Ok(id) => id,
             Err(f) => return Ok(Err(f)),
         };
@@ -161,7 +156,6 @@ impl RpcClient {
     pub(crate) fn start(
         &self,
         req: &PushRequest<'_>,
-        detached: bool,
         dial_timeout: Duration,
     ) -> Result<u64, Failure> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
@@ -175,11 +169,7 @@ impl RpcClient {
         let generation = conn.as_ref().map_or(0, |c| c.generation);
         {
             let mut calls = lock(&self.inner.calls);
-            if detached {
-                calls.detached.insert(id, generation);
-            } else {
-                calls.waiting.insert(id, (generation, None));
-            }
+            calls.waiting.insert(id, (generation, None));
         }
         let written = match conn.as_mut() {
             Some(c) => c.stream.write_all(&frame),
@@ -192,7 +182,6 @@ impl RpcClient {
             drop(conn);
             let mut calls = lock(&self.inner.calls);
             calls.waiting.remove(&id);
-            calls.detached.remove(&id);
             return Err(Failure::Closed(format!("write failed: {e}")));
         }
         Ok(id)
@@ -245,38 +234,6 @@ impl RpcClient {
         let mut calls = lock(&self.inner.calls);
         for id in ids {
             calls.waiting.remove(&id);
-        }
-    }
-
-    /// Waits until every detached request has its response; reports the first that failed.
-    pub(crate) fn flush(&self, deadline: Instant) -> Result<(), LinkError> {
-        let mut calls = lock(&self.inner.calls);
-        loop {
-            if let Some(f) = calls.detached_failure.clone() {
-                return Err(f.into_link_error(&self.inner.peer));
-            }
-            if calls.detached.is_empty() {
-                return Ok(());
-            }
-            if self.inner.cancel.is_cancelled() {
-                return Err(LinkError::Cancelled {
-                    reason: self.inner.cancel.reason(),
-                });
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(LinkError::RpcTimeout {
-                    peer: self.inner.peer.clone(),
-                    waited: Duration::ZERO,
-                });
-            }
-            let slice = (deadline - now).min(Duration::from_millis(100));
-            calls = self
-                .inner
-                .answered
-                .wait_timeout(calls, slice)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
         }
     }
 
@@ -344,10 +301,6 @@ fn read_responses(inner: &Inner, mut stream: TcpStream, generation: u64) {
         let mut calls = lock(&inner.calls);
         if let Some((_, slot)) = calls.waiting.get_mut(&id) {
             *slot = Some(outcome);
-        } else if calls.detached.remove(&id).is_some()
-            && let Err(f) = outcome
-        {
-            calls.detached_failure.get_or_insert(f);
         }
         // A response to a request that already timed out is dropped, as brpc does.
         drop(calls);
@@ -368,11 +321,6 @@ fn read_responses(inner: &Inner, mut stream: TcpStream, generation: u64) {
         if *g == generation && slot.is_none() {
             *slot = Some(Err(end.clone()));
         }
-    }
-    let before = calls.detached.len();
-    calls.detached.retain(|_, g| *g != generation);
-    if calls.detached.len() != before {
-        calls.detached_failure.get_or_insert(end);
     }
     drop(calls);
     inner.answered.notify_all();

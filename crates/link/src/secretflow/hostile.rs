@@ -258,3 +258,43 @@ fn repeats_are_ignored_and_chunks_reassemble_out_of_order() {
         Err(crate::LinkError::RecvTimeout { .. })
     ));
 }
+
+/// Records what arrives at a bare server.
+#[derive(Default)]
+struct Recorder(std::sync::Mutex<Vec<(Vec<u8>, Vec<u8>)>>);
+
+impl PushHandler for Recorder {
+    fn on_push(&self, req: &PushRequest<'_>) -> PushResponse {
+        self.0
+            .lock()
+            .unwrap()
+            .push((req.key.to_vec(), req.value.to_vec()));
+        PushResponse::default()
+    }
+    fn on_connection(&self, _open: bool) {}
+    fn on_bad_frame(&self, _reason: String) {}
+}
+
+#[test]
+fn an_ack_that_meets_a_closed_port_is_sent_again() {
+    let ch = std::sync::Arc::new(lone_channel(10_000, 20_000));
+    assert_eq!(ch.on_push(&push(b"k\x01\x027", b"v", None)).error_code, 0);
+    assert_eq!(ch.recv("k", Duration::from_secs(1)).unwrap(), b"v");
+    let acker = std::sync::Arc::clone(&ch);
+    let t = std::thread::spawn(move || acker.run_acks());
+    // The first attempt finds nothing listening; the peer's server comes up a moment later.
+    std::thread::sleep(Duration::from_millis(1200));
+    let rec = std::sync::Arc::new(Recorder::default());
+    let handler: std::sync::Arc<dyn PushHandler> = rec.clone();
+    let _server = super::server::RpcServer::start(ch.client.addr(), MAX_BODY, handler).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while rec.0.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ch.stop_acks();
+    t.join().unwrap();
+    assert_eq!(
+        rec.0.lock().unwrap().as_slice(),
+        &[(b"ACK\x01\x02".to_vec(), b"7".to_vec())]
+    );
+}

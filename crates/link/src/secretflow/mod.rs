@@ -198,6 +198,7 @@ fn resolve(party: &str, addr: &str) -> Result<SocketAddr, LinkError> {
 pub struct Session {
     chan: Arc<Channel>,
     server: RpcServer,
+    acks: Option<std::thread::JoinHandle<()>>,
     close_timeout: Duration,
 }
 
@@ -237,9 +238,18 @@ impl Session {
         ));
         let handler: Arc<dyn PushHandler> = chan.clone();
         let server = RpcServer::start(self_addr, opts.max_push_body, handler)?;
+        let acker = Arc::clone(&chan);
+        let acks = std::thread::Builder::new()
+            .name("sf-link-acks".into())
+            .spawn(move || acker.run_acks())
+            .map_err(|e| LinkError::Io {
+                peer: opts.peer_name.clone(),
+                source: e,
+            })?;
         let session = Session {
             chan: Arc::clone(&chan),
             server,
+            acks: Some(acks),
             close_timeout: opts.close_timeout,
         };
         let ctx = Context::new(chan, opts.id.clone(), opts.recv_timeout);
@@ -260,16 +270,23 @@ impl Session {
     /// The peer went away or did not finish in time; cancelled.
     pub fn stop(mut self) -> Result<(), LinkError> {
         let r = self.chan.close(self.close_timeout);
-        self.server.stop();
-        self.chan.client.shutdown();
+        self.shut_down();
         r
+    }
+
+    fn shut_down(&mut self) {
+        self.server.stop();
+        self.chan.stop_acks();
+        self.chan.client.shutdown();
+        if let Some(h) = self.acks.take() {
+            let _ = h.join();
+        }
     }
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
-        self.server.stop();
-        self.chan.client.shutdown();
+        self.shut_down();
     }
 }
 
