@@ -686,7 +686,7 @@ impl Channel {
     }
 
     /// Bytes of received messages held (unread or being reassembled).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn buffered(&self) -> usize {
         self.lock().buffered
     }

@@ -290,6 +290,49 @@ impl Drop for Session {
     }
 }
 
+/// The fuzz hook behind [`crate::fuzzing::secretflow_pushes`]: a channel whose peer is never
+/// dialled (ACKs stay queued), fed every Push in `stream`.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_pushes(
+    stream: &[u8],
+    max_body: usize,
+    max_message: usize,
+    max_buffered: usize,
+) -> crate::fuzzing::SecretflowOutcome {
+    let cancel = Cancel::new();
+    let addr = SocketAddr::from(([127, 0, 0, 1], 9));
+    let client = RpcClient::new(
+        "fuzz-peer",
+        addr,
+        max_body,
+        Duration::from_secs(1),
+        cancel.clone(),
+    );
+    let limits = Limits {
+        chunk: 1024,
+        parallel: 2,
+        max_message,
+        max_buffered,
+        rpc_timeout: Duration::from_secs(1),
+    };
+    let chan = Channel::new(0, 1, "fuzz-peer", client, limits, cancel);
+    let mut out = crate::fuzzing::SecretflowOutcome::default();
+    let mut r = stream;
+    while let Ok(Some(f)) = frame::read_frame(&mut r, max_body) {
+        out.frames += 1;
+        if f.meta.request.is_some()
+            && let Ok(req) = proto::decode_push_request(f.payload())
+            && chan.on_push(&req).error_code == 0
+        {
+            out.accepted += 1;
+        }
+    }
+    out.buffered = chan.buffered();
+    // One push may take the channel past its bound before it refuses the next.
+    assert!(out.buffered <= max_buffered + max_body);
+    out
+}
+
 #[cfg(test)]
 mod hostile;
 #[cfg(test)]
