@@ -416,6 +416,7 @@ impl Channel {
     /// Sends `req`, retrying on a broken connection; `Err` on cancel, timeout or refusal.
     fn push(&self, req: &PushRequest<'_>) -> Result<(), LinkError> {
         let mut attempt = 0;
+        let mut was_closed = false;
         loop {
             match self
                 .client
@@ -423,8 +424,15 @@ impl Channel {
             {
                 Ok(()) => return Ok(()),
                 Err(f) if f.is_transient() && attempt < SEND_RETRIES => {
+                    was_closed |= matches!(f, Failure::Closed(_));
                     attempt += 1;
                     self.sleep(Duration::from_secs(1))?;
+                }
+                // The connection broke and the peer's port is shut since: it is gone.
+                Err(Failure::Dial(_)) if was_closed || self.client.down_for().is_some() => {
+                    return Err(LinkError::PeerClosed {
+                        peer: self.peer.clone(),
+                    });
                 }
                 Err(f) => return Err(f.into_link_error(&self.peer)),
             }

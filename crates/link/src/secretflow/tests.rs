@@ -119,6 +119,10 @@ fn a_peer_that_dies_gives_a_typed_error_not_a_hang() {
     let err = ctx.recv().unwrap_err();
     assert!(matches!(err, LinkError::PeerClosed { .. }), "{err}");
     assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    // Sending to it: the retries find its port shut, and say the peer is gone.
+    let err = ctx.send(b"anyone?").unwrap_err();
+    assert!(matches!(err, LinkError::PeerClosed { .. }), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(16), "{:?}", t.elapsed());
 }
 
 #[test]

@@ -65,6 +65,10 @@ def main():
         lctx.send(peer, b"small from wheel")
 
     if a.mode == "die":
+        # A moment for brpc to write its response to the blindjoin side's last push (the
+        # message is stored, and our recv returns, before that response is sent), then die
+        # without stop_link while the blindjoin side waits for the next message.
+        time.sleep(0.5)
         print("PEER dying mid-exchange", flush=True)
         os._exit(3)
 
