@@ -160,4 +160,42 @@ pub enum LinkError {
         /// What happened.
         reason: String,
     },
+    /// A SecretFlow peer answered a message with an error (brpc or interconnection error code).
+    #[error(
+        "peer {peer:?} refused a message with error {code}: {message}; check that both parties use the same link id, ranks and addresses"
+    )]
+    PeerRefused {
+        /// The peer's id.
+        peer: String,
+        /// The brpc or interconnection `ErrorCode`.
+        code: i32,
+        /// Its error text.
+        message: String,
+    },
+    /// A SecretFlow peer did not answer one message within the RPC timeout.
+    #[error(
+        "peer {peer:?} did not answer a message within {waited:?}; it may be overloaded or stuck. Raise the RPC timeout (SecretFlow's http_timeout_ms) if it is just slow"
+    )]
+    RpcTimeout {
+        /// The peer's id.
+        peer: String,
+        /// The timeout in force.
+        waited: Duration,
+    },
+    /// A message key this party was asked to use is not allowed (a bug in the caller).
+    #[error("internal error: invalid link message key {key:?}: {reason}; please report this bug")]
+    InvalidKey {
+        /// The key (lossy UTF-8).
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// A link option is out of range (a local configuration fault).
+    #[error("invalid link option {field}: {reason}")]
+    InvalidOption {
+        /// The option's name.
+        field: &'static str,
+        /// What is wrong and what is allowed.
+        reason: String,
+    },
 }

@@ -49,3 +49,22 @@ pub fn read_greeting(bytes: &[u8]) -> Result<(String, String, bool), String> {
         Err(crate::greet::GreetError::Fatal(e)) => Err(e.to_string()),
     }
 }
+
+/// What [`secretflow_pushes`] saw.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SecretflowOutcome {
+    /// baidu_std frames read.
+    pub frames: usize,
+    /// Pushes the channel answered OK.
+    pub accepted: usize,
+    /// Bytes the channel held at the end (unread messages and partial chunks).
+    pub buffered: usize,
+}
+
+/// Runs the SecretFlow link's server side over `stream` (bytes as they came off the peer's
+/// connection): the baidu_std frame reader (bodies up to 64 KiB), the `PushRequest` decoder and
+/// the yacl channel that stores messages, reassembles chunks (messages up to 4 KiB, 16 KiB held
+/// at most) and records ACKs and FIN. Stops at the first frame that does not read.
+pub fn secretflow_pushes(stream: &[u8]) -> SecretflowOutcome {
+    crate::secretflow::fuzz_pushes(stream, 64 << 10, 4 << 10, 16 << 10)
+}

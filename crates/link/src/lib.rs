@@ -37,6 +37,7 @@ mod inbox;
 mod many;
 mod mem;
 mod patience;
+pub mod secretflow;
 mod shape;
 mod tcp;
 mod three;

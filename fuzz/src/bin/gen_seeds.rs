@@ -281,6 +281,46 @@ fn main() -> std::io::Result<()> {
         write(&dir, "link_greeting", name, &g)?;
     }
 
+    // SecretFlow link: Pushes as a wheel sends them (the connect step, a MONO message, a value
+    // in three out-of-order CHUNKED slices, an ACK, a FIN).
+    {
+        use blindjoin_link::secretflow::frame::encode_frame;
+        use blindjoin_link::secretflow::proto::{ChunkInfo, PushRequest, RpcMeta, TRANS_CHUNKED};
+        let push = |corr: u64, key: &[u8], value: &[u8], chunk: Option<(u64, u64)>| {
+            let req = PushRequest {
+                sender_rank: 1,
+                key,
+                value,
+                trans_type: if chunk.is_some() { TRANS_CHUNKED } else { 0 },
+                chunk_info: chunk.map(|(message_length, chunk_offset)| ChunkInfo {
+                    message_length,
+                    chunk_offset,
+                }),
+            };
+            encode_frame(&RpcMeta::push_request(corr), req.encoded_len_bound(), |o| {
+                req.encode(o)
+            })
+        };
+        let mut s = push(1, b"connect_1\x01\x020", b"", None);
+        s.extend(push(2, b"root:P2P-1:1->0\x01\x021", b"hello", None));
+        s.extend(push(3, b"ACK\x01\x02", b"1", None));
+        write(&dir, "link_secretflow", "mono", &s)?;
+        let value = [7u8; 2500];
+        let key = b"root:1:ALLGATHER\x01\x022";
+        let mut s = Vec::new();
+        for (i, off) in [2048usize, 0, 1024].into_iter().enumerate() {
+            let end = (off + 1024).min(value.len());
+            s.extend(push(
+                10 + i as u64,
+                key,
+                &value[off..end],
+                Some((2500, off as u64)),
+            ));
+        }
+        s.extend(push(20, b"FIN\x01\x02", b"2", None));
+        write(&dir, "link_secretflow", "chunked", &s)?;
+    }
+
     // Reader: a program (u8, u32, str, records) then a message.
     let prog = [0u8, 0, 1, 0, 4, 2, 5, 2, 6, 0];
     let mut msg = vec![9u8, 1, 0, 0, 0, 3, 0, b'a', b'b', b'c', 2, 0, 0, 0];

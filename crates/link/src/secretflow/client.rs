@@ -1,0 +1,327 @@
+//! The client half of baidu_std: one TCP connection to the peer's brpc server (brpc's default
+//! `single` connection type), requests pipelined on it, responses matched by correlation id by
+//! a reader thread. [`RpcClient::start`] writes a request and [`RpcClient::wait`] waits for its
+//! response, so several requests (chunks, ACKs) can be in flight at once.
+//!
+//! The connection is dialled lazily, on the first request, like brpc's channel; if it breaks it is
+//! dialled again on the next request. A broken connection fails every request still waiting on it.
+
+use super::frame::{FrameError, encode_frame, read_frame};
+use super::proto::{PushRequest, PushResponse, RpcMeta};
+use crate::{Cancel, LinkError};
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Why a request failed, kept cloneable so one broken connection can fail many waiters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// The connection closed or broke (the peer is gone or restarted).
+    Closed(String),
+    /// The peer answered with an error code.
+    Refused { code: i32, message: String },
+    /// The peer sent something that is not a valid baidu_std response.
+    Malformed(String),
+    /// The connection could not be made.
+    Dial(String),
+}
+
+impl Failure {
+    pub(crate) fn into_link_error(self, peer: &str) -> LinkError {
+        match self {
+            Failure::Closed(_) => LinkError::PeerClosed { peer: peer.into() },
+            Failure::Refused { code, message } => LinkError::PeerRefused {
+                peer: peer.into(),
+                code,
+                message,
+            },
+            Failure::Malformed(reason) => LinkError::BadFrame {
+                peer: peer.into(),
+                reason,
+            },
+            Failure::Dial(reason) => LinkError::Io {
+                peer: peer.into(),
+                source: std::io::Error::new(std::io::ErrorKind::NotConnected, reason),
+            },
+        }
+    }
+
+    /// What happened, for error messages.
+    pub(crate) fn text(&self) -> String {
+        match self {
+            Failure::Closed(t) | Failure::Malformed(t) | Failure::Dial(t) => t.clone(),
+            Failure::Refused { code, message } => format!("error {code}: {message}"),
+        }
+    }
+
+    /// Worth trying again after a pause (the connect step and send retries).
+    pub(crate) fn is_transient(&self) -> bool {
+        matches!(self, Failure::Closed(_) | Failure::Dial(_))
+    }
+}
+
+/// What a request waits on.
+type Outcome = Option<Result<(), Failure>>;
+
+#[derive(Default)]
+struct Calls {
+    /// Requests in flight: correlation id -> (connection generation, outcome).
+    waiting: HashMap<u64, (u64, Outcome)>,
+}
+
+struct Conn {
+    stream: TcpStream,
+    generation: u64,
+}
+
+struct Inner {
+    peer: String,
+    addr: SocketAddr,
+    max_body: usize,
+    write_timeout: Duration,
+    cancel: Cancel,
+    conn: Mutex<Option<Conn>>,
+    calls: Mutex<Calls>,
+    answered: Condvar,
+    next_id: AtomicU64,
+    generation: AtomicU64,
+    /// When the last connection broke (`None` while one is up or none was ever made).
+    lost_at: Mutex<Option<Instant>>,
+}
+
+/// A baidu_std client for `ReceiverService.Push`.
+#[derive(Clone)]
+pub(crate) struct RpcClient {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl RpcClient {
+    pub(crate) fn new(
+        peer: &str,
+        addr: SocketAddr,
+        max_body: usize,
+        write_timeout: Duration,
+        cancel: Cancel,
+    ) -> RpcClient {
+        RpcClient {
+            inner: Arc::new(Inner {
+                peer: peer.into(),
+                addr,
+                max_body,
+                write_timeout,
+                cancel,
+                conn: Mutex::new(None),
+                calls: Mutex::new(Calls::default()),
+                answered: Condvar::new(),
+                // brpc uses bthread ids here; any distinct value does.
+                next_id: AtomicU64::new(1),
+                generation: AtomicU64::new(0),
+                lost_at: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The peer's server address.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.inner.addr
+    }
+
+    /// How long the connection has been down after it broke (`None`: up, or never dialled).
+    pub(crate) fn down_for(&self) -> Option<Duration> {
+        lock(&self.inner.lost_at).map(|t| t.elapsed())
+    }
+
+    /// Sends `req` and waits for its response, at most `timeout`.
+    pub(crate) fn call(
+        &self,
+        req: &PushRequest<'_>,
+        dial_timeout: Duration,
+        timeout: Duration,
+    ) -> Result<Result<(), Failure>, LinkError> {
+        let id = match self.start(req, dial_timeout) {
+            Ok(id) => id,
+            Err(f) => return Ok(Err(f)),
+        };
+        self.wait(id, timeout)
+    }
+
+    /// Writes `req` and returns its correlation id without waiting for the response.
+    pub(crate) fn start(
+        &self,
+        req: &PushRequest<'_>,
+        dial_timeout: Duration,
+    ) -> Result<u64, Failure> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let frame = encode_frame(&RpcMeta::push_request(id), req.encoded_len_bound(), |o| {
+            req.encode(o)
+        });
+        let mut conn = lock(&self.inner.conn);
+        if conn.is_none() {
+            *conn = Some(self.dial(dial_timeout)?);
+        }
+        let generation = conn.as_ref().map_or(0, |c| c.generation);
+        {
+            let mut calls = lock(&self.inner.calls);
+            calls.waiting.insert(id, (generation, None));
+        }
+        let written = match conn.as_mut() {
+            Some(c) => c.stream.write_all(&frame),
+            None => Err(std::io::Error::from(std::io::ErrorKind::NotConnected)),
+        };
+        if let Err(e) = written {
+            if let Some(c) = conn.take() {
+                let _ = c.stream.shutdown(Shutdown::Both);
+            }
+            drop(conn);
+            let mut calls = lock(&self.inner.calls);
+            calls.waiting.remove(&id);
+            return Err(Failure::Closed(format!("write failed: {e}")));
+        }
+        Ok(id)
+    }
+
+    /// Waits for the response to request `id`. The outer error is local (timeout, cancel); the
+    /// inner one is what the request met.
+    pub(crate) fn wait(
+        &self,
+        id: u64,
+        timeout: Duration,
+    ) -> Result<Result<(), Failure>, LinkError> {
+        let deadline = Instant::now() + timeout;
+        let mut calls = lock(&self.inner.calls);
+        loop {
+            if let Some((_, Some(_))) = calls.waiting.get(&id)
+                && let Some((_, Some(r))) = calls.waiting.remove(&id)
+            {
+                return Ok(r);
+            }
+            if !calls.waiting.contains_key(&id) {
+                return Ok(Err(Failure::Closed("request lost".into())));
+            }
+            if self.inner.cancel.is_cancelled() {
+                calls.waiting.remove(&id);
+                return Err(LinkError::Cancelled {
+                    reason: self.inner.cancel.reason(),
+                });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                calls.waiting.remove(&id);
+                return Err(LinkError::RpcTimeout {
+                    peer: self.inner.peer.clone(),
+                    waited: timeout,
+                });
+            }
+            let slice = (deadline - now).min(Duration::from_millis(100));
+            calls = self
+                .inner
+                .answered
+                .wait_timeout(calls, slice)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Drops the slots of requests nobody will wait for any more (a send that failed part way).
+    pub(crate) fn forget(&self, ids: impl IntoIterator<Item = u64>) {
+        let mut calls = lock(&self.inner.calls);
+        for id in ids {
+            calls.waiting.remove(&id);
+        }
+    }
+
+    /// Closes the connection; waiting requests fail.
+    pub(crate) fn shutdown(&self) {
+        if let Some(c) = lock(&self.inner.conn).take() {
+            let _ = c.stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn dial(&self, timeout: Duration) -> Result<Conn, Failure> {
+        // The TLS hook: a TLS client would wrap `stream` here (see the module doc).
+        let stream =
+            TcpStream::connect_timeout(&self.inner.addr, timeout.max(Duration::from_millis(10)))
+                .map_err(|e| {
+                    Failure::Dial(format!("cannot connect to {}: {e}", self.inner.addr))
+                })?;
+        let setup = |s: &TcpStream| -> std::io::Result<TcpStream> {
+            s.set_nodelay(true)?;
+            s.set_write_timeout(Some(self.inner.write_timeout))?;
+            s.try_clone()
+        };
+        let reader = setup(&stream).map_err(|e| Failure::Dial(e.to_string()))?;
+        if let Ok(watched) = stream.try_clone() {
+            self.inner.cancel.watch(watched);
+        }
+        let generation = self.inner.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        *lock(&self.inner.lost_at) = None;
+        let inner = Arc::clone(&self.inner);
+        std::thread::Builder::new()
+            .name("sf-link-client".into())
+            .spawn(move || read_responses(&inner, reader, generation))
+            .map_err(|e| Failure::Dial(format!("cannot start the response reader: {e}")))?;
+        Ok(Conn { stream, generation })
+    }
+}
+
+fn read_responses(inner: &Inner, mut stream: TcpStream, generation: u64) {
+    let end = loop {
+        let frame = match read_frame(&mut stream, inner.max_body) {
+            Ok(Some(f)) => f,
+            Ok(None) => break Failure::Closed("the peer closed the connection".into()),
+            Err(FrameError::Io(e)) => break Failure::Closed(e.to_string()),
+            Err(e) => break Failure::Malformed(e.to_string()),
+        };
+        let Some(meta) = frame.meta.response.as_ref() else {
+            break Failure::Malformed("a baidu_std request arrived on a client connection".into());
+        };
+        let outcome = if meta.error_code != 0 {
+            Err(Failure::Refused {
+                code: meta.error_code,
+                message: meta.error_text.clone(),
+            })
+        } else {
+            match PushResponse::decode(frame.payload()) {
+                Ok(r) if r.error_code == 0 => Ok(()),
+                Ok(r) => Err(Failure::Refused {
+                    code: r.error_code,
+                    message: r.error_msg,
+                }),
+                Err(e) => Err(Failure::Malformed(e.to_string())),
+            }
+        };
+        let id = frame.meta.correlation_id;
+        let mut calls = lock(&inner.calls);
+        if let Some((_, slot)) = calls.waiting.get_mut(&id) {
+            *slot = Some(outcome);
+        }
+        // A response to a request that already timed out is dropped, as brpc does.
+        drop(calls);
+        inner.answered.notify_all();
+    };
+    let _ = stream.shutdown(Shutdown::Both);
+    {
+        let mut conn = lock(&inner.conn);
+        if conn.as_ref().is_some_and(|c| c.generation == generation) {
+            *conn = None;
+        }
+    }
+    if inner.generation.load(Ordering::Relaxed) == generation {
+        *lock(&inner.lost_at) = Some(Instant::now());
+    }
+    let mut calls = lock(&inner.calls);
+    for (g, slot) in calls.waiting.values_mut() {
+        if *g == generation && slot.is_none() {
+            *slot = Some(Err(end.clone()));
+        }
+    }
+    drop(calls);
+    inner.answered.notify_all();
+}

@@ -1,0 +1,339 @@
+//! # SecretFlow's link, spoken by blindjoin
+//!
+//! A party that talks to an unmodified SecretFlow party (PyPI `spu==0.9.5`: yacl link over brpc)
+//! on the wire, so SecretFlow's PSI protocols can be run against it. Only the transport is
+//! here; the PSI sessions on top are separate work (issue #40).
+//!
+//! Layers, bottom up, each in its own module and each mirroring one part of yacl@f724366 /
+//! brpc 1.11 (the full wire description with byte captures is the research brief
+//! `secretflow_wire.md` §1):
+//!
+//! 1. [`proto`] — protobuf for brpc's `RpcMeta` (`src/brpc/policy/baidu_rpc_meta.proto`) and
+//!    interconnection's `PushRequest` / `ChunkInfo` / `PushResponse`
+//!    (`interconnection/link/transport.proto`). Every length is checked against what is left.
+//! 2. [`frame`] — baidu_std framing: `PRPC`, `body_size` u32 BE, `meta_size` u32 BE, meta,
+//!    payload (`src/brpc/policy/baidu_rpc_protocol.cpp`). Bodies are bounded by
+//!    [`Options::max_push_body`] before they are read.
+//! 3. `client` / `server` — each party runs a server on its own address and dials the peer's:
+//!    two TCP connections, each carrying one direction's requests and the other's responses
+//!    (`yacl/link/transport/brpc_link.cc`). Requests are pipelined and matched to responses by
+//!    correlation id; the server answers every Push as soon as it is stored.
+//! 4. `channel` — yacl's channel (`yacl/link/transport/channel.cc`): `<key>\x01\x02<seq>`
+//!    keys, seq from 1, duplicate seqs ignored, an ACK when the application consumes a message,
+//!    chunking out and reassembly in (bounded by [`Options::max_message_len`] and
+//!    [`Options::max_buffered_bytes`]), FIN and the close sequence.
+//! 5. [`Context`] — yacl's `Context` and algorithms (`yacl/link/context.cc`,
+//!    `yacl/link/algorithm/{allgather,barrier,broadcast}.cc`): P2P and collective keys, spawned
+//!    sub-contexts, the connect step, and psi's `SyncWait` (`psi/utils/sync.h`@242a8fa).
+//!
+//! [`Session::start`] binds, builds the layers and runs the connect step; [`Session::stop`] runs
+//! yacl's close sequence (the wheel's `stop_link`), without which a wheel peer waits forever.
+//!
+//! Both parties may start in either order: the connect message is retried until
+//! [`Options::connect_timeout`]. A peer that dies is reported as [`LinkError::PeerClosed`] within
+//! [`PEER_GONE_GRACE`] of its connections closing (or [`LinkError::RecvTimeout`] if it
+//! hangs with them open); a peer that breaks the protocol as [`LinkError::BadFrame`].
+//!
+//! **TLS** (yacl `enable_ssl`) is not implemented yet. The hook is the two places a
+//! `TcpStream` is made: `client::RpcClient::dial` and the server's accept loop; a rustls stream
+//! there (one owner per connection: the server already reads and writes a connection from one
+//! thread, the client would need its writer and reader behind one lock) is all it needs, since
+//! brpc puts the same frames inside TLS.
+//!
+//! ```no_run
+//! use blindjoin_link::Cancel;
+//! use blindjoin_link::secretflow::{Options, Session};
+//! let opts = Options::new("root", 0, "127.0.0.1:61001", "127.0.0.1:61002");
+//! let (session, mut ctx) = Session::start(&opts, &Cancel::new())?;
+//! ctx.send(b"hello")?;
+//! let both = ctx.all_gather(b"mine")?;
+//! session.stop()?;
+//! # Ok::<(), blindjoin_link::LinkError>(())
+//! ```
+
+mod channel;
+mod chunks;
+mod client;
+mod context;
+pub mod frame;
+pub mod proto;
+mod seqs;
+mod server;
+
+pub use channel::PEER_GONE_GRACE;
+pub use context::{Context, SYNC_FINISHED, SYNC_UNFINISHED, SYNC_WAIT_PERIOD};
+
+use crate::{Cancel, LinkError};
+use channel::{Channel, Limits};
+use client::RpcClient;
+use server::{PushHandler, RpcServer};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Room for the key and protobuf overhead of one Push above its value.
+const PUSH_OVERHEAD: usize = 64 * 1024;
+
+/// How this party joins a SecretFlow link. Field names follow yacl's `ContextDesc`.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `desc.id`: the root context id, prefix of every key; both parties must agree (the
+    /// wheel's default is `"root"`).
+    pub id: String,
+    /// This party's rank, 0 or 1 (its index in the wheel's `desc.parties`).
+    pub self_rank: usize,
+    /// Where this party's server listens (`parties[self_rank].host`).
+    pub self_addr: String,
+    /// The peer's server (`parties[peer].host`).
+    pub peer_addr: String,
+    /// The peer's name, for error messages only (never on the wire).
+    pub peer_name: String,
+    /// `http_max_payload_size`: longer values are chunked into slices of this size. Default
+    /// 1 MiB, the wheel's.
+    pub http_max_payload_size: usize,
+    /// `chunk_parallel_send_size`: chunks in flight at once. Default 8, the wheel's.
+    pub chunk_parallel_send_size: usize,
+    /// Deadline of the connect step (the peer may start this long after us). Default 60 s:
+    /// a wheel peer gives up after `connect_retry_times` × (`connect_retry_interval_ms` +
+    /// attempt timeouts), about 10 × (1 + 2..12) s.
+    pub connect_timeout: Duration,
+    /// `recv_timeout_ms`: how long a receive waits. Default 30 s, the wheel's.
+    pub recv_timeout: Duration,
+    /// `http_timeout_ms`: how long one Push waits for its response. Default 20 s, the wheel's.
+    pub rpc_timeout: Duration,
+    /// Bound on [`Session::stop`]'s close sequence. Default 30 s.
+    pub close_timeout: Duration,
+    /// Largest baidu_std body accepted from the peer. Default 32 MiB: a wheel's Push body is
+    /// its `http_max_payload_size` (1 MiB by default) plus the key, so this admits peers
+    /// configured with up to ~32 MiB chunks while bounding one read.
+    pub max_push_body: usize,
+    /// Largest (reassembled) message accepted. Default 256 MiB: an ECDH batch is ~2 MiB and
+    /// psi's largest messages (UB cache batches) are far below this.
+    pub max_message_len: usize,
+    /// Most bytes of received messages held at once (unread or being reassembled). Default
+    /// 1 GiB: the memory a hostile or runaway peer can make this party hold.
+    pub max_buffered_bytes: usize,
+}
+
+impl Options {
+    /// The wheel's defaults for everything but the id, rank and addresses.
+    pub fn new(id: &str, self_rank: usize, self_addr: &str, peer_addr: &str) -> Options {
+        Options {
+            id: id.into(),
+            self_rank,
+            self_addr: self_addr.into(),
+            peer_addr: peer_addr.into(),
+            peer_name: format!("rank {}", 1 - self_rank.min(1)),
+            http_max_payload_size: 1 << 20,
+            chunk_parallel_send_size: 8,
+            connect_timeout: Duration::from_secs(60),
+            recv_timeout: Duration::from_secs(30),
+            rpc_timeout: Duration::from_secs(20),
+            close_timeout: Duration::from_secs(30),
+            max_push_body: 32 << 20,
+            max_message_len: 256 << 20,
+            max_buffered_bytes: 1 << 30,
+        }
+    }
+
+    /// Checks every field's range.
+    ///
+    /// # Errors
+    /// [`LinkError::InvalidOption`] naming the field.
+    pub fn validate(&self) -> Result<(), LinkError> {
+        let bad = |field, reason: String| Err(LinkError::InvalidOption { field, reason });
+        if self.self_rank > 1 {
+            return bad("self_rank", format!("{} is not 0 or 1", self.self_rank));
+        }
+        if let Err(e) = channel::check_msg_key(&self.id) {
+            return bad("id", e.to_string());
+        }
+        if self.http_max_payload_size == 0 {
+            return bad("http_max_payload_size", "must be at least 1".into());
+        }
+        if self.max_push_body > u32::MAX as usize {
+            return bad(
+                "max_push_body",
+                format!("at most {} (u32 body size)", u32::MAX),
+            );
+        }
+        if self.http_max_payload_size.saturating_add(PUSH_OVERHEAD) > self.max_push_body {
+            return bad(
+                "http_max_payload_size",
+                format!(
+                    "{} plus {PUSH_OVERHEAD} bytes of overhead must fit max_push_body ({})",
+                    self.http_max_payload_size, self.max_push_body
+                ),
+            );
+        }
+        if self.chunk_parallel_send_size == 0 {
+            return bad("chunk_parallel_send_size", "must be at least 1".into());
+        }
+        if self.max_message_len > self.max_buffered_bytes {
+            return bad(
+                "max_message_len",
+                format!(
+                    "{} exceeds max_buffered_bytes ({})",
+                    self.max_message_len, self.max_buffered_bytes
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
+fn resolve(party: &str, addr: &str) -> Result<SocketAddr, LinkError> {
+    let bad = |reason: String| LinkError::BadAddress {
+        party: party.into(),
+        addr: addr.into(),
+        reason,
+    };
+    addr.to_socket_addrs()
+        .map_err(|e| bad(e.to_string()))?
+        .next()
+        .ok_or_else(|| bad("resolves to no address".into()))
+}
+
+/// A running link: this party's server, its client to the peer, and the channel between.
+pub struct Session {
+    chan: Arc<Channel>,
+    server: RpcServer,
+    acks: Option<std::thread::JoinHandle<()>>,
+    close_timeout: Duration,
+}
+
+impl Session {
+    /// Listens on `self_addr`, then runs the connect step with the peer (which may start before
+    /// or after this party, within `connect_timeout`). Returns the root context (id `opts.id`).
+    ///
+    /// # Errors
+    /// An invalid option, the address cannot be bound, the peer did not connect in time,
+    /// cancelled.
+    pub fn start(opts: &Options, cancel: &Cancel) -> Result<(Session, Context), LinkError> {
+        opts.validate()?;
+        let self_addr = resolve("self", &opts.self_addr)?;
+        let peer_addr = resolve(&opts.peer_name, &opts.peer_addr)?;
+        let client = RpcClient::new(
+            &opts.peer_name,
+            peer_addr,
+            opts.max_push_body,
+            opts.rpc_timeout,
+            cancel.clone(),
+        );
+        let limits = Limits {
+            chunk: opts.http_max_payload_size,
+            parallel: opts.chunk_parallel_send_size,
+            max_message: opts.max_message_len,
+            max_buffered: opts.max_buffered_bytes,
+            rpc_timeout: opts.rpc_timeout,
+        };
+        let self_rank = opts.self_rank as u64;
+        let chan = Arc::new(Channel::new(
+            self_rank,
+            1 - self_rank,
+            &opts.peer_name,
+            client,
+            limits,
+            cancel.clone(),
+        ));
+        let handler: Arc<dyn PushHandler> = chan.clone();
+        let server = RpcServer::start(self_addr, opts.max_push_body, handler)?;
+        let acker = Arc::clone(&chan);
+        let acks = std::thread::Builder::new()
+            .name("sf-link-acks".into())
+            .spawn(move || acker.run_acks())
+            .map_err(|e| LinkError::Io {
+                peer: opts.peer_name.clone(),
+                source: e,
+            })?;
+        let session = Session {
+            chan: Arc::clone(&chan),
+            server,
+            acks: Some(acks),
+            close_timeout: opts.close_timeout,
+        };
+        let ctx = Context::new(chan, opts.id.clone(), opts.recv_timeout);
+        ctx.connect_to_mesh(opts.connect_timeout)?;
+        Ok((session, ctx))
+    }
+
+    /// Where this party's server listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// yacl's close sequence (the wheel's `stop_link`): ACK unread messages, send FIN with our
+    /// count, wait for the peer's FIN and all its messages, wait for the ACKs of ours, then close
+    /// the port. Bounded by `close_timeout`.
+    ///
+    /// # Errors
+    /// The peer went away or did not finish in time; cancelled.
+    pub fn stop(mut self) -> Result<(), LinkError> {
+        let r = self.chan.close(self.close_timeout);
+        self.shut_down();
+        r
+    }
+
+    fn shut_down(&mut self) {
+        self.server.stop();
+        self.chan.stop_acks();
+        self.chan.client.shutdown();
+        if let Some(h) = self.acks.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+/// The fuzz hook behind [`crate::fuzzing::secretflow_pushes`]: a channel whose peer is never
+/// dialled (ACKs stay queued), fed every Push in `stream`.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_pushes(
+    stream: &[u8],
+    max_body: usize,
+    max_message: usize,
+    max_buffered: usize,
+) -> crate::fuzzing::SecretflowOutcome {
+    let cancel = Cancel::new();
+    let addr = SocketAddr::from(([127, 0, 0, 1], 9));
+    let client = RpcClient::new(
+        "fuzz-peer",
+        addr,
+        max_body,
+        Duration::from_secs(1),
+        cancel.clone(),
+    );
+    let limits = Limits {
+        chunk: 1024,
+        parallel: 2,
+        max_message,
+        max_buffered,
+        rpc_timeout: Duration::from_secs(1),
+    };
+    let chan = Channel::new(0, 1, "fuzz-peer", client, limits, cancel);
+    let mut out = crate::fuzzing::SecretflowOutcome::default();
+    let mut r = stream;
+    while let Ok(Some(f)) = frame::read_frame(&mut r, max_body) {
+        out.frames += 1;
+        if f.meta.request.is_some()
+            && let Ok(req) = proto::decode_push_request(f.payload())
+            && chan.on_push(&req).error_code == 0
+        {
+            out.accepted += 1;
+        }
+    }
+    out.buffered = chan.buffered();
+    // One push may take the channel past its bound before it refuses the next.
+    assert!(out.buffered <= max_buffered + max_body);
+    out
+}
+
+#[cfg(test)]
+mod hostile;
+#[cfg(test)]
+mod tests;

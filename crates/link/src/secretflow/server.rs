@@ -1,0 +1,206 @@
+//! The server half of baidu_std: listens on this party's address, accepts the peer's
+//! connections (one with brpc's `single` connection type, several with `pooled`), and answers
+//! every `ReceiverService.Push` request on the connection it came on, as soon as the request is
+//! stored (yacl's `Channel::OnRequest` fills the OK response before it dispatches).
+
+use super::frame::{FrameError, encode_frame, read_frame};
+use super::proto::{METHOD_NAME, PushResponse, RpcMeta, SERVICE_NAME, decode_push_request};
+use crate::LinkError;
+use std::collections::HashMap;
+use std::io::{ErrorKind, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// brpc's `ENOSERVICE`: the request names a service this server does not have.
+const BRPC_ENOSERVICE: i32 = 1001;
+/// brpc's `ENOMETHOD`.
+const BRPC_ENOMETHOD: i32 = 1002;
+/// brpc's `EREQUEST`: the request does not parse.
+const BRPC_EREQUEST: i32 = 1003;
+/// More simultaneous connections than any brpc connection type opens (`pooled` opened 6).
+const MAX_CONNECTIONS: usize = 32;
+/// How often the accept loop looks at the stop flag.
+const ACCEPT_POLL: Duration = Duration::from_millis(20);
+
+/// What the server hands each request to.
+pub(crate) trait PushHandler: Send + Sync + 'static {
+    /// Stores one Push and says what to answer.
+    fn on_push(&self, req: &super::proto::PushRequest<'_>) -> PushResponse;
+    /// A peer connection opened (`true`) or ended (`false`).
+    fn on_connection(&self, open: bool);
+    /// A connection sent bytes that are not baidu_std; it was closed.
+    fn on_bad_frame(&self, reason: String);
+}
+
+/// The accepted connections still open, so `stop` can close them.
+#[derive(Default)]
+struct Conns {
+    next: u64,
+    open: HashMap<u64, TcpStream>,
+}
+
+/// A running server; [`RpcServer::stop`] (or drop) closes the port and every connection.
+pub(crate) struct RpcServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    conns: Arc<Mutex<Conns>>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl RpcServer {
+    /// Binds `addr` and starts accepting.
+    pub(crate) fn start(
+        addr: SocketAddr,
+        max_body: usize,
+        handler: Arc<dyn PushHandler>,
+    ) -> Result<RpcServer, LinkError> {
+        let bind_err = |source| LinkError::Bind {
+            addr: addr.to_string(),
+            source,
+        };
+        let listener = TcpListener::bind(addr).map_err(bind_err)?;
+        listener.set_nonblocking(true).map_err(bind_err)?;
+        let bound = listener.local_addr().map_err(bind_err)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let conns = Arc::new(Mutex::new(Conns::default()));
+        let (s, c) = (Arc::clone(&stop), Arc::clone(&conns));
+        let accept = std::thread::Builder::new()
+            .name("sf-link-accept".into())
+            .spawn(move || accept_loop(&listener, &s, &c, max_body, &handler))
+            .map_err(bind_err)?;
+        Ok(RpcServer {
+            addr: bound,
+            stop,
+            conns,
+            accept: Some(accept),
+        })
+    }
+
+    /// The address it listens on (with the real port when bound to port 0).
+    pub(crate) fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting and closes every connection.
+    pub(crate) fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.accept.take() {
+            let _ = h.join();
+        }
+        let conns = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
+        for c in conns.open.values() {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for RpcServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop(
+    listener: &TcpListener,
+    stop: &AtomicBool,
+    conns: &Arc<Mutex<Conns>>,
+    max_body: usize,
+    handler: &Arc<dyn PushHandler>,
+) {
+    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                workers.retain(|w| !w.is_finished());
+                if workers.len() >= MAX_CONNECTIONS || stream.set_nonblocking(false).is_err() {
+                    let _ = stream.shutdown(Shutdown::Both);
+                    continue;
+                }
+                let _ = stream.set_nodelay(true);
+                // The TLS hook: a TLS server would wrap `stream` here (see the module doc).
+                let Ok(watch) = stream.try_clone() else {
+                    continue;
+                };
+                let id = {
+                    let mut c = conns.lock().unwrap_or_else(PoisonError::into_inner);
+                    c.next += 1;
+                    let id = c.next;
+                    c.open.insert(id, watch);
+                    id
+                };
+                let h = Arc::clone(handler);
+                let cs = Arc::clone(conns);
+                handler.on_connection(true);
+                match std::thread::Builder::new()
+                    .name("sf-link-serve".into())
+                    .spawn(move || {
+                        serve(stream, max_body, h.as_ref());
+                        cs.lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .open
+                            .remove(&id);
+                        h.on_connection(false);
+                    }) {
+                    Ok(w) => workers.push(w),
+                    Err(_) => handler.on_connection(false),
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+                std::thread::sleep(ACCEPT_POLL);
+            }
+            Err(_) => std::thread::sleep(ACCEPT_POLL),
+        }
+    }
+    {
+        let c = conns.lock().unwrap_or_else(PoisonError::into_inner);
+        for s in c.open.values() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+}
+
+/// Answers requests on one connection until it closes.
+fn serve(mut stream: TcpStream, max_body: usize, handler: &dyn PushHandler) {
+    loop {
+        let frame = match read_frame(&mut stream, max_body) {
+            Ok(Some(f)) => f,
+            Ok(None) | Err(FrameError::Io(_)) => break,
+            Err(e) => {
+                handler.on_bad_frame(e.to_string());
+                break;
+            }
+        };
+        let corr = frame.meta.correlation_id;
+        let Some(req_meta) = frame.meta.request.as_ref() else {
+            handler.on_bad_frame("a baidu_std response arrived on a server connection".into());
+            break;
+        };
+        let (code, text, response) = if req_meta.service_name != SERVICE_NAME {
+            let t = format!("no service {:?} here", req_meta.service_name);
+            (BRPC_ENOSERVICE, t, None)
+        } else if req_meta.method_name != METHOD_NAME {
+            let t = format!("no method {:?} in {SERVICE_NAME}", req_meta.method_name);
+            (BRPC_ENOMETHOD, t, None)
+        } else {
+            match decode_push_request(frame.payload()) {
+                Ok(req) => (0, String::new(), Some(handler.on_push(&req))),
+                Err(e) => (BRPC_EREQUEST, e.to_string(), None),
+            }
+        };
+        let out = encode_frame(&RpcMeta::response(corr, code, &text), 16, |o| {
+            if let Some(r) = &response {
+                r.encode(o);
+            }
+        });
+        if stream.write_all(&out).is_err() {
+            break;
+        }
+    }
+    let _ = stream.shutdown(Shutdown::Both);
+}
