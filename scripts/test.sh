@@ -2,8 +2,8 @@
 # The whole test suite: formatting, lints (warnings are errors), every Rust test in the workspace
 # (unit tests, protocol-vs-plaintext tests, end-to-end tests that run two `blindjoin` processes on
 # 127.0.0.1), then the Python package: build the wheel with maturin and run its pytest suite
-# (two Python processes on 127.0.0.1) in a throwaway virtualenv. The virtualenv is made first: the
-# SecretFlow interop test (crates/link) runs a spu 0.9.5 party from it.
+# (two Python processes on 127.0.0.1) in a throwaway virtualenv. The virtualenvs are made first:
+# the SecretFlow interop tests run an unmodified spu 0.9.5 party from target/spuenv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all --check
@@ -14,11 +14,15 @@ venv=target/pyenv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 # pandas and pyarrow: so the DataFrame and Table tests run instead of being skipped; absl-py and
 # multiprocess: the whitepaper's scripts import them (test_whitepaper.py); ray: partitioned runs
-# on Ray (test_ray.py, about 45 s with its four Ray start-ups); spu 0.9.5: the unmodified
-# SecretFlow party that crates/link/tests/secretflow_interop.rs talks to (it finds this venv's
-# python by default, or BLINDJOIN_SPU_PYTHON). Binary wheels; a no-op once installed, a few
-# minutes on a first, uncached download (spu brings jax and numpy<2).
-"$venv/bin/pip" install -q "maturin==1.16.0" "pytest>=8" pandas pyarrow absl-py multiprocess ray "spu==0.9.5"
+# on Ray (test_ray.py, about 45 s with its four Ray start-ups). Binary wheels; a no-op once
+# installed, about a minute on a first, uncached download.
+"$venv/bin/pip" install -q "maturin==1.16.0" "pytest>=8" pandas pyarrow absl-py multiprocess ray
+# The unmodified SecretFlow party (PyPI spu 0.9.5) that crates/link/tests/secretflow_interop.rs
+# talks to, in a venv of its own: it pins numpy<2 and brings jax, which must not move the main
+# venv's pandas/pyarrow/ray. The test finds it there, or at BLINDJOIN_SPU_PYTHON.
+spuenv=target/spuenv
+[ -x "$spuenv/bin/python" ] || python3 -m venv "$spuenv"
+"$spuenv/bin/pip" install -q "spu==0.9.5"
 
 cargo test --workspace --locked
 

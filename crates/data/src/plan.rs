@@ -281,7 +281,10 @@ impl Plan {
                     "applies to unbalanced PSI and labeled PSI servers only; this is a {name} run"
                 ),
             }),
-            Err(Some(why)) => Err(ConfigError::Invalid { field, message: why }),
+            Err(Some(why)) => Err(ConfigError::Invalid {
+                field,
+                message: why,
+            }),
         }
     }
 

@@ -3,7 +3,7 @@
 //! 127.0.0.1 — connect, P2P small and chunked values both ways, a burst past the wheel's
 //! throttle window, AllGather, Barrier, Broadcast, spawned contexts, SyncWait, stop_link.
 //!
-//! The Python comes from `BLINDJOIN_SPU_PYTHON` (default `target/pyenv/bin/python`, the venv
+//! The Python comes from `BLINDJOIN_SPU_PYTHON` (default `target/spuenv/bin/python`, the venv
 //! `scripts/test.sh` builds). Without spu these tests FAIL, saying how to install it.
 
 #![allow(clippy::unwrap_used, clippy::panic)]
@@ -26,7 +26,7 @@ fn workspace() -> PathBuf {
 fn python() -> PathBuf {
     let p = match std::env::var_os("BLINDJOIN_SPU_PYTHON") {
         Some(p) => PathBuf::from(p),
-        None => workspace().join("target/pyenv/bin/python"),
+        None => workspace().join("target/spuenv/bin/python"),
     };
     let ok = Command::new(&p)
         .args(["-c", "from spu import link"])
@@ -37,7 +37,7 @@ fn python() -> PathBuf {
     assert!(
         ok,
         "the SecretFlow interop test needs a Python with spu 0.9.5, not found at {}. Install it: \
-         python3 -m venv target/pyenv && target/pyenv/bin/pip install spu==0.9.5 \
+         python3 -m venv target/spuenv && target/spuenv/bin/pip install spu==0.9.5 \
          (or point BLINDJOIN_SPU_PYTHON at a python that has it)",
         p.display()
     );

@@ -51,6 +51,7 @@ mod error;
 pub mod fuzzing;
 mod handshake;
 pub mod kkrt;
+pub mod mesh;
 pub mod npc;
 mod positions;
 mod progress;

@@ -17,7 +17,8 @@ use crate::pipeline::report::Stages;
 use crate::pipeline::three_party::ThreePartyOutcome;
 use crate::spec::{NPartyProtocol, NPartySpec};
 use blindjoin_link::{Cancel, Link, LinkStats, establish_many};
-use blindjoin_protocols::npc::{hello_all_bounded, run_npc};
+use blindjoin_protocols::mesh::{MeshSeat, run_mesh};
+use blindjoin_protocols::npc::hello_all_bounded;
 use blindjoin_protocols::{
     Hello, ItemDigest, Progress, ProtocolChoice, ProtocolError, PsiOptions, Role, dp_psi, handshake,
 };
@@ -213,7 +214,8 @@ fn dyn_links<L: Link>(links: &mut [Option<L>]) -> Vec<Option<&mut dyn Link>> {
         .collect()
 }
 
-/// One bucket: the matched item indices (receiver) and the other parties' key counts.
+/// One bucket, through the protocols' one entry for a mesh: the matched item indices
+/// (receiver) and the other parties' key counts.
 fn run_bucket<L: Link>(
     t: &NPartySpec,
     links: &mut [Option<L>],
@@ -222,47 +224,20 @@ fn run_bucket<L: Link>(
     digests: &[ItemDigest],
     progress: &dyn Progress,
 ) -> Result<(Option<Vec<usize>>, u64), DataError> {
-    match t.protocol {
-        NPartyProtocol::Npc(variant) => {
-            let mut refs = dyn_links(links);
-            let out = run_npc(
-                &mut refs, t.me, t.receiver, variant, setup, opts, digests, progress,
-            )?;
-            let theirs = out
-                .sizes
-                .iter()
-                .enumerate()
-                .filter(|&(i, _)| i != t.me)
-                .map(|(_, &n)| n)
-                .sum();
-            Ok((out.intersection, theirs))
-        }
-        NPartyProtocol::Dp { curve, params } => {
-            let peer = 1 - t.me.min(1);
-            let link = links
-                .get_mut(peer)
-                .and_then(|l| l.as_mut())
-                .ok_or(ProtocolError::Unreachable("DP-PSI has one peer"))?;
-            let role = if t.is_receiver() {
-                Role::Receiver
-            } else {
-                Role::Sender
-            };
-            let hello = Hello::new(
-                ProtocolChoice::Ecdh { curve },
-                role,
-                false,
-                digests.len() as u64,
-            )
-            .with_context(blindjoin_crypto::item_digest(
-                [&setup[..], &params.context()].concat().as_slice(),
-            ));
-            let hs = handshake(link, hello)?;
-            let theirs = hs.theirs().item_count;
-            let out = dp_psi::run(link, &hs, curve, params, opts, digests, progress)?;
-            Ok((out.intersection, theirs))
-        }
-    }
+    let seat = MeshSeat {
+        me: t.me,
+        receiver: t.receiver,
+        setup,
+    };
+    let out = run_mesh(
+        &mut dyn_links(links),
+        t.protocol,
+        seat,
+        opts,
+        digests,
+        progress,
+    )?;
+    Ok((out.intersection, out.others_items))
 }
 
 #[cfg(test)]

@@ -627,7 +627,7 @@ mod tests {
     use crate::Plan;
 
     fn job() -> Job {
-        let cfg = config("alice", 9000, 9100, "job");
+        let cfg = config("receiver", 9000, 9100, "job");
         let spec = crate::Plan::from_config(&cfg, "c.json", Path::new("/tmp"))
             .and_then(crate::Plan::scheduled)
             .unwrap();

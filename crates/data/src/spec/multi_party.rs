@@ -3,9 +3,7 @@
 
 use crate::spec::RunSpec;
 use blindjoin_link::{PartyAddr, TlsConfig};
-use blindjoin_protocols::dp_psi::DpParams;
-use blindjoin_protocols::npc::NpcVariant;
-use blindjoin_protocols::{Curve, ProtocolChoice};
+use blindjoin_protocols::mesh::MeshChoice;
 
 /// One party's three-party run.
 #[derive(Clone, Debug)]
@@ -38,33 +36,8 @@ impl ThreePartySpec {
     }
 }
 
-/// What runs among the parties.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum NPartyProtocol {
-    /// An n-party PSI.
-    Npc(NpcVariant),
-    /// DP-PSI between two parties on this curve.
-    Dp {
-        /// The ECDH curve.
-        curve: Curve,
-        /// `dppsi_params`.
-        params: DpParams,
-    },
-}
-
-impl NPartyProtocol {
-    /// The name in reports.
-    pub fn name(&self) -> String {
-        match self {
-            NPartyProtocol::Npc(NpcVariant::ZeroShare(_)) => "PROTOCOL_NPC".into(),
-            NPartyProtocol::Npc(NpcVariant::Iterated(ProtocolChoice::Kkrt)) => {
-                "KKRT_PSI_NPC".into()
-            }
-            NPartyProtocol::Npc(NpcVariant::Iterated(_)) => "ECDH_PSI_NPC".into(),
-            NPartyProtocol::Dp { .. } => "DP_PSI_2PC".into(),
-        }
-    }
-}
+/// What runs among the parties: the protocols' [`MeshChoice`].
+pub type NPartyProtocol = MeshChoice;
 
 /// One party's n-party (or DP-PSI) run.
 #[derive(Clone, Debug)]
