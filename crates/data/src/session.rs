@@ -79,10 +79,21 @@ impl SessionError for DataError {
     }
 }
 
+/// What the connect thread runs: brings the links up (and may check them).
+type Establish<L> = Box<dyn FnOnce(&Cancel) -> Result<L, DataError> + Send>;
+
+/// A connection still coming: its thread's answer, who we wait for, our address, how long.
+struct Pending<L> {
+    rx: Receiver<Result<L, DataError>>,
+    peers: String,
+    addr: String,
+    wait: Duration,
+}
+
 /// How a session connects: a function run on the connect thread, what it waits for (for a
 /// timeout's message), and how long.
 pub(crate) struct Connect<L> {
-    establish: Box<dyn FnOnce(&Cancel) -> Result<L, DataError> + Send>,
+    establish: Establish<L>,
     /// Who we wait for (a party id, or several joined).
     peers: String,
     /// Where we are reachable, for the timeout's message.
@@ -124,7 +135,7 @@ impl<L: Links> Connect<L> {
 
 /// A run's links while it runs: connecting, connected, or none (a run alone).
 pub(crate) struct Session<L> {
-    pending: Option<(Receiver<Result<L, DataError>>, String, String, Duration)>,
+    pending: Option<Pending<L>>,
     links: Option<L>,
     cancel: Cancel,
 }
@@ -135,7 +146,13 @@ impl<L: Links> Session<L> {
     /// # Errors
     /// The connection failed or did not come in time; a run that connects to no one.
     pub(crate) fn link(&mut self) -> Result<&mut L, DataError> {
-        if let Some((rx, peers, addr, wait)) = self.pending.take() {
+        if let Some(Pending {
+            rx,
+            peers,
+            addr,
+            wait,
+        }) = self.pending.take()
+        {
             let links = match rx.recv_timeout(wait) {
                 Ok(r) => r?,
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
@@ -190,8 +207,8 @@ impl<L: Links> Session<L> {
     /// On failure: wait briefly for a connection still coming, then tell the others why.
     fn abort(&mut self, why: &str, link_failed: bool) {
         if self.links.is_none()
-            && let Some((rx, ..)) = self.pending.take()
-            && let Ok(Ok(l)) = rx.recv_timeout(ABORT_GRACE)
+            && let Some(p) = self.pending.take()
+            && let Ok(Ok(l)) = p.rx.recv_timeout(ABORT_GRACE)
         {
             self.links = Some(l);
         }
@@ -232,7 +249,12 @@ pub(crate) fn run<L: Links, T, E: SessionError>(
                 action: "starting the connect thread",
                 source,
             })?;
-        session.pending = Some((rx, c.peers, c.addr, c.wait));
+        session.pending = Some(Pending {
+            rx,
+            peers: c.peers,
+            addr: c.addr,
+            wait: c.wait,
+        });
     }
     match body(&mut session) {
         Ok(t) => Ok(t),

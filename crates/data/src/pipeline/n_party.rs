@@ -19,9 +19,7 @@ use crate::spec::{NPartyProtocol, NPartySpec};
 use blindjoin_link::{Cancel, Link, LinkStats, establish_many};
 use blindjoin_protocols::mesh::{MeshSeat, run_mesh};
 use blindjoin_protocols::npc::hello_all_bounded;
-use blindjoin_protocols::{
-    Hello, ItemDigest, Progress, ProtocolChoice, ProtocolError, PsiOptions, Role, dp_psi, handshake,
-};
+use blindjoin_protocols::{ItemDigest, Progress, ProtocolError, PsiOptions};
 use std::time::Instant;
 
 /// Runs this party of an n-party (or DP-PSI) config over TCP.
