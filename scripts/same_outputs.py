@@ -9,8 +9,10 @@ two builds (before and after a refactor) can be compared byte for byte.
 The matrix: two-party ECDH (Curve25519, FourQ, P-256), RR22 (fast, low-comm, malicious) and KKRT,
 one bucket and many, in memory and spilled, aligned and in input order, every join type, the
 cardinality-only count file; Parquet in and out (also spilled, in input order, a full join, and
-Parquet in with CSV out, CSV in with Parquet out); three-party ECDH (CSV, and Parquet in); unbalanced PSI (gen cache,
-transfer, online; and a full run with Parquet in and out). Inputs are made by the binary's own seeded `gen`, so they are the same for
+Parquet in with CSV out, CSV in with Parquet out); partitioned runs (`--workers 2`); three-party
+ECDH (CSV, and Parquet in); n-party (`PROTOCOL_NPC`, `ECDH_PSI_NPC`); unbalanced PSI (gen cache,
+transfer, online; a full run with Parquet in and out; a full run with labels); labeled PSI (DB
+setup, then online). DP-PSI is left out: its output is random by design (fresh coins each run). Inputs are made by the binary's own seeded `gen`, so they are the same for
 both builds. Reports are not compared (they hold times).
 """
 
@@ -202,11 +204,86 @@ def matrix(binary, out):
     run_parties([ub("server", "MODE_FULL", "ROLE_SERVER", server_pq),
                  ub("client", "MODE_FULL", "ROLE_CLIENT", client_pq)], work)
 
+    # Partitioned: two workers a side (RR22, and ECDH from flags).
+    two_party_flags(binary, work, "rr22.workers2", protos["rr22fast"] +
+                    ["--bucket-size", "700", "--workers", "2", "--broadcast-result"],
+                    both_out=True)
+    two_party_flags(binary, work, "ecdh.workers2", protos["ecdh25519"] +
+                    ["--bucket-size", "700", "--workers", "2"])
+
+    # n parties: the zero-sharing protocol and SecretFlow's tree of ECDH runs, three parties.
+    for tag, proto in (("npc", "PROTOCOL_NPC"), ("npc.ecdh", "ECDH_PSI_NPC")):
+        ports = [free_port() for _ in range(3)]
+        ids = ["alice", "bob", "carol"]
+        cmds = []
+        for me in ids:
+            pc = {"protocol": proto, "receiver": "carol"}
+            if proto == "ECDH_PSI_NPC":
+                pc["ecdh_config"] = {"curve": "CURVE_25519"}
+            cfg = {
+                "psi_config": {
+                    "protocol_config": pc,
+                    "input_config": {"type": "IO_TYPE_FILE_CSV", "path": f"{me}.csv"},
+                    "output_config": {"type": "IO_TYPE_FILE_CSV", "path": f"{tag}.{me}.csv"},
+                    "keys": ["id"],
+                },
+                "link_config": {"parties": [{"id": i, "host": f"127.0.0.1:{p}"}
+                                            for i, p in zip(ids, ports)]},
+                "self_link_party": me,
+            }
+            path = work / f"{tag}.{me}.json"
+            path.write_text(json.dumps(cfg))
+            cmds.append([binary, "run", "--quiet", "--config", str(path)])
+        run_parties(cmds, work)
+
+    # Unbalanced with labels: every non-key server column, opened by the client.
+    server_lab = dict(server, cache_path="ublab_server_cache", server_secret_key_path="ublab.key",
+                      output_config={"type": "IO_TYPE_FILE_CSV", "path": "ub.labels.server.csv"})
+    client_lab = dict(client, cache_path="ublab_client_cache",
+                      output_config={"type": "IO_TYPE_FILE_CSV", "path": "ub.labels.client.csv"})
+
+    def ub_lab(me, role, body):
+        path = work / f"ublab.{me}.json"
+        cfg = {"ub_psi_config": dict(body, mode="MODE_FULL", role=role),
+               "link_config": link, "self_link_party": me}
+        if me == "server":
+            cfg["blindjoin"] = {"label_columns": True}
+        path.write_text(json.dumps(cfg))
+        return [binary, "run", "--quiet", "--config", str(path)]
+
+    run_parties([ub_lab("server", "ROLE_SERVER", server_lab),
+                 ub_lab("client", "ROLE_CLIENT", client_lab)], work)
+
+    # Labeled PSI: a key,value DB saved once, then one receiver's online run.
+    keys = dict.fromkeys(r.split(",")[0] for r in (work / "bob.csv").read_text().splitlines()[1:])
+    (work / "apsi_db.csv").write_text(
+        "key,value\n" + "".join(f"{k},v{i}\n" for i, k in enumerate(keys)))
+    query = (work / "alice.csv").read_text().splitlines()[1:200]
+    (work / "apsi_query.csv").write_text("key\n" + "".join(r.split(",")[0] + "\n" for r in query))
+    params = Path(__file__).resolve().parent.parent / "crates/he/tests/data/100K-1-16.json"
+    (work / "apsi_setup.json").write_text(json.dumps({"apsi_sender_config": {
+        "source_file": "apsi_db.csv", "params_file": str(params), "sdb_out_file": "apsi.sdb",
+        "save_db_only": True}}))
+    run_parties([[binary, "run", "--quiet", "--config", str(work / "apsi_setup.json")]], work)
+    pa = (free_port(), free_port())
+    alink = {"parties": [{"id": "sender", "host": f"127.0.0.1:{pa[0]}"},
+                         {"id": "receiver", "host": f"127.0.0.1:{pa[1]}"}]}
+    (work / "apsi_sender.json").write_text(json.dumps({
+        "apsi_sender_config": {"db_file": "apsi.sdb"}, "link_config": alink,
+        "self_link_party": "sender"}))
+    (work / "apsi_receiver.json").write_text(json.dumps({
+        "apsi_receiver_config": {"query_file": "apsi_query.csv",
+                                 "output_file": "apsi.receiver.csv", "params_file": str(params)},
+        "link_config": alink, "self_link_party": "receiver"}))
+    run_parties([[binary, "run", "--quiet", "--config", str(work / "apsi_sender.json")],
+                 [binary, "run", "--quiet", "--config", str(work / "apsi_receiver.json")]], work)
+
     # Keep the outputs (not the inputs, configs, reports, caches or keys).
     kept = 0
     for f in sorted(work.iterdir()):
         if f.is_file() and (f.suffix in (".csv", ".parquet", ".count")) and \
-                f.name not in ("alice.csv", "bob.csv", "carol.csv"):
+                f.name not in ("alice.csv", "bob.csv", "carol.csv", "apsi_db.csv",
+                               "apsi_query.csv"):
             shutil.copy(f, out / f.name)
             kept += 1
     shutil.rmtree(work)

@@ -923,13 +923,19 @@ mod tests {
         let back = Job::decode(&j.encode()).unwrap();
         assert_eq!(back.session, j.session);
         assert_eq!((back.partition, back.port, back.peer_rows), (1, 9100, 7));
+        // The spec travels whole, not as config text to parse again.
+        assert_eq!(back.spec.input, j.spec.input);
+        assert_eq!(back.spec.protocol, j.spec.protocol);
+        assert_eq!(back.spec.workers, j.spec.workers);
+        assert_eq!(back.spec.bucket_size, j.spec.bucket_size);
         assert!(Job::decode(b"{}").is_err());
-        let mut other = b"blindjoin-partition-job/2\n".to_vec();
+        // A job of the format that carried config text.
+        let mut other = b"blindjoin-partition-job/1\n".to_vec();
         other.extend_from_slice(&j.encode()[MAGIC.len()..]);
         let e = Job::decode(&other).err().unwrap().to_string();
         assert!(e.contains("this version"), "{e}");
         let mut bad = MAGIC.to_vec();
-        bad.extend_from_slice(b"{\"config\":");
+        bad.extend_from_slice(b"{\"spec\":");
         assert!(Job::decode(&bad).is_err());
         let huge = vec![b' '; MAX_JOB_BYTES + 1];
         let e = Job::decode(&huge).err().unwrap().to_string();
