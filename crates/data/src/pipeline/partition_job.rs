@@ -62,7 +62,7 @@ const MAX_JOB_BYTES: usize = 4 << 20;
 
 /// One partition's job, as [`Coordinator::jobs`] encodes it.
 #[derive(Clone, Serialize, Deserialize)]
-struct Job {
+pub(crate) struct Job {
     /// The launch config's text, its name for errors, and the folder its paths resolve in.
     config: String,
     source: String,
@@ -92,7 +92,7 @@ impl Job {
         out
     }
 
-    fn decode(bytes: &[u8]) -> Result<Job, DataError> {
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Job, DataError> {
         let bad = |why: String| {
             DataError::Config(ConfigError::Invalid {
                 field: "partition job".into(),
