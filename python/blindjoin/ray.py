@@ -180,9 +180,10 @@ def run(
     if workers < 2:
         raise ValueError("workers: a run on Ray needs at least 2 partitions")
     text, source, base = _config_text(config)
-    coordinate = lambda: _coordinate(  # noqa: E731
-        ray, text, source, base, workers, work_dir, max_rounds, timeout_s
-    )
+
+    def coordinate() -> Dict[str, Any]:
+        return _coordinate(ray, text, source, base, workers, work_dir, max_rounds, timeout_s)
+
     if ray.is_initialized():
         return coordinate()
     if address is None:
