@@ -103,6 +103,9 @@ def _private_instance(ray: Any, num_cpus: int) -> Iterator[None]:
     try:
         os.environ.update(overrides)
         os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+        # Ray caches its config (the auth mode among it) when imported; re-read it from the
+        # environment, as Ray's own `_enable_token_auth` does.
+        ray._raylet.Config.initialize("")
         # Read when `ray` is imported: set for this call in case it was imported before.
         constants.ENABLE_RAY_CLUSTER = False
         ray.init(
@@ -132,6 +135,7 @@ def _private_instance(ray: Any, num_cpus: int) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        ray._raylet.Config.initialize("")
         shutil.rmtree(own_tmp, ignore_errors=True)
 
 
