@@ -19,8 +19,9 @@ cd "$(dirname "$0")/../fuzz"
 
 secs="${1:-30}"
 shift || true
-all=(link_frames link_reader link_bulk link_greeting link_secretflow hello positions join_counts bucket_count
-    resume_point check_digest key_sets_equal psi_rr22 psi_kkrt psi_ecdh psi_3pc ub_oprf apsi)
+all=(link_frames link_reader link_bulk link_greeting link_secretflow hello positions join_counts
+    bucket_count resume_point check_digest key_sets_equal psi_rr22 psi_kkrt psi_ecdh psi_3pc ub_oprf
+    apsi dp_psi npc worker_messages apsi_rounds config_v1)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
@@ -43,7 +44,8 @@ fi
 #    Only the data-path targets need crates/data (feature `data`).
 export RUSTFLAGS='--cfg curve25519_dalek_backend="avx512" --cfg fuzzing'
 features=--no-default-features
-for t in join_counts bucket_count resume_point check_digest key_sets_equal; do
+for t in join_counts bucket_count resume_point check_digest key_sets_equal worker_messages \
+    apsi_rounds config_v1; do
     case " ${targets[*]} " in *" $t "*) features= ;; esac
 done
 RUSTC_WRAPPER="$PWD/rustc-sancov.sh" cargo build --release --locked --target "$triple" \

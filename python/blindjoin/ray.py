@@ -103,6 +103,9 @@ def _private_instance(ray: Any, num_cpus: int) -> Iterator[None]:
     try:
         os.environ.update(overrides)
         os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+        # Ray caches its config (the auth mode among it) when imported; re-read it from the
+        # environment, as Ray's own `_enable_token_auth` does.
+        ray._raylet.Config.initialize("")
         # Read when `ray` is imported: set for this call in case it was imported before.
         constants.ENABLE_RAY_CLUSTER = False
         ray.init(
@@ -132,6 +135,7 @@ def _private_instance(ray: Any, num_cpus: int) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        ray._raylet.Config.initialize("")
         shutil.rmtree(own_tmp, ignore_errors=True)
 
 
@@ -180,9 +184,10 @@ def run(
     if workers < 2:
         raise ValueError("workers: a run on Ray needs at least 2 partitions")
     text, source, base = _config_text(config)
-    coordinate = lambda: _coordinate(  # noqa: E731
-        ray, text, source, base, workers, work_dir, max_rounds, timeout_s
-    )
+
+    def coordinate() -> Dict[str, Any]:
+        return _coordinate(ray, text, source, base, workers, work_dir, max_rounds, timeout_s)
+
     if ray.is_initialized():
         return coordinate()
     if address is None:

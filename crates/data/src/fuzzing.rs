@@ -89,3 +89,22 @@ pub fn key_sets_equal(
 pub fn check_digest(link: &mut dyn Link, ours: &ItemDigest) -> Result<(), DataError> {
     crate::pipeline::process::check_digest(link, ours)
 }
+
+/// The labeled-PSI sender's decoder of the receiver's round plan (`APSI_ROUNDS`: bucket count,
+/// query count, one bucket index per query), checked against this sender's `bucket_count`.
+/// Returns the planned buckets.
+///
+/// # Errors
+/// The plan refused (truncated, too long, out of range or order, another bucket count).
+pub fn apsi_rounds(msg: &[u8], bucket_count: usize) -> Result<Vec<usize>, DataError> {
+    crate::apsi::run::decode_rounds(msg, bucket_count)
+}
+
+/// A partition worker's decoder of the job its coordinator hands it (magic, then JSON, at most
+/// 4 MiB).
+///
+/// # Errors
+/// The job refused (too long, another magic, unreadable JSON).
+pub fn partition_job(bytes: &[u8]) -> Result<(), DataError> {
+    crate::pipeline::partition_job::Job::decode(bytes).map(|_| ())
+}

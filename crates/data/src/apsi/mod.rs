@@ -10,7 +10,7 @@
 //! buckets were queried (as in SecretFlow).
 
 pub mod db_file;
-mod run;
+pub(crate) mod run;
 pub mod source;
 
 pub use run::run_apsi;

@@ -313,7 +313,7 @@ fn peer(m: String) -> DataError {
 }
 
 /// The receiver's plan, checked against our bucket count (hostile input).
-fn decode_rounds(msg: &[u8], bucket_count: usize) -> Result<Vec<Round>, DataError> {
+pub(crate) fn decode_rounds(msg: &[u8], bucket_count: usize) -> Result<Vec<Round>, DataError> {
     let body = msg
         .strip_prefix(ids::APSI_ROUNDS)
         .ok_or_else(|| peer("sent another message where its plan of queries was due".into()))?;

@@ -62,7 +62,7 @@ const MAX_JOB_BYTES: usize = 4 << 20;
 
 /// One partition's job, as [`Coordinator::jobs`] encodes it.
 #[derive(Clone, Serialize, Deserialize)]
-struct Job {
+pub(crate) struct Job {
     /// The run's spec as the coordinator made it (scheduled: its partition count and work
     /// folder set). Paths only: no key material (a secret key is read from its file).
     spec: RunSpec,
@@ -89,7 +89,7 @@ impl Job {
         out
     }
 
-    fn decode(bytes: &[u8]) -> Result<Job, DataError> {
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Job, DataError> {
         let bad = |why: String| {
             DataError::Config(ConfigError::Invalid {
                 field: "partition job".into(),
