@@ -91,13 +91,14 @@ pub fn check_digest(link: &mut dyn Link, ours: &ItemDigest) -> Result<(), DataEr
 }
 
 /// The labeled-PSI sender's decoder of the receiver's round plan (`APSI_ROUNDS`: bucket count,
-/// query count, one bucket index per query), checked against this sender's `bucket_count`.
-/// Returns the planned buckets.
+/// query count, then each query's bucket and unique-key count), checked against this sender's
+/// `bucket_count`. Returns the planned buckets.
 ///
 /// # Errors
 /// The plan refused (truncated, too long, out of range or order, another bucket count).
 pub fn apsi_rounds(msg: &[u8], bucket_count: usize) -> Result<Vec<usize>, DataError> {
     crate::apsi::run::decode_rounds(msg, bucket_count)
+        .map(|rounds| rounds.into_iter().map(|(bucket, _)| bucket).collect())
 }
 
 /// A partition worker's decoder of the job its coordinator hands it (magic, then JSON, at most
