@@ -153,73 +153,53 @@ impl RunKind for RunSpec {
     }
 }
 
-impl RunKind for ThreePartySpec {
-    fn name(&self) -> &'static str {
-        "three-party"
-    }
-    fn party(&self) -> &str {
-        &self.spec.parties.self_id
-    }
-    fn warnings(&self) -> &[String] {
-        &self.spec.warnings
-    }
-    fn warnings_mut(&mut self) -> &mut Vec<String> {
-        &mut self.spec.warnings
-    }
-    fn report_slot(&mut self) -> &mut Option<PathBuf> {
-        &mut self.spec.report
-    }
-    fn link_settings(&mut self) -> Result<LinkSettings<'_>, String> {
-        Ok(settings_of(
-            &mut self.spec,
-            vec![&mut self.tls_server, &mut self.tls_client],
-        ))
-    }
-    fn run(&self, progress: &dyn Progress, cancel: &Cancel) -> Result<Outcome, RunError> {
-        Ok(Outcome::ThreeParty(crate::run_three_party(
-            self, progress, cancel,
-        )?))
-    }
-    fn summary(&self, outcome: &Outcome) -> String {
-        match outcome {
-            Outcome::ThreeParty(o) => multi_party_summary(o, "three-way"),
-            other => other_summary(other),
+/// Three-party and n-party runs share their shape: a two-party spec inside, the TLS files
+/// where they listen and where they connect, and a report per link.
+macro_rules! multi_party_kind {
+    ($spec:ty, $name:literal, $variant:ident, $run:path, $what:literal) => {
+        impl RunKind for $spec {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            fn party(&self) -> &str {
+                &self.spec.parties.self_id
+            }
+            fn warnings(&self) -> &[String] {
+                &self.spec.warnings
+            }
+            fn warnings_mut(&mut self) -> &mut Vec<String> {
+                &mut self.spec.warnings
+            }
+            fn report_slot(&mut self) -> &mut Option<PathBuf> {
+                &mut self.spec.report
+            }
+            fn link_settings(&mut self) -> Result<LinkSettings<'_>, String> {
+                Ok(settings_of(
+                    &mut self.spec,
+                    vec![&mut self.tls_server, &mut self.tls_client],
+                ))
+            }
+            fn run(&self, progress: &dyn Progress, cancel: &Cancel) -> Result<Outcome, RunError> {
+                Ok(Outcome::$variant($run(self, progress, cancel)?))
+            }
+            fn summary(&self, outcome: &Outcome) -> String {
+                match outcome {
+                    Outcome::$variant(o) => multi_party_summary(o, $what),
+                    other => other_summary(other),
+                }
+            }
         }
-    }
+    };
 }
 
-impl RunKind for NPartySpec {
-    fn name(&self) -> &'static str {
-        "n-party"
-    }
-    fn party(&self) -> &str {
-        &self.spec.parties.self_id
-    }
-    fn warnings(&self) -> &[String] {
-        &self.spec.warnings
-    }
-    fn warnings_mut(&mut self) -> &mut Vec<String> {
-        &mut self.spec.warnings
-    }
-    fn report_slot(&mut self) -> &mut Option<PathBuf> {
-        &mut self.spec.report
-    }
-    fn link_settings(&mut self) -> Result<LinkSettings<'_>, String> {
-        Ok(settings_of(
-            &mut self.spec,
-            vec![&mut self.tls_server, &mut self.tls_client],
-        ))
-    }
-    fn run(&self, progress: &dyn Progress, cancel: &Cancel) -> Result<Outcome, RunError> {
-        Ok(Outcome::NParty(crate::run_n_party(self, progress, cancel)?))
-    }
-    fn summary(&self, outcome: &Outcome) -> String {
-        match outcome {
-            Outcome::NParty(o) => multi_party_summary(o, "n-way"),
-            other => other_summary(other),
-        }
-    }
-}
+multi_party_kind!(
+    ThreePartySpec,
+    "three-party",
+    ThreeParty,
+    crate::run_three_party,
+    "three-way"
+);
+multi_party_kind!(NPartySpec, "n-party", NParty, crate::run_n_party, "n-way");
 
 impl RunKind for UbSpec {
     fn name(&self) -> &'static str {
