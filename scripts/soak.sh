@@ -29,7 +29,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
 BJ_SOAK_RUNS="$runs" BJ_SOAK_SEED="$seed" cargo test --workspace --locked -q --test e2e soak:: \
-  -- --test-threads 1 --nocapture >"$log" 2>&1 || status=$?
+  -- --include-ignored --test-threads 1 --nocapture >"$log" 2>&1 || status=$?
 # The tally lines (the test harness's own output is in $log when something else failed).
 grep -E '^(soak |  )' "$log" || true
 if [ "$status" -ne 0 ]; then

@@ -66,7 +66,12 @@ pub(crate) struct ProxyArgs {
     #[arg(long, value_enum)]
     fault: Option<FaultKind>,
     /// The byte offset of the fault, counted over everything the proxy reads.
-    #[arg(long, value_name = "BYTES", requires = "fault", conflicts_with = "fault_within")]
+    #[arg(
+        long,
+        value_name = "BYTES",
+        requires = "fault",
+        conflicts_with = "fault_within"
+    )]
     fault_at: Option<u64>,
     /// Draw the offset uniformly below BYTES from --fault-seed instead.
     #[arg(long, value_name = "BYTES", requires = "fault")]
@@ -478,8 +483,24 @@ fn serve_conn(
         s.set_nodelay(true)?;
     }
     let mut threads = Vec::with_capacity(4);
-    threads.extend(direction(&client, &server, cfg, epoch, true, c, (faults, conn))?);
-    threads.extend(direction(&server, &client, cfg, epoch, false, c, (faults, conn))?);
+    threads.extend(direction(
+        &client,
+        &server,
+        cfg,
+        epoch,
+        true,
+        c,
+        (faults, conn),
+    )?);
+    threads.extend(direction(
+        &server,
+        &client,
+        cfg,
+        epoch,
+        false,
+        c,
+        (faults, conn),
+    )?);
     for t in threads {
         let _ = t.join();
     }
@@ -854,9 +875,13 @@ mod tests {
         };
         let fired = Arc::new(Mutex::new(Vec::new()));
         let f2 = Arc::clone(&fired);
-        let proxy = start_with_faults("127.0.0.1:0", &to.to_string(), cfg, |_| {}, move |p, _| {
-            f2.lock().unwrap().push(p.at)
-        })
+        let proxy = start_with_faults(
+            "127.0.0.1:0",
+            &to.to_string(),
+            cfg,
+            |_| {},
+            move |p, _| f2.lock().unwrap().push(p.at),
+        )
         .unwrap();
         (proxy, fired, got)
     }
