@@ -366,6 +366,7 @@ mod tests {
         // Two partitions' workers open their recovery folders side by side (found by the
         // soak, `soak::workers_2`: "File exists (os error 17)").
         let root = std::env::temp_dir().join(format!("bj-own-dir-race-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
         for round in 0..200 {
             let d = root.join(format!("r{round}"));
             let go = std::sync::Arc::new(std::sync::Barrier::new(4));
