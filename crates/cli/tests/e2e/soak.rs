@@ -772,14 +772,14 @@ fn check_private(what: &str, dir: &Path, before: &[PathBuf], t: &mut Tally) {
         if before.contains(&p) {
             continue;
         }
-        if let Ok(m) = std::fs::symlink_metadata(&p) {
-            if m.permissions().mode() & 0o077 != 0 {
-                t.violations.push(format!(
-                    "{what}: {} is readable by others (mode {:o})",
-                    p.display(),
-                    m.permissions().mode() & 0o777
-                ));
-            }
+        if let Ok(m) = std::fs::symlink_metadata(&p)
+            && m.permissions().mode() & 0o077 != 0
+        {
+            t.violations.push(format!(
+                "{what}: {} is readable by others (mode {:o})",
+                p.display(),
+                m.permissions().mode() & 0o777
+            ));
         }
     }
 }
