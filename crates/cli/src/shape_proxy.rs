@@ -15,6 +15,14 @@
 //! half-close), a reset or a failed write closes both sides. Connections are independent (a
 //! ZeroMQ peer may open several); their bytes and the span from the first byte read to the
 //! last byte written are printed as one JSON line each when they end, and in total on Ctrl-C.
+//!
+//! `--fault cut|stall|corrupt` turns it into a faulty link for the soak tests
+//! (`scripts/soak.sh`): once the proxy has read `--fault-at` bytes (over all connections and
+//! both directions, in the order it reads them; or an offset drawn from `--fault-seed` below
+//! `--fault-within`), it cuts that connection (both sides closed, the bytes before the offset
+//! delivered), stalls every connection (nothing more is delivered either way, but the sockets
+//! stay open, as a dead route does), or flips one bit of the byte at that offset. It prints one
+//! JSON line, `{"fault": ..., "at": ...}`, when it does.
 
 use anyhow::{Context, Result};
 use blindjoin_data::LinkShape;
@@ -54,6 +62,111 @@ pub(crate) struct ProxyArgs {
     /// Bytes in flight per direction before the proxy stops reading (back-pressure), in KiB.
     #[arg(long, default_value_t = 4096)]
     buffer_kib: usize,
+    /// Inject one fault: cut the connection, stall every connection, or corrupt one byte.
+    #[arg(long, value_enum)]
+    fault: Option<FaultKind>,
+    /// The byte offset of the fault, counted over everything the proxy reads.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        requires = "fault",
+        conflicts_with = "fault_within"
+    )]
+    fault_at: Option<u64>,
+    /// Draw the offset uniformly below BYTES from --fault-seed instead.
+    #[arg(long, value_name = "BYTES", requires = "fault")]
+    fault_within: Option<u64>,
+    /// Seed for the drawn offset and for the bit a corruption flips (default 0).
+    #[arg(long, default_value_t = 0)]
+    fault_seed: u64,
+}
+
+/// What an injected fault does to the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum FaultKind {
+    /// Close both sides of the connection the offset falls in.
+    Cut,
+    /// Deliver nothing more on any connection, keeping the sockets open.
+    Stall,
+    /// Flip one bit of the byte at the offset.
+    Corrupt,
+}
+
+/// One fault to inject: what, where, and (for a corruption) which bits to flip.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FaultPlan {
+    pub kind: FaultKind,
+    /// Offset in the bytes the proxy reads, over all connections and directions.
+    pub at: u64,
+    /// XOR mask for [`FaultKind::Corrupt`]; never 0.
+    pub mask: u8,
+}
+
+impl FaultPlan {
+    /// The plan for `kind` at `at`, or at an offset drawn below `within` from `seed`.
+    pub(crate) fn new(kind: FaultKind, at: Option<u64>, within: Option<u64>, seed: u64) -> Self {
+        let r = splitmix64(seed);
+        let at = at.unwrap_or_else(|| within.map_or(0, |w| r % w.max(1)));
+        let mask = 1u8 << (splitmix64(r) % 8);
+        FaultPlan { kind, at, mask }
+    }
+}
+
+/// One step of SplitMix64: a seeded, well-mixed draw.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The proxy's fault state: bytes read so far and whether the stall has begun.
+struct Faults {
+    plan: Option<FaultPlan>,
+    read: AtomicU64,
+    stalled: AtomicBool,
+    /// Called once with the plan and the connection when the fault fires.
+    fired: Box<dyn Fn(FaultPlan, u64) + Send + Sync>,
+}
+
+/// What the reader does with a chunk after [`Faults::on_read`].
+enum Verdict {
+    Forward,
+    /// Forward the first bytes, then cut the connection.
+    CutAfter(usize),
+    /// Forward the first bytes; the link is stalled from here on.
+    StallAfter(usize),
+    /// The link is stalled: drop the chunk.
+    Drop,
+}
+
+impl Faults {
+    fn on_read(&self, buf: &mut [u8], conn: u64) -> Verdict {
+        if self.stalled.load(Ordering::Relaxed) {
+            return Verdict::Drop;
+        }
+        let Some(plan) = self.plan else {
+            return Verdict::Forward;
+        };
+        let before = self.read.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        if plan.at < before || plan.at - before >= buf.len() as u64 {
+            return Verdict::Forward;
+        }
+        let i = (plan.at - before) as usize;
+        (self.fired)(plan, conn);
+        match plan.kind {
+            FaultKind::Corrupt => {
+                buf[i] ^= plan.mask;
+                Verdict::Forward
+            }
+            FaultKind::Cut => Verdict::CutAfter(i),
+            FaultKind::Stall => {
+                self.stalled.store(true, Ordering::Relaxed);
+                Verdict::StallAfter(i)
+            }
+        }
+    }
 }
 
 /// What the proxy does.
@@ -63,6 +176,8 @@ pub(crate) struct ProxyConfig {
     pub shape: LinkShape,
     /// Bytes in flight per direction (read, not yet written) before reading stops.
     pub buffer: usize,
+    /// A fault to inject, if any.
+    pub fault: Option<FaultPlan>,
 }
 
 /// Bytes and times of one connection, or of all of them.
@@ -221,7 +336,15 @@ fn sleep_until(t: Instant) {
 }
 
 /// Reads `src` into `pipe`, stamping each chunk with its delivery time.
-fn read_side(mut src: TcpStream, pipe: &Pipe, shape: LinkShape, epoch: Instant, c: &Counters) {
+fn read_side(
+    mut src: TcpStream,
+    pipe: &Pipe,
+    shape: LinkShape,
+    epoch: Instant,
+    c: &Counters,
+    faults: &Faults,
+    conn: u64,
+) {
     let mut wire_free: Option<Instant> = None;
     let mut stamp = |bytes: usize| {
         let now = Instant::now();
@@ -237,11 +360,32 @@ fn read_side(mut src: TcpStream, pipe: &Pipe, shape: LinkShape, epoch: Instant, 
     loop {
         let mut buf = vec![0u8; CHUNK];
         let piece = match src.read(&mut buf) {
+            // A stalled link never passes an end on: the other side must notice the silence.
+            Ok(0) | Err(_) if faults.stalled.load(Ordering::Relaxed) => return,
             Ok(0) => Piece::End,
             Ok(n) => {
                 c.read_at(epoch);
                 buf.truncate(n);
-                Piece::Data(buf)
+                match faults.on_read(&mut buf, conn) {
+                    Verdict::Forward => Piece::Data(buf),
+                    Verdict::Drop => continue,
+                    Verdict::StallAfter(keep) => {
+                        buf.truncate(keep);
+                        if keep > 0 && !pipe.push(stamp(keep), Piece::Data(buf)) {
+                            return;
+                        }
+                        continue;
+                    }
+                    Verdict::CutAfter(keep) => {
+                        buf.truncate(keep);
+                        let due = stamp(keep);
+                        if keep > 0 && !pipe.push(due, Piece::Data(buf)) {
+                            return;
+                        }
+                        let _ = pipe.push(due, Piece::Reset);
+                        return;
+                    }
+                }
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(_) => Piece::Reset,
@@ -301,6 +445,7 @@ fn direction(
     epoch: Instant,
     up: bool,
     c: &Arc<Counters>,
+    (faults, conn): (&Arc<Faults>, u64),
 ) -> std::io::Result<[JoinHandle<()>; 2]> {
     let pipe = Arc::new(Pipe {
         state: Mutex::new(PipeState::default()),
@@ -308,10 +453,10 @@ fn direction(
         buffer: cfg.buffer.max(CHUNK),
     });
     let (r, w, s2) = (src.try_clone()?, dst.try_clone()?, src.try_clone()?);
-    let (p1, c1) = (Arc::clone(&pipe), Arc::clone(c));
+    let (p1, c1, f1) = (Arc::clone(&pipe), Arc::clone(c), Arc::clone(faults));
     let reader = std::thread::Builder::new()
         .name("proxy-read".into())
-        .spawn(move || read_side(r, &p1, cfg.shape, epoch, &c1))?;
+        .spawn(move || read_side(r, &p1, cfg.shape, epoch, &c1, &f1, conn))?;
     let c2 = Arc::clone(c);
     let writer = std::thread::Builder::new()
         .name("proxy-write".into())
@@ -326,6 +471,8 @@ fn serve_conn(
     cfg: ProxyConfig,
     epoch: Instant,
     c: &Arc<Counters>,
+    faults: &Arc<Faults>,
+    conn: u64,
 ) -> Result<()> {
     let server = to
         .iter()
@@ -336,8 +483,24 @@ fn serve_conn(
         s.set_nodelay(true)?;
     }
     let mut threads = Vec::with_capacity(4);
-    threads.extend(direction(&client, &server, cfg, epoch, true, c)?);
-    threads.extend(direction(&server, &client, cfg, epoch, false, c)?);
+    threads.extend(direction(
+        &client,
+        &server,
+        cfg,
+        epoch,
+        true,
+        c,
+        (faults, conn),
+    )?);
+    threads.extend(direction(
+        &server,
+        &client,
+        cfg,
+        epoch,
+        false,
+        c,
+        (faults, conn),
+    )?);
     for t in threads {
         let _ = t.join();
     }
@@ -364,12 +527,31 @@ impl Proxy {
 
 /// Starts a proxy on `listen` forwarding to `to`. `report`: called with each connection's
 /// figures when it ends.
+#[cfg(test)]
 pub(crate) fn start(
     listen: &str,
     to: &str,
     cfg: ProxyConfig,
     report: impl Fn(&ConnStats) + Send + Sync + 'static,
 ) -> Result<Proxy> {
+    start_with_faults(listen, to, cfg, report, |_, _| {})
+}
+
+/// [`start`], calling `fired` with the plan and the connection's number when
+/// [`ProxyConfig::fault`] fires.
+pub(crate) fn start_with_faults(
+    listen: &str,
+    to: &str,
+    cfg: ProxyConfig,
+    report: impl Fn(&ConnStats) + Send + Sync + 'static,
+    fired: impl Fn(FaultPlan, u64) + Send + Sync + 'static,
+) -> Result<Proxy> {
+    let faults = Arc::new(Faults {
+        plan: cfg.fault,
+        read: AtomicU64::new(0),
+        stalled: AtomicBool::new(false),
+        fired: Box::new(fired),
+    });
     let to: Vec<SocketAddr> = to
         .to_socket_addrs()
         .with_context(|| format!("--to {to}"))?
@@ -401,10 +583,11 @@ pub(crate) fn start(
                 let c = Arc::new(Counters::default());
                 conns.push(Arc::clone(&c));
                 let (to, report) = (to.clone(), Arc::clone(&report));
+                let faults = Arc::clone(&faults);
                 std::thread::Builder::new()
                     .name(format!("proxy-conn-{id}"))
                     .spawn(move || {
-                        if let Err(e) = serve_conn(client, &to, cfg, epoch, &c) {
+                        if let Err(e) = serve_conn(client, &to, cfg, epoch, &c, &faults, id) {
                             eprintln!("bench-proxy: connection {id}: {e:#}");
                         }
                         report(&c.stats(id));
@@ -437,11 +620,27 @@ pub(crate) fn run(a: ProxyArgs) -> Result<()> {
             bits_per_second: 0,
             latency: Duration::ZERO,
         });
+    let fault = a
+        .fault
+        .map(|k| FaultPlan::new(k, a.fault_at, a.fault_within, a.fault_seed));
     let cfg = ProxyConfig {
         shape,
         buffer: a.buffer_kib.saturating_mul(1024),
+        fault,
     };
-    let proxy = start(&a.listen, &a.to, cfg, print_json::<ConnStats>)?;
+    #[derive(Serialize)]
+    struct Fired {
+        fault: FaultKind,
+        at: u64,
+        conn: u64,
+    }
+    let proxy = start_with_faults(&a.listen, &a.to, cfg, print_json::<ConnStats>, |p, conn| {
+        print_json(&Fired {
+            fault: p.kind,
+            at: p.at,
+            conn,
+        })
+    })?;
     #[derive(Serialize)]
     struct Listening<'a> {
         listening: String,
@@ -541,6 +740,7 @@ mod tests {
         let cfg = ProxyConfig {
             shape,
             buffer: 64 << 10,
+            fault: None,
         };
         let (seen, report) = collect();
         let proxy = start("127.0.0.1:0", &to.to_string(), cfg, report).unwrap();
@@ -605,6 +805,7 @@ mod tests {
         let cfg = ProxyConfig {
             shape,
             buffer: 4 << 20,
+            fault: None,
         };
         let proxy = start("127.0.0.1:0", &to.to_string(), cfg, |_| {}).unwrap();
         let mut s = TcpStream::connect(proxy.addr).unwrap();
@@ -637,6 +838,7 @@ mod tests {
                 latency: Duration::ZERO,
             },
             buffer: 1 << 20,
+            fault: None,
         };
         let proxy = start("127.0.0.1:0", &free.to_string(), cfg, |_| {}).unwrap();
         let mut s = TcpStream::connect(proxy.addr).unwrap();
@@ -644,5 +846,118 @@ mod tests {
         let mut buf = [0u8; 1];
         assert!(matches!(s.read(&mut buf), Ok(0) | Err(_)));
         assert_eq!(proxy.stop().unwrap().conn, 0);
+    }
+
+    /// A proxy with `kind` at byte `at` in front of a target that echoes what it reads.
+    fn faulty_echo(kind: FaultKind, at: u64) -> (Proxy, Arc<Mutex<Vec<u64>>>, Arc<AtomicU64>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let to = l.local_addr().unwrap();
+        let got = Arc::new(AtomicU64::new(0));
+        let got2 = Arc::clone(&got);
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            timed(&s);
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = s.read(&mut buf) {
+                got2.fetch_add(n as u64, Ordering::Relaxed);
+                if n == 0 || s.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        });
+        let cfg = ProxyConfig {
+            shape: LinkShape {
+                bits_per_second: 0,
+                latency: Duration::ZERO,
+            },
+            buffer: 1 << 20,
+            fault: Some(FaultPlan::new(kind, Some(at), None, 7)),
+        };
+        let fired = Arc::new(Mutex::new(Vec::new()));
+        let f2 = Arc::clone(&fired);
+        let proxy = start_with_faults(
+            "127.0.0.1:0",
+            &to.to_string(),
+            cfg,
+            |_| {},
+            move |p, _| f2.lock().unwrap().push(p.at),
+        )
+        .unwrap();
+        (proxy, fired, got)
+    }
+
+    /// Sends `sent` in one write and reads the echo until the proxy closes, or for `quiet`.
+    fn echo_of(addr: SocketAddr, sent: &[u8], quiet: Duration) -> (Vec<u8>, bool) {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(quiet)).unwrap();
+        s.write_all(sent).unwrap();
+        let mut back = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return (back, true),
+                Ok(n) => back.extend_from_slice(&buf[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return (back, false);
+                }
+                Err(_) => return (back, true),
+            }
+        }
+    }
+
+    #[test]
+    fn a_corruption_flips_one_bit_of_the_byte_at_its_offset() {
+        let (proxy, fired, _) = faulty_echo(FaultKind::Corrupt, 1000);
+        let sent = payload(3, 5000);
+        let (back, _) = echo_of(proxy.addr, &sent, Duration::from_millis(500));
+        assert_eq!(back.len(), sent.len());
+        let diff: Vec<usize> = (0..sent.len()).filter(|&i| back[i] != sent[i]).collect();
+        assert_eq!(diff, [1000]);
+        assert_eq!((back[1000] ^ sent[1000]).count_ones(), 1);
+        assert_eq!(*fired.lock().unwrap(), [1000]);
+        proxy.stop().unwrap();
+    }
+
+    #[test]
+    fn a_cut_delivers_the_bytes_before_it_then_closes() {
+        let (proxy, fired, got) = faulty_echo(FaultKind::Cut, 777);
+        let sent = payload(4, 5000);
+        let (back, closed) = echo_of(proxy.addr, &sent, Duration::from_secs(10));
+        assert!(closed);
+        // The echo of what got through may or may not beat the close back.
+        assert!(back.len() <= 777 && back == sent[..back.len()]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while got.load(Ordering::Relaxed) < 777 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(got.load(Ordering::Relaxed), 777);
+        assert_eq!(*fired.lock().unwrap(), [777]);
+        proxy.stop().unwrap();
+    }
+
+    #[test]
+    fn a_stall_delivers_nothing_more_and_keeps_the_socket_open() {
+        let (proxy, fired, got) = faulty_echo(FaultKind::Stall, 300);
+        let sent = payload(5, 5000);
+        let (back, closed) = echo_of(proxy.addr, &sent, Duration::from_millis(700));
+        assert!(!closed, "a stalled link must not close");
+        // The target got the bytes before the offset; its echo of them is not delivered.
+        assert_eq!(got.load(Ordering::Relaxed), 300);
+        assert!(back.is_empty());
+        assert_eq!(*fired.lock().unwrap(), [300]);
+        proxy.stop().unwrap();
+    }
+
+    #[test]
+    fn a_drawn_offset_is_below_its_bound_and_fixed_by_the_seed() {
+        let a = FaultPlan::new(FaultKind::Cut, None, Some(1000), 42);
+        let b = FaultPlan::new(FaultKind::Cut, None, Some(1000), 42);
+        assert!(a.at < 1000);
+        assert_eq!((a.at, a.mask), (b.at, b.mask));
+        assert_eq!(a.mask.count_ones(), 1);
+        let offsets: std::collections::HashSet<u64> = (0..50)
+            .map(|s| FaultPlan::new(FaultKind::Cut, None, Some(1000), s).at)
+            .collect();
+        assert!(offsets.len() > 40);
     }
 }

@@ -16,6 +16,8 @@ mod legacy;
 mod n_party;
 mod ops;
 mod recovery;
+#[cfg(unix)]
+mod soak;
 mod three_party;
 mod ub;
 mod workers;

@@ -176,9 +176,33 @@ pub(crate) fn ensure_own_dir(path: &Path) -> io::Result<()> {
             io::ErrorKind::NotADirectory,
             "not a directory (a symlink or a file is in its place)",
         )),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => create_dir(path),
+        // Another thread (a partition's worker) may make it between the check and ours: then
+        // check what it made.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match create_dir(path) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => ensure_made_dir(path),
+            r => r,
+        },
         Err(e) => Err(e),
     }
+}
+
+/// [`ensure_own_dir`] for a folder that exists now: it must be a directory, made private.
+fn ensure_made_dir(path: &Path) -> io::Result<()> {
+    let m = std::fs::symlink_metadata(path)?;
+    if !m.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            "not a directory (a symlink or a file is in its place)",
+        ));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if m.permissions().mode() & 0o777 & !DIR_MODE != 0 {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(DIR_MODE))?;
+        }
+    }
+    Ok(())
 }
 
 /// The warning for a folder the user named (`what`: "spill_dir", ...) when group or others
@@ -350,6 +374,31 @@ mod tests {
         let bits = 8 * NAME_RANDOM_BYTES as i32;
         let log2_folders = 32;
         assert_eq!(2 * log2_folders - (bits + 1), -65);
+    }
+
+    #[test]
+    fn ensure_own_dir_made_by_many_threads_at_once_succeeds_for_all() {
+        // Two partitions' workers open their recovery folders side by side (found by the
+        // soak, `soak::workers_2`: "File exists (os error 17)").
+        let root = std::env::temp_dir().join(format!("bj-own-dir-race-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        for round in 0..200 {
+            let d = root.join(format!("r{round}"));
+            let go = std::sync::Arc::new(std::sync::Barrier::new(4));
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    let (d, go) = (d.clone(), std::sync::Arc::clone(&go));
+                    std::thread::spawn(move || {
+                        go.wait();
+                        ensure_own_dir(&d)
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap().unwrap();
+            }
+        }
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
