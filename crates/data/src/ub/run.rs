@@ -161,10 +161,24 @@ fn server(
         let k = match &spec.secret_key_path {
             Some(p) => {
                 let (k, created) = key::load_or_create(p, spec.curve, true)?;
-                if created {
-                    // A new key's count starts at 0; from now on a missing count file is an
-                    // error, not a reset ([`budget`]).
+                // A new key's count starts at 0; so does that of a key brought from elsewhere
+                // (SecretFlow's `server_secret_key_path`, the whitepaper's scripts) at its
+                // first cache here. From then on a missing count file is an error, not a reset
+                // ([`budget`]).
+                let counted = std::fs::symlink_metadata(budget::count_path(p)).is_ok();
+                if created || !counted {
                     budget::start(&budget::UB, p, &k.key_check_value()?)?;
+                }
+                if !created && !counted {
+                    crate::log::emit(
+                        crate::log::Level::Warn,
+                        &format!(
+                            "{}: no query count beside this key; counting its queries from 0 \
+                             in {} (blindjoin.max_query_items)",
+                            p.display(),
+                            budget::count_path(p).display()
+                        ),
+                    );
                 }
                 k
             }
