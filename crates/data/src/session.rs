@@ -184,6 +184,22 @@ impl<L: Links> Session<L> {
         ))
     }
 
+    /// Closes the links once the protocol is done and before any output is written, so a peer
+    /// that fails at the end (killed, or refusing our close) leaves no result behind. A closed
+    /// session has no links: its later failures are not told to anyone.
+    ///
+    /// # Errors
+    /// The close failed (the peer did not finish the session).
+    pub(crate) fn close(&mut self) -> Result<(), DataError>
+    where
+        L: blindjoin_link::Link,
+    {
+        if let Some(mut l) = self.links.take() {
+            l.close()?;
+        }
+        Ok(())
+    }
+
     /// The links if they are up, without waiting.
     pub(crate) fn connected(&mut self) -> Option<&mut L> {
         self.links.as_mut()

@@ -415,6 +415,11 @@ fn receiver(
         }
     }
     report.online_s = online.elapsed().as_secs_f64();
+    // The session ends before the output is written: a failed close leaves no result.
+    let stats = link.stats();
+    report.bytes_sent = stats.bytes_sent;
+    report.bytes_received = stats.bytes_received;
+    peer.close()?;
     // Always `key,value`: the value is the label, empty for an unlabeled DB.
     let mut out = Vec::new();
     write_record(&mut out, ["key", "value"]);

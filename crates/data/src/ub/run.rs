@@ -282,6 +282,8 @@ fn server(
     let out = online_server_serve(l, &key, meta, opts, n_client, progress)?;
     report.online = Some(clock.stop(Some(l)));
     drop(query_span);
+    // The session ends before the output is written: a failed close leaves no result.
+    peer.close()?;
     report.client_key_count = Some(out.peer_count);
     if let (Some(t), Some(real)) = (spec.threshold, out.count) {
         let revealed = out
@@ -503,6 +505,8 @@ fn client(
     let out = online_client_with(l, &cache.meta, file, &kd.unique, opts, progress)?;
     report.online = Some(clock.stop(Some(l)));
     drop(query_span);
+    // The session ends before the output is written: a failed close leaves no result.
+    peer.close()?;
     if let (Some(_), Some(real), Some(revealed)) =
         (spec.threshold, out.count, out.intersection.as_ref())
     {
