@@ -256,11 +256,12 @@ def matrix(binary, out):
 
     # Labeled PSI: a key,value DB saved once, then one receiver's online run.
     keys = dict.fromkeys(r.split(",")[0] for r in (work / "bob.csv").read_text().splitlines()[1:])
+    # SecretFlow's smallest preset (100 items, one query item at a time): quick in a dev build.
     (work / "apsi_db.csv").write_text(
-        "key,value\n" + "".join(f"{k},v{i}\n" for i, k in enumerate(keys)))
-    query = (work / "alice.csv").read_text().splitlines()[1:200]
+        "key,value\n" + "".join(f"{k},v{i}\n" for i, k in enumerate(list(keys)[:100])))
+    query = (work / "bob.csv").read_text().splitlines()[90:110]
     (work / "apsi_query.csv").write_text("key\n" + "".join(r.split(",")[0] + "\n" for r in query))
-    params = Path(__file__).resolve().parent.parent / "crates/he/tests/data/100K-1-16.json"
+    params = Path(__file__).resolve().parent.parent / "crates/he/tests/data/100-1-300.json"
     (work / "apsi_setup.json").write_text(json.dumps({"apsi_sender_config": {
         "source_file": "apsi_db.csv", "params_file": str(params), "sdb_out_file": "apsi.sdb",
         "save_db_only": True}}))
@@ -273,7 +274,8 @@ def matrix(binary, out):
         "self_link_party": "sender"}))
     (work / "apsi_receiver.json").write_text(json.dumps({
         "apsi_receiver_config": {"query_file": "apsi_query.csv",
-                                 "output_file": "apsi.receiver.csv", "params_file": str(params)},
+                                 "output_file": "apsi.receiver.csv", "params_file": str(params),
+                                 "query_batch_size": 1},
         "link_config": alink, "self_link_party": "receiver"}))
     run_parties([[binary, "run", "--quiet", "--config", str(work / "apsi_sender.json")],
                  [binary, "run", "--quiet", "--config", str(work / "apsi_receiver.json")]], work)
