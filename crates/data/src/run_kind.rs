@@ -8,28 +8,13 @@ use crate::apsi::{ApsiReport, ApsiSpec};
 use crate::pipeline::report::Report;
 use crate::pipeline::three_party::ThreePartyOutcome;
 use crate::plan::{Outcome, RunError};
+pub use crate::spec::LinkSettings;
 use crate::spec::RunSpec;
 use crate::spec::{NPartySpec, ThreePartySpec};
 use crate::ub::{UbMode, UbReport, UbSpec};
-use blindjoin_link::{Cancel, LinkShape, TlsConfig};
+use blindjoin_link::{Cancel, TlsConfig};
 use blindjoin_protocols::Progress;
 use std::path::PathBuf;
-use std::time::Duration;
-
-/// The link settings `blindjoin run`'s flags override (`--connect-timeout`, `--recv-timeout`,
-/// `--peer-silence-timeout`, `--bandwidth/--latency`, `--tls-*`).
-pub struct LinkSettings<'a> {
-    /// How long to wait for the peer to connect.
-    pub connect_timeout: &'a mut Duration,
-    /// How long to wait for any one message.
-    pub recv_timeout: &'a mut Duration,
-    /// How long the peer may be silent before it counts as dead.
-    pub silence_timeout: &'a mut Duration,
-    /// A simulated WAN.
-    pub shape: &'a mut Option<LinkShape>,
-    /// The TLS settings (a mesh: where it listens and where it connects).
-    pub tls: Vec<&'a mut Option<TlsConfig>>,
-}
 
 /// One kind of run.
 pub trait RunKind {
@@ -206,10 +191,7 @@ impl RunKind for UbSpec {
         "unbalanced"
     }
     fn party(&self) -> &str {
-        self.link
-            .parties
-            .as_ref()
-            .map_or("", |p| p.self_id.as_str())
+        self.link.party()
     }
     fn warnings(&self) -> &[String] {
         &self.warnings
@@ -228,14 +210,7 @@ impl RunKind for UbSpec {
                 UbMode::GenCache.config_name()
             ));
         }
-        let (connect_timeout, recv_timeout, silence_timeout, shape, tls) = self.link.settings_mut();
-        Ok(LinkSettings {
-            connect_timeout,
-            recv_timeout,
-            silence_timeout,
-            shape,
-            tls,
-        })
+        Ok(self.link.settings_mut())
     }
     fn query_cap(&mut self) -> Result<&mut u64, Option<String>> {
         if self.role != crate::ub::UbRole::Server || !self.mode.queries() {
@@ -266,10 +241,7 @@ impl RunKind for ApsiSpec {
         "labeled-psi"
     }
     fn party(&self) -> &str {
-        self.link
-            .parties
-            .as_ref()
-            .map_or("", |p| p.self_id.as_str())
+        self.link.party()
     }
     fn warnings(&self) -> &[String] {
         &self.warnings
@@ -284,14 +256,7 @@ impl RunKind for ApsiSpec {
         if self.link.parties.is_none() {
             return Err("a sender with save_db_only runs alone and opens no connection".into());
         }
-        let (connect_timeout, recv_timeout, silence_timeout, shape, tls) = self.link.settings_mut();
-        Ok(LinkSettings {
-            connect_timeout,
-            recv_timeout,
-            silence_timeout,
-            shape,
-            tls,
-        })
+        Ok(self.link.settings_mut())
     }
     fn query_cap(&mut self) -> Result<&mut u64, Option<String>> {
         match self.role {

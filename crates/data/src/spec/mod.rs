@@ -59,25 +59,21 @@ impl PeerLink {
             .unwrap_or_default()
     }
 
+    /// This party's id, or "" for a run without a peer, borrowed.
+    pub fn party(&self) -> &str {
+        self.parties.as_ref().map_or("", |p| p.self_id.as_str())
+    }
+
     /// The settings `blindjoin run`'s link flags override: the three timeouts, the shape and
-    /// the TLS settings (one, as `Plan::override_link` takes them).
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn settings_mut(
-        &mut self,
-    ) -> (
-        &mut Duration,
-        &mut Duration,
-        &mut Duration,
-        &mut Option<LinkShape>,
-        Vec<&mut Option<TlsConfig>>,
-    ) {
-        (
-            &mut self.connect_timeout,
-            &mut self.recv_timeout,
-            &mut self.silence_timeout,
-            &mut self.shape,
-            vec![&mut self.tls],
-        )
+    /// the TLS settings.
+    pub(crate) fn settings_mut(&mut self) -> LinkSettings<'_> {
+        LinkSettings {
+            connect_timeout: &mut self.connect_timeout,
+            recv_timeout: &mut self.recv_timeout,
+            silence_timeout: &mut self.silence_timeout,
+            shape: &mut self.shape,
+            tls: vec![&mut self.tls],
+        }
     }
 
     /// The TCP link's options, for a run with a peer.
@@ -463,6 +459,21 @@ impl JoinType {
 
 /// SecretFlow's default `bucket_size` for KKRT and RR22 (`kkrt_config` / `rr22_config`): 2^20.
 pub const DEFAULT_BUCKET_SIZE: u64 = 1 << 20;
+
+/// The link settings `blindjoin run`'s flags override (`--connect-timeout`, `--recv-timeout`,
+/// `--peer-silence-timeout`, `--bandwidth/--latency`, `--tls-*`).
+pub struct LinkSettings<'a> {
+    /// How long to wait for the peer to connect.
+    pub connect_timeout: &'a mut Duration,
+    /// How long to wait for any one message.
+    pub recv_timeout: &'a mut Duration,
+    /// How long the peer may be silent before it counts as dead.
+    pub silence_timeout: &'a mut Duration,
+    /// A simulated WAN.
+    pub shape: &'a mut Option<LinkShape>,
+    /// The TLS settings (a mesh: where it listens and where it connects).
+    pub tls: Vec<&'a mut Option<TlsConfig>>,
+}
 
 #[cfg(test)]
 mod tests {
