@@ -486,8 +486,10 @@ impl Kind {
                     dir,
                     "receiver.json",
                     &format!(
+                        // The preset is sized for one query item (100-1-300: one hash function),
+                        // so eight items at once would fail cuckoo hashing now and then.
                         r#"{{"apsi_receiver_config": {{"threads": 1, "query_file": "query.csv",
-    "output_file": "result.csv", "params_file": "params.json"}}, {}}}"#,
+    "output_file": "result.csv", "params_file": "params.json", "query_batch_size": 1}}, {}}}"#,
                         apsi_link(p, "receiver")
                     ),
                 );
