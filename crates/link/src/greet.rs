@@ -19,12 +19,13 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
-/// Magic bytes opening the greeting; version 2 of the link (version 1 had no heartbeats).
-const MAGIC: &[u8; 8] = b"BLNDJN02";
+/// Magic bytes opening the greeting; version 3 of the link (version 1 had no heartbeats,
+/// version 2 no CRC on its frames).
+const MAGIC: &[u8; 8] = b"BLNDJN03";
 /// The same for a party that will start TLS after the greeting.
-const MAGIC_TLS: &[u8; 8] = b"BLNDJS02";
+const MAGIC_TLS: &[u8; 8] = b"BLNDJS03";
 /// What a release with an older link sends, and its TLS form: recognised, to say so clearly.
-const OLD_MAGICS: [&[u8; 8]; 2] = [b"BLNDJN01", b"BLNDJS01"];
+const OLD_MAGICS: [&[u8; 8]; 4] = [b"BLNDJN01", b"BLNDJS01", b"BLNDJN02", b"BLNDJS02"];
 /// Longest party id accepted in a greeting.
 const MAX_ID_LEN: usize = 256;
 
@@ -234,8 +235,8 @@ pub(crate) fn read_greeting(stream: &mut impl Read) -> Result<Greeting, GreetErr
         m if m == MAGIC_TLS => true,
         m if OLD_MAGICS.contains(&m) => {
             return Err(GreetError::Fatal(LinkError::WrongPeer(
-                "the peer runs an older blindjoin release (link version 1, without heartbeats); \
-                 install the same release on both sides"
+                "the peer runs an older blindjoin release (an earlier link version: without \
+                 heartbeats or frame checksums); install the same release on both sides"
                     .to_string(),
             )));
         }

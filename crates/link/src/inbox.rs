@@ -2,7 +2,7 @@
 //! thread for TCP, by the peer directly in memory) and are turned into messages or errors here.
 
 use crate::budget::Budget;
-use crate::frame::{HEADER_LEN, Kind};
+use crate::frame::{Kind, OVERHEAD};
 use crate::heartbeat::Watch;
 use crate::{LinkError, LinkStats};
 use std::sync::Arc;
@@ -75,7 +75,7 @@ impl Inbox {
             };
             match self.take(wait) {
                 Ok(Ok((kind, payload))) => {
-                    let len = (HEADER_LEN + payload.len()) as u64;
+                    let len = (OVERHEAD + payload.len()) as u64;
                     let delivered = match kind {
                         Kind::Heartbeat => continue,
                         Kind::Data => Delivered::Data(payload),

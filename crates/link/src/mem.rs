@@ -1,6 +1,6 @@
 //! An in-memory link pair for tests: the same framing limits, counters and timeouts as TCP.
 
-use crate::frame::{HEADER_LEN, Kind, MAX_FRAME_LEN};
+use crate::frame::{Kind, MAX_FRAME_LEN, OVERHEAD};
 use crate::inbox::{Inbox, Incoming};
 use crate::{Link, LinkError, LinkStats, truncate_reason};
 use std::sync::mpsc::{Sender, channel};
@@ -35,7 +35,7 @@ impl MemLink {
         if payload.len() > MAX_FRAME_LEN {
             return Err(LinkError::MessageTooLarge { len: payload.len() });
         }
-        self.sent.bytes_sent += (HEADER_LEN + payload.len()) as u64;
+        self.sent.bytes_sent += (OVERHEAD + payload.len()) as u64;
         self.tx
             .send(Ok((kind, payload)))
             .map_err(|_| LinkError::PeerClosed {

@@ -13,7 +13,7 @@
 
 use crate::budget::{Budget, Credit, INBOX_BOUND, READ_CHUNK};
 use crate::cancel::Cancel;
-use crate::frame::{HEADER_LEN, Kind, MAX_FRAME_LEN, header};
+use crate::frame::{HEADER_LEN, Kind, MAX_FRAME_LEN, OVERHEAD, TRAILER_LEN, header, trailer};
 use crate::greet::{GreetError, accept_peer, greet_as_connector};
 use crate::heartbeat::{Liveness, MIN_SILENCE_TIMEOUT, Touching, Watch, heartbeat_interval};
 use crate::inbox::{Inbox, Incoming};
@@ -110,14 +110,16 @@ impl FrameWriter {
                 source,
             },
         };
-        self.out
-            .write_all(&header(kind, payload.len()))
-            .map_err(failed)?;
+        let head = header(kind, payload.len());
+        self.out.write_all(&head).map_err(failed)?;
         self.out.write_all(payload).map_err(failed)?;
+        self.out
+            .write_all(&trailer(&head, payload))
+            .map_err(failed)?;
         self.out.flush().map_err(failed)?;
         if kind != Kind::Heartbeat {
-            self.sent.bytes_sent += (HEADER_LEN + payload.len()) as u64;
-            self.budget.credit(HEADER_LEN + payload.len());
+            self.sent.bytes_sent += (OVERHEAD + payload.len()) as u64;
+            self.budget.credit(OVERHEAD + payload.len());
         }
         Ok(())
     }
@@ -515,6 +517,20 @@ fn read_payload(r: &mut impl Read, len: usize, budget: &Budget) -> std::io::Resu
     Ok(buf)
 }
 
+/// Feeds the bytes of a skipped heartbeat payload to its CRC.
+struct CrcSink(crc32fast::Hasher);
+
+impl Write for CrcSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Where the reader thread hands what it read: the inbox, or (shaped) the pipe's delay line in
 /// front of it (see [`crate::shape`]).
 struct Outlet<'a> {
@@ -606,12 +622,30 @@ pub(crate) fn read_frames(
                 Instant::now(),
             );
         };
+        let damaged = |got: [u8; TRAILER_LEN], want: [u8; TRAILER_LEN]| {
+            bad(format!(
+                "a {len}-byte frame arrived damaged (CRC-32 {:08x}, expected {:08x}): bytes \
+                 were changed between the peer and us; check the network path, and use TLS \
+                 (tls_config) on links you do not control",
+                u32::from_le_bytes(got),
+                u32::from_le_bytes(want)
+            ))
+        };
         if kind == Kind::Heartbeat {
-            // A sign of life (already recorded by `Touching`), nothing for `recv`: skipped
-            // without a buffer or a place in the inbox.
-            let skipped = std::io::copy(&mut (&mut r).take(len as u64), &mut std::io::sink());
-            match skipped {
-                Ok(n) if n == len as u64 => continue,
+            // A sign of life (already recorded by `Touching`), nothing for `recv`: checked
+            // and skipped without a buffer or a place in the inbox.
+            let mut sink = CrcSink(crc32fast::Hasher::new());
+            sink.0.update(&head);
+            let skipped = std::io::copy(&mut (&mut r).take(len as u64), &mut sink);
+            let mut crc = [0u8; TRAILER_LEN];
+            match skipped.and_then(|n| r.read_exact(&mut crc).map(|()| n)) {
+                Ok(n) if n == len as u64 => {
+                    let want = sink.0.finalize().to_le_bytes();
+                    if crc == want {
+                        continue;
+                    }
+                    let _ = out.pass(damaged(crc, want), Instant::now());
+                }
                 Ok(_) => io_failed(ErrorKind::UnexpectedEof.into()),
                 Err(e) => io_failed(e),
             }
@@ -624,11 +658,22 @@ pub(crate) fn read_frames(
             Ok(p) => p,
             Err(e) => return io_failed(e),
         };
+        let mut crc = [0u8; TRAILER_LEN];
+        if let Err(e) = r.read_exact(&mut crc) {
+            budget.release(payload.capacity());
+            return io_failed(e);
+        }
+        let want = trailer(&head, &payload);
+        if crc != want {
+            budget.release(payload.capacity());
+            let _ = out.pass(damaged(crc, want), Instant::now());
+            return;
+        }
         let mut due = Instant::now();
         if let Some((shaper, _)) = &mut out.pipe {
             // Read nothing more until the pipe has sent this frame; its latency is the delay
             // line's.
-            let (sent, delivered) = shaper.stamp(due, HEADER_LEN + len);
+            let (sent, delivered) = shaper.stamp(due, OVERHEAD + len);
             live.set_holding(true);
             sleep_until(sent);
             live.set_holding(false);

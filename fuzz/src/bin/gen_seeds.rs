@@ -257,7 +257,8 @@ fn main() -> std::io::Result<()> {
         let mut f = (payload.len() as u32).to_le_bytes().to_vec();
         f.push(kind);
         f.extend_from_slice(payload);
-        f
+        // The CRC-32 trailer over header and payload (crates/link/src/frame.rs).
+        blindjoin_link::fuzzing::seal_frames(&[f, vec![0; 4]].concat())
     };
     let mut s = frame(0, b"hello");
     s.extend(frame(0, b""));
@@ -269,9 +270,9 @@ fn main() -> std::io::Result<()> {
 
     // Greetings: plain and TLS, and a release with the old link version.
     for (name, magic) in [
-        ("plain", b"BLNDJN02"),
-        ("tls", b"BLNDJS02"),
-        ("old", b"BLNDJN01"),
+        ("plain", b"BLNDJN03"),
+        ("tls", b"BLNDJS03"),
+        ("old", b"BLNDJN02"),
     ] {
         let mut g = magic.to_vec();
         for id in [&b"bob"[..], b"alice"] {

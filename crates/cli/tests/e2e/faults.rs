@@ -112,7 +112,7 @@ fn fake_sender_sends(payload: &[u8]) -> String {
             Err(e) => panic!("receiver never listened: {e}"),
         }
     };
-    let mut greeting = b"BLNDJN02".to_vec();
+    let mut greeting = b"BLNDJN03".to_vec();
     for id in [&b"sender"[..], b"receiver"] {
         greeting.extend_from_slice(&(id.len() as u16).to_le_bytes());
         greeting.extend_from_slice(id);
@@ -120,7 +120,7 @@ fn fake_sender_sends(payload: &[u8]) -> String {
     sock.write_all(&greeting).unwrap();
     let mut theirs = [0u8; 8 + 2 + 8 + 2 + 6];
     sock.read_exact(&mut theirs).unwrap();
-    assert_eq!(&theirs[..8], b"BLNDJN02");
+    assert_eq!(&theirs[..8], b"BLNDJN03");
     sock.write_all(payload).unwrap();
     let (ok, err, took) = wait_timed(r, Duration::from_secs(30));
     assert!(!ok);
@@ -140,8 +140,17 @@ fn garbage_from_the_peer_is_a_clear_error() {
     // A well-formed data frame whose content is not a handshake.
     let mut junk = vec![64, 0, 0, 0, 0];
     junk.extend((0..64u8).map(|i| i.wrapping_mul(37)));
-    let err = fake_sender_sends(&junk);
+    let crc = crc32fast::hash(&junk).to_le_bytes();
+    let err = fake_sender_sends(&[&junk[..], &crc].concat());
     assert!(err.contains("\"sender\"") || err.contains("peer"), "{err}");
+    assert!(!err.contains("damaged"), "{err}");
+    // The same frame with one byte changed on the way: refused by its CRC, naming TLS.
+    junk[20] ^= 0x10;
+    let err = fake_sender_sends(&[&junk[..], &crc].concat());
+    assert!(
+        err.contains("arrived damaged") && err.contains("TLS"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::budget::{INBOX_BOUND, READ_CHUNK};
-use crate::frame::{Kind, header};
+use crate::frame::{Kind, encode, header, trailer};
 use crate::tests::{free_port, opts, raw_bob};
 use std::io::Write;
 use std::sync::Arc;
@@ -26,7 +26,7 @@ const MIB: u64 = 1 << 20;
 /// the frame still arrives whole once the rest is sent.
 #[test]
 fn an_announced_frame_costs_what_arrived_not_what_was_announced() {
-    let (a, mut bob) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN02");
+    let (a, mut bob) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN03");
     let mut a = a.unwrap();
     let payload: Vec<u8> = (0..MAX_FRAME_LEN).map(|i| (i % 251) as u8).collect();
     let sent = 2 << 20;
@@ -43,6 +43,8 @@ fn an_announced_frame_costs_what_arrived_not_what_was_announced() {
     let (held, peak) = a.held();
     assert!(peak <= bound, "held {held}, peak {peak} > {bound}");
     bob.write_all(&payload[sent..]).unwrap();
+    bob.write_all(&trailer(&header(Kind::Data, MAX_FRAME_LEN), &payload))
+        .unwrap();
     assert!(a.recv().unwrap() == payload, "the frame arrives whole");
     assert_eq!(a.held().0, 0, "recv took it out of the budget");
     assert!(a.held().1 <= MAX_FRAME_LEN as u64);
@@ -52,13 +54,9 @@ fn an_announced_frame_costs_what_arrived_not_what_was_announced() {
 /// writes then block in TCP), and resumes when `recv` takes frames.
 #[test]
 fn a_flood_we_do_not_read_is_held_to_the_inbox_bound() {
-    let (a, bob) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN02");
+    let (a, bob) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN03");
     let mut a = a.unwrap();
-    let frame = {
-        let mut f = header(Kind::Data, MIB as usize).to_vec();
-        f.resize(f.len() + MIB as usize, 7);
-        f
-    };
+    let frame = encode(Kind::Data, &vec![7; MIB as usize]);
     // Three times the bound, if it were all taken in.
     let frames = 3 * INBOX_BOUND / MIB as usize;
     let flood = std::thread::spawn(move || {
@@ -92,13 +90,9 @@ fn a_flood_we_do_not_read_is_held_to_the_inbox_bound() {
 /// instead of waiting for room that never comes.
 #[test]
 fn a_reader_held_back_by_a_full_inbox_ends_when_the_link_is_dropped() {
-    let (a, mut bob) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN02");
+    let (a, mut bob) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN03");
     let a = a.unwrap();
-    let frame = {
-        let mut f = header(Kind::Data, MAX_FRAME_LEN).to_vec();
-        f.resize(f.len() + MAX_FRAME_LEN, 9);
-        f
-    };
+    let frame = encode(Kind::Data, &vec![9; MAX_FRAME_LEN]);
     // Two maximal frames fill the inbox; the third waits for room.
     let flood = std::thread::spawn(move || {
         for _ in 0..3 {
@@ -228,7 +222,7 @@ fn a_live_peer_that_never_reads_fails_a_send_after_the_receive_timeout() {
     let mut o = opts("alice", free_port(), "bob", 1);
     o.silence_timeout = Duration::from_millis(400);
     o.recv_timeout = Duration::from_secs(1);
-    let (a, bob) = raw_bob(o, b"BLNDJN02");
+    let (a, bob) = raw_bob(o, b"BLNDJN03");
     let mut a = a.unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let beating = {
@@ -237,7 +231,7 @@ fn a_live_peer_that_never_reads_fails_a_send_after_the_receive_timeout() {
             let mut bob = bob;
             let until = Instant::now() + Duration::from_secs(60);
             while !stop.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < until {
-                if bob.write_all(&header(Kind::Heartbeat, 0)).is_err() {
+                if bob.write_all(&encode(Kind::Heartbeat, b"")).is_err() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(50));

@@ -36,7 +36,7 @@ fn strangers_then_the_peer(tls: Option<(TlsConfig, TlsConfig)>) {
     let alice = std::thread::spawn(move || TcpLink::establish(&oa));
     let silent = connect_when_listening(pa);
     let mut partial = connect_when_listening(pa);
-    partial.write_all(b"BLNDJN02\x03\x00bo").unwrap();
+    partial.write_all(b"BLNDJN03\x03\x00bo").unwrap();
     let idle: Vec<TcpStream> = (0..MAX_GREETINGS)
         .map(|_| connect_when_listening(pa))
         .collect();
@@ -78,7 +78,7 @@ fn a_trickled_greeting_ends_at_the_greeting_timeout() {
     });
     // A greeting that would take 52 s at this pace; the stranger trickles for at most 3 greeting
     // timeouts (15 s), so the greeting must end on its own deadline while bytes still arrive.
-    let mut greeting = b"BLNDJN02\xfa\x00".to_vec();
+    let mut greeting = b"BLNDJN03\xfa\x00".to_vec();
     greeting.resize(greeting.len() + 250, b'b');
     let until = Instant::now() + 3 * GREETING_TIMEOUT;
     let mut bytes = greeting.into_iter();

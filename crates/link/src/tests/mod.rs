@@ -135,7 +135,7 @@ pub(crate) fn raw_bob(
 #[test]
 fn oversized_frame_header_is_rejected_without_allocating() {
     use std::io::Write;
-    let (a, mut s) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN02");
+    let (a, mut s) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN03");
     let mut a = a.unwrap();
     s.write_all(&[0xff, 0xff, 0xff, 0xff, 0]).unwrap();
     assert!(matches!(a.recv(), Err(LinkError::BadFrame { .. })));
@@ -143,10 +143,42 @@ fn oversized_frame_header_is_rejected_without_allocating() {
 
 #[test]
 fn an_older_release_is_named_not_ignored() {
-    let (a, _s) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN01");
-    match a {
-        Err(LinkError::WrongPeer(why)) => assert!(why.contains("older blindjoin release"), "{why}"),
-        other => panic!("expected WrongPeer, got {:?}", other.map(|_| ())),
+    for old in [b"BLNDJN01", b"BLNDJN02"] {
+        let (a, _s) = raw_bob(opts("alice", free_port(), "bob", 1), old);
+        match a {
+            Err(LinkError::WrongPeer(why)) => {
+                assert!(why.contains("older blindjoin release"), "{why}")
+            }
+            other => panic!("expected WrongPeer, got {:?}", other.map(|_| ())),
+        }
+    }
+}
+
+/// A frame whose bytes changed on the way (any one bit, in header, payload or CRC) is refused
+/// as damaged; the same frame undamaged arrives.
+#[test]
+fn a_damaged_frame_is_refused_and_an_intact_one_arrives() {
+    use crate::frame::{Kind, encode};
+    use std::io::Write;
+    let good = encode(Kind::Data, b"H(x)^a for four items");
+    let (a, mut s) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN03");
+    let mut a = a.unwrap();
+    s.write_all(&good).unwrap();
+    assert_eq!(a.recv().unwrap(), b"H(x)^a for four items");
+    // Bits in the payload and in the CRC; the length byte is covered by the unit tests (a
+    // changed length waits for bytes that never come).
+    for bit in [5 * 8 + 3, 12 * 8, (good.len() - 1) * 8 + 7] {
+        let mut bad = good.clone();
+        bad[bit / 8] ^= 1 << (bit % 8);
+        let (a, mut s) = raw_bob(opts("alice", free_port(), "bob", 1), b"BLNDJN03");
+        let mut a = a.unwrap();
+        s.write_all(&bad).unwrap();
+        match a.recv() {
+            Err(e @ LinkError::BadFrame { .. }) => {
+                assert!(e.to_string().contains("arrived damaged"), "{e}")
+            }
+            other => panic!("bit {bit}: expected BadFrame, got {other:?}"),
+        }
     }
 }
 
@@ -157,7 +189,7 @@ fn a_dead_peer_that_keeps_the_connection_open_is_noticed_within_the_silence_time
     let mut o = opts("alice", free_port(), "bob", 1);
     o.recv_timeout = Duration::from_secs(60);
     o.silence_timeout = Duration::from_millis(800);
-    let (a, _silent_bob) = raw_bob(o, b"BLNDJN02");
+    let (a, _silent_bob) = raw_bob(o, b"BLNDJN03");
     let mut a = a.unwrap();
     let t = std::time::Instant::now();
     match a.recv() {
@@ -177,7 +209,7 @@ fn a_dead_peer_that_keeps_the_connection_open_is_noticed_within_the_silence_time
 fn sending_to_a_peer_that_stopped_reading_fails_within_the_silence_timeout() {
     let mut o = opts("alice", free_port(), "bob", 1);
     o.silence_timeout = Duration::from_millis(800);
-    let (a, _deaf_bob) = raw_bob(o, b"BLNDJN02");
+    let (a, _deaf_bob) = raw_bob(o, b"BLNDJN03");
     let mut a = a.unwrap();
     let t = std::time::Instant::now();
     let big = vec![1u8; 4 << 20];
