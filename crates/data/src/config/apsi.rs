@@ -22,11 +22,6 @@ struct ApsiLaunch {
     apsi_receiver_config: Option<ReceiverConfig>,
     link_config: Option<LinkConfig>,
     self_link_party: Option<String>,
-    psi_config: Option<Value>,
-    legacy_psi_config: Option<Value>,
-    ub_psi_config: Option<Value>,
-    dk_pir_sender_config: Option<Value>,
-    dk_pir_receiver_config: Option<Value>,
     blindjoin: Option<ApsiExtensions>,
 }
 
@@ -163,14 +158,9 @@ pub fn parse_apsi_launch_config(
 /// # Errors
 /// As [`parse_apsi_launch_config`].
 pub(crate) fn labeled_psi(env: &Envelope) -> Result<ApsiSpec, ConfigError> {
-    let cfg = env.typed::<ApsiLaunch>()?;
+    let cfg = env.typed_kind::<ApsiLaunch>(&["apsi_sender_config", "apsi_receiver_config"])?;
     let mut warnings = env.warnings().to_vec();
     let resolve = |p: &str| super::resolve_path(env.base_dir(), p);
-    super::one_runtime_config(
-        "apsi_sender_config / apsi_receiver_config",
-        &super::runtime_configs!(cfg; psi_config, legacy_psi_config, ub_psi_config,
-            dk_pir_sender_config, dk_pir_receiver_config),
-    )?;
     let (role, bucket_count, folder, query_batch_size, threads_n, needs_link) =
         match (cfg.apsi_sender_config, cfg.apsi_receiver_config) {
             (Some(_), Some(_)) => {

@@ -122,6 +122,59 @@ impl Envelope {
         &self.warnings
     }
 
+    /// SecretFlow's `oneof runtime_config`: the one runtime config this launch holds (`None`
+    /// for none), or an error naming the second one and the first.
+    ///
+    /// # Errors
+    /// Two runtime configs; DK-PIR, the one runtime config not built yet (named as such,
+    /// whatever is beside it).
+    pub(crate) fn runtime_config(&self) -> Result<Option<&'static str>, ConfigError> {
+        for field in ["dk_pir_sender_config", "dk_pir_receiver_config"] {
+            if self.has(field) {
+                return Err(super::not_yet(
+                    field,
+                    "{...}",
+                    "only psi_config, legacy_psi_config, ub_psi_config and the apsi configs run \
+                     in this version",
+                ));
+            }
+        }
+        let mut present = RUNTIME_CONFIGS.iter().copied().filter(|k| self.has(k));
+        match (present.next(), present.next()) {
+            (Some(first), Some(second)) => Err(super::invalid(
+                second,
+                &format!(
+                    "cannot be combined with {first}; a launch config holds one runtime config \
+                     (SecretFlow's `oneof runtime_config`)"
+                ),
+            )),
+            (first, _) => Ok(first),
+        }
+    }
+
+    /// A typed view of a launch of one kind, whose runtime configs are `ours`. A launch with
+    /// two runtime configs, or with another kind's, is refused here, naming the field, so a
+    /// kind's type lists only its own runtime config (and an unknown key is still an error).
+    ///
+    /// # Errors
+    /// As [`Envelope::runtime_config`] and [`Envelope::typed`]; another kind's runtime config.
+    pub(crate) fn typed_kind<T: DeserializeOwned>(&self, ours: &[&str]) -> Result<T, ConfigError> {
+        if let Some(theirs) = self.runtime_config()?
+            && !ours.contains(&theirs)
+        {
+            return Err(super::invalid(
+                theirs,
+                &format!(
+                    "a kind of run this parser does not read (it reads {}); \
+                     blindjoin_data::Plan::from_config reads every kind, as `blindjoin run \
+                     --config` and blindjoin.run do",
+                    ours.join(" / ")
+                ),
+            ));
+        }
+        self.typed()
+    }
+
     /// A typed view of the whole config.
     ///
     /// # Errors

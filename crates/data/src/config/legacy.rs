@@ -30,12 +30,6 @@ struct LegacyLaunch<E> {
     legacy_psi_config: BucketPsiConfig,
     link_config: Option<LinkConfig>,
     self_link_party: Option<String>,
-    psi_config: Option<Value>,
-    ub_psi_config: Option<Value>,
-    apsi_sender_config: Option<Value>,
-    apsi_receiver_config: Option<Value>,
-    dk_pir_sender_config: Option<Value>,
-    dk_pir_receiver_config: Option<Value>,
     blindjoin: Option<E>,
 }
 
@@ -262,13 +256,8 @@ pub fn parse_legacy_launch_config(
 /// # Errors
 /// As [`parse_legacy_launch_config`].
 pub(crate) fn legacy(env: &Envelope) -> Result<Plan, ConfigError> {
-    let cfg = env.typed::<LegacyLaunch<Value>>()?;
+    let cfg = env.typed_kind::<LegacyLaunch<Value>>(&[KEY])?;
     let mut warnings = env.warnings().to_vec();
-    super::one_runtime_config(
-        KEY,
-        &super::runtime_configs!(cfg; psi_config, ub_psi_config, apsi_sender_config,
-            apsi_receiver_config, dk_pir_sender_config, dk_pir_receiver_config),
-    )?;
     let b = &cfg.legacy_psi_config;
     let psi_type = PsiType::parse(b.psi_type.as_ref())?;
     // Our extensions are checked with the parser that will read them, on the user's config,

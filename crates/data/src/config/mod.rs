@@ -29,12 +29,6 @@ struct LaunchConfig {
     psi_config: Option<PsiConfig>,
     link_config: Option<LinkConfig>,
     self_link_party: Option<String>,
-    legacy_psi_config: Option<Value>,
-    ub_psi_config: Option<Value>,
-    apsi_sender_config: Option<Value>,
-    apsi_receiver_config: Option<Value>,
-    dk_pir_sender_config: Option<Value>,
-    dk_pir_receiver_config: Option<Value>,
     blindjoin: Option<Extensions>,
 }
 
@@ -208,40 +202,10 @@ pub fn parse_launch_config(
 /// # Errors
 /// As [`parse_launch_config`].
 pub(crate) fn two_party(env: &Envelope) -> Result<RunSpec, ConfigError> {
-    let cfg = env.typed::<LaunchConfig>()?;
+    let cfg = env.typed_kind::<LaunchConfig>(&["psi_config"])?;
     let mut warnings = env.warnings().to_vec();
     let resolve = |p: &str| resolve_path(env.base_dir(), p);
 
-    // The other kinds have parsers of their own, which `Plan::from_config` picks; here they
-    // are only refused.
-    for (field, present) in runtime_configs!(cfg; legacy_psi_config, ub_psi_config,
-        apsi_sender_config, apsi_receiver_config, dk_pir_sender_config, dk_pir_receiver_config)
-    {
-        if present
-            && matches!(
-                field,
-                "ub_psi_config"
-                    | "legacy_psi_config"
-                    | "apsi_sender_config"
-                    | "apsi_receiver_config"
-            )
-        {
-            return Err(invalid(
-                field,
-                "a config this two-party parser does not read (unbalanced or labeled PSI, or \
-                 SecretFlow's v1 form); Plan::from_config reads every kind (as `blindjoin run --config` and \
-                 blindjoin.run do)",
-            ));
-        }
-        if present {
-            return Err(not_yet(
-                field,
-                "{...}",
-                "only psi_config, legacy_psi_config, ub_psi_config and the apsi configs run in \
-                 this version",
-            ));
-        }
-    }
     let psi = cfg
         .psi_config
         .ok_or_else(|| invalid("psi_config", "missing; it holds the PSI run's settings"))?;
@@ -940,29 +904,6 @@ pub fn parse_port_range(s: &str) -> Result<(u16, u16), ConfigError> {
     Ok((a, b))
 }
 
-/// The runtime configs named that a parsed launch config holds, as `(name, present)` pairs.
-macro_rules! runtime_configs {
-    ($cfg:expr; $($name:ident),+ $(,)?) => {
-        [$((stringify!($name), $cfg.$name.is_some())),+]
-    };
-}
-pub(crate) use runtime_configs;
-
-/// SecretFlow's launch config holds one runtime config (`oneof runtime_config`): refuses the
-/// first of `others` that is present beside `ours`, naming it.
-pub(crate) fn one_runtime_config(ours: &str, others: &[(&str, bool)]) -> Result<(), ConfigError> {
-    match others.iter().find(|(_, present)| *present) {
-        Some((field, _)) => Err(invalid(
-            field,
-            &format!(
-                "cannot be combined with {ours}; a launch config holds one runtime config \
-                 (SecretFlow's `oneof runtime_config`)"
-            ),
-        )),
-        None => Ok(()),
-    }
-}
-
 fn invalid(field: &str, message: &str) -> ConfigError {
     ConfigError::Invalid {
         field: field.to_string(),
@@ -1076,28 +1017,8 @@ pub(crate) fn parse_any_launch_config(
 /// # Errors
 /// As [`parse_any_launch_config`].
 pub fn plan_of(env: &Envelope) -> Result<Plan, ConfigError> {
-    // DK-PIR is the one runtime config not built yet: named as such, whatever is beside it.
-    for field in ["dk_pir_sender_config", "dk_pir_receiver_config"] {
-        if env.has(field) {
-            return Err(not_yet(
-                field,
-                "{...}",
-                "only psi_config, legacy_psi_config, ub_psi_config and the apsi configs run in \
-                 this version",
-            ));
-        }
-    }
-    // SecretFlow's `oneof runtime_config`: one of them, named here for every kind.
-    let mut present = envelope::RUNTIME_CONFIGS.iter().filter(|k| env.has(k));
-    if let (Some(first), Some(second)) = (present.next(), present.next()) {
-        return Err(invalid(
-            second,
-            &format!(
-                "cannot be combined with {first}; a launch config holds one runtime config \
-                 (SecretFlow's `oneof runtime_config`)"
-            ),
-        ));
-    }
+    // SecretFlow's `oneof runtime_config` (and DK-PIR, not built yet), for every kind.
+    env.runtime_config()?;
     if env.has(legacy::KEY) {
         return legacy::legacy(env);
     }

@@ -24,12 +24,6 @@ struct UbLaunch {
     ub_psi_config: UbPsiConfig,
     link_config: Option<LinkConfig>,
     self_link_party: Option<String>,
-    psi_config: Option<Value>,
-    legacy_psi_config: Option<Value>,
-    apsi_sender_config: Option<Value>,
-    apsi_receiver_config: Option<Value>,
-    dk_pir_sender_config: Option<Value>,
-    dk_pir_receiver_config: Option<Value>,
     blindjoin: Option<UbExtensions>,
 }
 
@@ -89,14 +83,9 @@ pub fn parse_ub_launch_config(
 /// # Errors
 /// As [`parse_ub_launch_config`].
 pub(crate) fn unbalanced(env: &Envelope) -> Result<UbSpec, ConfigError> {
-    let cfg = env.typed::<UbLaunch>()?;
+    let cfg = env.typed_kind::<UbLaunch>(&["ub_psi_config"])?;
     let mut warnings = env.warnings().to_vec();
     let resolve = |p: &str| super::resolve_path(env.base_dir(), p);
-    super::one_runtime_config(
-        "ub_psi_config",
-        &super::runtime_configs!(cfg; psi_config, legacy_psi_config, apsi_sender_config,
-            apsi_receiver_config, dk_pir_sender_config, dk_pir_receiver_config),
-    )?;
     let ub = cfg.ub_psi_config;
     let f = |name: &str| format!("ub_psi_config.{name}");
 
