@@ -726,16 +726,13 @@ fn judge(
                 };
                 let key = p.file_name().unwrap().to_string_lossy().into_owned();
                 if *cmp && reference.results.get(&key) != Some(&bytes) {
-                    if corrupted {
-                        // Without TLS the link has no integrity check: a flipped bit in a
-                        // protocol message can change the result undetected (a finding, #39).
-                        silent = true;
-                    } else {
-                        bad(format!(
-                            "{} differs from the uninterrupted run's",
-                            p.display()
-                        ));
-                    }
+                    // Every frame carries a CRC-32 (crates/link/src/frame.rs), so even a byte
+                    // the proxy corrupted must end the run, never change its result.
+                    silent = corrupted;
+                    bad(format!(
+                        "{} differs from the uninterrupted run's",
+                        p.display()
+                    ));
                 }
             }
             if silent {
