@@ -12,8 +12,9 @@ cardinality-only count file; Parquet in and out (also spilled, in input order, a
 Parquet in with CSV out, CSV in with Parquet out); partitioned runs (`--workers 2`); three-party
 ECDH (CSV, and Parquet in); n-party (`PROTOCOL_NPC`, `ECDH_PSI_NPC`); unbalanced PSI (gen cache,
 transfer, online; a full run with Parquet in and out; a full run with labels); labeled PSI (DB
-setup, then online). DP-PSI is left out: its output is random by design (fresh coins each run). Inputs are made by the binary's own seeded `gen`, so they are the same for
-both builds. Reports are not compared (they hold times).
+setup, then online); DP-PSI with its noise made negligible (every item kept, epsilon 60, output
+sorted), so its output is the intersection and comparable. Inputs are made by the binary's own
+seeded `gen`, so they are the same for both builds. Reports are not compared (they hold times).
 """
 
 import argparse
@@ -235,6 +236,28 @@ def matrix(binary, out):
             path.write_text(json.dumps(cfg))
             cmds.append([binary, "run", "--quiet", "--config", str(path)])
         run_parties(cmds, work)
+
+    # DP-PSI (SecretFlow's v1 DP_PSI_2PC): fresh coins every run, so its noise is made
+    # negligible (Bob keeps every item, epsilon 60) and the output sorted (Bob's shuffle).
+    ports = [free_port() for _ in range(2)]
+    ids = ["alice", "bob"]
+    cmds = []
+    for me in ids:
+        cfg = {
+            "legacy_psi_config": {
+                "psi_type": "DP_PSI_2PC", "receiver_rank": 1, "curve_type": "CURVE_25519",
+                "dppsi_params": {"bob_sub_sampling": 1.0, "epsilon": 60},
+                "input_params": {"path": f"{me}.csv", "select_fields": ["id"], "precheck": False},
+                "output_params": {"path": f"dp.{me}.csv", "need_sort": True},
+            },
+            "link_config": {"parties": [{"id": i, "host": f"127.0.0.1:{p}"}
+                                        for i, p in zip(ids, ports)]},
+            "self_link_party": me,
+        }
+        path = work / f"dp.{me}.json"
+        path.write_text(json.dumps(cfg))
+        cmds.append([binary, "run", "--quiet", "--config", str(path)])
+    run_parties(cmds, work)
 
     # Unbalanced with labels: every non-key server column, opened by the client.
     server_lab = dict(server, cache_path="ublab_server_cache", server_secret_key_path="ublab.key",
