@@ -45,6 +45,23 @@ def run_parties(cmds, cwd, timeout=300):
             sys.exit(f"failed: {' '.join(map(str, c))}\n{err.decode()}")
 
 
+def run_linked(binary, work, tag, ids, runtime_of):
+    """One `blindjoin run --config` process per party in `ids`, all linked on free ports:
+    `runtime_of(me)` gives each party's runtime config (e.g. `{"psi_config": ...}`), to which
+    the shared `link_config` and the party's `self_link_party` are added; `TAG.ME.json`."""
+    ports = [free_port() for _ in ids]
+    cmds = []
+    for me in ids:
+        cfg = dict(runtime_of(me))
+        cfg["link_config"] = {"parties": [{"id": i, "host": f"127.0.0.1:{p}"}
+                                          for i, p in zip(ids, ports)]}
+        cfg["self_link_party"] = me
+        path = work / f"{tag}.{me}.json"
+        path.write_text(json.dumps(cfg))
+        cmds.append([binary, "run", "--quiet", "--config", str(path)])
+    run_parties(cmds, work)
+
+
 def two_party_flags(binary, work, name, common, receiver_extra=(), sender_extra=(), both_out=False,
                     inputs=("alice.csv", "bob.csv"), out_ext="csv"):
     pr, ps = free_port(), free_port()
@@ -149,27 +166,15 @@ def matrix(binary, out):
     # Three parties (CSV; Parquet in, CSV out).
     for tag, kind, folder, ext in (("3pc", "IO_TYPE_FILE_CSV", "", "csv"),
                                    ("3pc.parquet-in", "IO_TYPE_FILE_PARQUET", "pq/", "parquet")):
-        ports = [free_port() for _ in range(3)]
-        ids = ["alice", "bob", "carol"]
-        cmds = []
-        for me in ids:
-            cfg = {
-                "psi_config": {
-                    "protocol_config": {"protocol": "PROTOCOL_ECDH_3PC", "receiver": "carol",
-                                        "ecdh_config": {"curve": "CURVE_25519"},
-                                        "broadcast_result": False},
-                    "input_config": {"type": kind, "path": f"{folder}{me}.{ext}"},
-                    "output_config": {"type": "IO_TYPE_FILE_CSV", "path": f"{tag}.{me}.csv"},
-                    "keys": ["id"],
-                },
-                "link_config": {"parties": [{"id": i, "host": f"127.0.0.1:{p}"}
-                                            for i, p in zip(ids, ports)]},
-                "self_link_party": me,
-            }
-            path = work / f"{tag}.{me}.json"
-            path.write_text(json.dumps(cfg))
-            cmds.append([binary, "run", "--quiet", "--config", str(path)])
-        run_parties(cmds, work)
+        run_linked(binary, work, tag, ["alice", "bob", "carol"], lambda me: {
+            "psi_config": {
+                "protocol_config": {"protocol": "PROTOCOL_ECDH_3PC", "receiver": "carol",
+                                    "ecdh_config": {"curve": "CURVE_25519"},
+                                    "broadcast_result": False},
+                "input_config": {"type": kind, "path": f"{folder}{me}.{ext}"},
+                "output_config": {"type": "IO_TYPE_FILE_CSV", "path": f"{tag}.{me}.csv"},
+                "keys": ["id"],
+            }})
 
     # Unbalanced: gen cache, transfer, online.
     pr = (free_port(), free_port())
@@ -214,50 +219,26 @@ def matrix(binary, out):
 
     # n parties: the zero-sharing protocol and SecretFlow's tree of ECDH runs, three parties.
     for tag, proto in (("npc", "PROTOCOL_NPC"), ("npc.ecdh", "ECDH_PSI_NPC")):
-        ports = [free_port() for _ in range(3)]
-        ids = ["alice", "bob", "carol"]
-        cmds = []
-        for me in ids:
-            pc = {"protocol": proto, "receiver": "carol"}
-            if proto == "ECDH_PSI_NPC":
-                pc["ecdh_config"] = {"curve": "CURVE_25519"}
-            cfg = {
-                "psi_config": {
-                    "protocol_config": pc,
-                    "input_config": {"type": "IO_TYPE_FILE_CSV", "path": f"{me}.csv"},
-                    "output_config": {"type": "IO_TYPE_FILE_CSV", "path": f"{tag}.{me}.csv"},
-                    "keys": ["id"],
-                },
-                "link_config": {"parties": [{"id": i, "host": f"127.0.0.1:{p}"}
-                                            for i, p in zip(ids, ports)]},
-                "self_link_party": me,
-            }
-            path = work / f"{tag}.{me}.json"
-            path.write_text(json.dumps(cfg))
-            cmds.append([binary, "run", "--quiet", "--config", str(path)])
-        run_parties(cmds, work)
+        pc = {"protocol": proto, "receiver": "carol"}
+        if proto == "ECDH_PSI_NPC":
+            pc["ecdh_config"] = {"curve": "CURVE_25519"}
+        run_linked(binary, work, tag, ["alice", "bob", "carol"], lambda me: {
+            "psi_config": {
+                "protocol_config": pc,
+                "input_config": {"type": "IO_TYPE_FILE_CSV", "path": f"{me}.csv"},
+                "output_config": {"type": "IO_TYPE_FILE_CSV", "path": f"{tag}.{me}.csv"},
+                "keys": ["id"],
+            }})
 
     # DP-PSI (SecretFlow's v1 DP_PSI_2PC): fresh coins every run, so its noise is made
     # negligible (Bob keeps every item, epsilon 60) and the output sorted (Bob's shuffle).
-    ports = [free_port() for _ in range(2)]
-    ids = ["alice", "bob"]
-    cmds = []
-    for me in ids:
-        cfg = {
-            "legacy_psi_config": {
-                "psi_type": "DP_PSI_2PC", "receiver_rank": 1, "curve_type": "CURVE_25519",
-                "dppsi_params": {"bob_sub_sampling": 1.0, "epsilon": 60},
-                "input_params": {"path": f"{me}.csv", "select_fields": ["id"], "precheck": False},
-                "output_params": {"path": f"dp.{me}.csv", "need_sort": True},
-            },
-            "link_config": {"parties": [{"id": i, "host": f"127.0.0.1:{p}"}
-                                        for i, p in zip(ids, ports)]},
-            "self_link_party": me,
-        }
-        path = work / f"dp.{me}.json"
-        path.write_text(json.dumps(cfg))
-        cmds.append([binary, "run", "--quiet", "--config", str(path)])
-    run_parties(cmds, work)
+    run_linked(binary, work, "dp", ["alice", "bob"], lambda me: {
+        "legacy_psi_config": {
+            "psi_type": "DP_PSI_2PC", "receiver_rank": 1, "curve_type": "CURVE_25519",
+            "dppsi_params": {"bob_sub_sampling": 1.0, "epsilon": 60},
+            "input_params": {"path": f"{me}.csv", "select_fields": ["id"], "precheck": False},
+            "output_params": {"path": f"dp.{me}.csv", "need_sort": True},
+        }})
 
     # Unbalanced with labels: every non-key server column, opened by the client.
     server_lab = dict(server, cache_path="ublab_server_cache", server_secret_key_path="ublab.key",
