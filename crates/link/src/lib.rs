@@ -10,7 +10,8 @@
 //! [`mem_pair`] for tests. Message *contents* are the
 //! protocols' business; [`Reader`] is the bounded cursor they decode with.
 //!
-//! Wire format of a frame: `len: u32 LE | kind: u8 | payload: len bytes`, where kind is
+//! Wire format of a frame: `len: u32 LE | kind: u8 | payload: len bytes | crc: u32 LE` (the
+//! CRC-32 of header and payload, see `frame.rs`), where kind is
 //! 0 = data, 1 = abort (payload: UTF-8 reason), 2 = close (clean end of session), 3 = heartbeat
 //! (empty; TCP links send one every second or two so a dead peer is noticed within the silence
 //! timeout, see [`heartbeat`]).
@@ -20,7 +21,7 @@
 //! let (mut a, mut b) = mem_pair();
 //! a.send(b"hello").unwrap();
 //! assert_eq!(b.recv().unwrap(), b"hello");
-//! assert_eq!(a.stats().bytes_sent, 5 + 5);
+//! assert_eq!(a.stats().bytes_sent, 9 + 5); // 9 framing bytes: length, kind, CRC-32
 //! ```
 
 mod budget;

@@ -47,7 +47,9 @@ pub(crate) fn exchange(a: &mut dyn Link, b: &mut dyn Link) {
     a.send(b"").unwrap();
     assert_eq!(b.recv().unwrap(), b"");
     let sent = a.stats().bytes_sent;
-    assert_eq!(sent, 4 * (5 + (4 << 20)) + 5);
+    // Each frame costs its payload plus `frame::OVERHEAD` (9: length, kind, CRC-32).
+    let f = crate::frame::OVERHEAD as u64;
+    assert_eq!(sent, 4 * (f + (4 << 20)) + f);
     assert_eq!(b.stats().bytes_received, sent);
 }
 
@@ -243,8 +245,9 @@ fn a_slow_peer_is_kept_alive_by_its_heartbeats() {
     a.send(b"ok").unwrap();
     assert_eq!(b.join().unwrap(), b"ok");
     // Heartbeats are liveness, not traffic: the counters hold only the two messages.
-    assert_eq!(a.stats().bytes_received, 5 + 13);
-    assert_eq!(a.stats().bytes_sent, 5 + 2);
+    let f = crate::frame::OVERHEAD as u64;
+    assert_eq!(a.stats().bytes_received, f + 13);
+    assert_eq!(a.stats().bytes_sent, f + 2);
 }
 
 #[test]

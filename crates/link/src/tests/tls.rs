@@ -138,7 +138,7 @@ fn tls_close_is_clean_on_both_sides() {
     let (mut r, mut s) = (r.unwrap(), s.unwrap());
     r.send(b"hi").unwrap();
     assert_eq!(s.recv().unwrap(), b"hi");
-    assert_eq!(r.stats().bytes_sent, 5 + 2);
+    assert_eq!(r.stats().bytes_sent, crate::frame::OVERHEAD as u64 + 2);
     let t = std::thread::spawn(move || s.close().unwrap());
     r.close().unwrap();
     t.join().unwrap();
