@@ -120,6 +120,11 @@ pub(crate) struct RunArgs {
     /// ports after --self's. Also applies with --config.
     #[arg(long, value_name = "A-B")]
     worker_ports: Option<String>,
+    /// Which wire the peer speaks: `blindjoin` (default) or `secretflow` (an unmodified
+    /// SecretFlow party; `blindjoin.peer_wire`, docs/config.md "Running against SecretFlow").
+    /// With --config only.
+    #[arg(long, value_name = "WIRE", value_parser = ["blindjoin", "secretflow"])]
+    peer_wire: Option<String>,
     /// Seconds to wait for the peer to connect.
     #[arg(long, value_name = "SECS")]
     pub(crate) connect_timeout: Option<f64>,
@@ -200,6 +205,13 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
     if let Some(level) = args.log_level {
         log::set_level(level);
     }
+    if args.config.is_none() && args.peer_wire.as_deref() == Some("secretflow") {
+        return Err(anyhow::anyhow!(
+            "--peer-wire secretflow needs --config with SecretFlow's launch config (the peer \
+             checks the whole psi_config); see docs/config.md, \"Running against SecretFlow\""
+        ))
+        .context(UserError);
+    }
     let (plan, mut ops) = match &args.config {
         None => (
             Plan::TwoParty(Box::new(spec_from_args(&args).context(UserError)?)),
@@ -212,7 +224,11 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             let base = path.parent().map(PathBuf::from).unwrap_or_default();
             let source = path.display().to_string();
             // Parsed once; the plan and the process-wide settings read the same value.
-            let env = Envelope::parse(&text, &source, &base).context(UserError)?;
+            let mut env = Envelope::parse(&text, &source, &base).context(UserError)?;
+            if let Some(w) = &args.peer_wire {
+                env.set_extension("peer_wire", w.clone().into())
+                    .context(UserError)?;
+            }
             let mut plan = Plan::from_envelope(&env).context(UserError)?;
             let ops = Ops::of(&env).context(UserError)?;
             if let Some(r) = &args.report {

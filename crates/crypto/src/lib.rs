@@ -37,6 +37,7 @@ pub mod okvs;
 pub mod oprf;
 mod oprf_weierstrass;
 pub mod ristretto;
+pub mod secretflow;
 mod sha256_ni_lanes;
 mod sm2_h2c;
 mod weierstrass;

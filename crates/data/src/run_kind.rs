@@ -102,9 +102,12 @@ impl RunKind for RunSpec {
         })
     }
     fn run(&self, progress: &dyn Progress, cancel: &Cancel) -> Result<Outcome, RunError> {
-        Ok(Outcome::TwoParty(crate::run_with_cancel(
-            self, progress, cancel,
-        )?))
+        // The peer's wire decides the link and the protocol's variant; the rest is shared.
+        let report = match &self.peer_wire {
+            Some(_) => crate::secretflow_wire::run(self, progress, cancel)?,
+            None => crate::run_with_cancel(self, progress, cancel)?,
+        };
+        Ok(Outcome::TwoParty(report))
     }
     fn after_failure(&self) -> Option<String> {
         self.recovery

@@ -240,6 +240,16 @@ pub(crate) fn read_greeting(stream: &mut impl Read) -> Result<Greeting, GreetErr
                     .to_string(),
             )));
         }
+        // baidu_std's magic: a SecretFlow party (yacl's link over brpc) dialled us.
+        m if m.starts_with(&crate::secretflow::frame::MAGIC) => {
+            return Err(GreetError::Fatal(LinkError::WrongPeer(
+                "the peer speaks SecretFlow's link (brpc baidu_std), not blindjoin's: it is a \
+                 SecretFlow party; to run against it set \"blindjoin\": {\"peer_wire\": \
+                 \"secretflow\"} in this party's config (docs/config.md, \"Running against \
+                 SecretFlow\")"
+                    .to_string(),
+            )));
+        }
         _ => return Err(GreetError::NotBlindjoin("wrong greeting bytes".to_string())),
     };
     Ok(Greeting {

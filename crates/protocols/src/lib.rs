@@ -56,6 +56,7 @@ pub mod npc;
 mod positions;
 mod progress;
 pub mod rr22;
+pub mod secretflow;
 mod shuffle;
 // Unbalanced PSI (ECDH-OPRF, offline/online); the data path's `ub` module drives it.
 pub mod ub_oprf;

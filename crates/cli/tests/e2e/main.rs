@@ -16,6 +16,7 @@ mod legacy;
 mod n_party;
 mod ops;
 mod recovery;
+mod secretflow;
 #[cfg(unix)]
 mod soak;
 mod three_party;

@@ -84,6 +84,27 @@ pub fn hash_to_subgroup_encoded(item: &ItemDigest) -> Result<[u8; POINT_LEN], Cr
     Ok(p.affine_with(p.z.invert()).encode())
 }
 
+/// SecretFlow's `CURVE_FOURQ` hash (psi `psi/cryptor/fourq_cryptor.cc`@242a8fa), for a party
+/// that runs ECDH-PSI against a SecretFlow one: SHA-512(item); bytes 0..16 and 16..32, each read
+/// little-endian and reduced modulo p (FourQlib's `mod1271`), are r = r0 + r1·i; FourQlib's
+/// `HashToCurve(r)` (the map, then the cofactor). A single map call is an encoding, not a random
+/// oracle (see [`hash_to_subgroup_encoded`] for ours); used only because the peer does.
+pub fn secretflow_hash_encoded(item: &[u8]) -> [u8; POINT_LEN] {
+    use sha2::{Digest, Sha512};
+    let h = Sha512::digest(item);
+    let half = |i: usize| {
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&h[16 * i..16 * i + 16]);
+        field::Fp::fold(u128::from_le_bytes(b))
+    };
+    let r = field::Fp2 {
+        a: half(0),
+        b: half(1),
+    };
+    let p = hash::fourqlib_map_raw(r).to_point().mul_by_cofactor();
+    p.affine_with(p.z.invert()).encode()
+}
+
 /// Decodes one peer point strictly and clears its cofactor; rejects the identity afterwards.
 fn decode_peer(bytes: &[u8], index: usize) -> Result<Point, CryptoError> {
     let invalid = |reason| CryptoError::InvalidPoint { index, reason };

@@ -97,6 +97,28 @@ impl Envelope {
         }
     }
 
+    /// Sets one of our own fields (`"blindjoin": {name: value}`) as a flag given beside the
+    /// config does (`--peer-wire`): the flag wins, and the parse checks it as if the file had it.
+    ///
+    /// # Errors
+    /// `blindjoin` in the file is not an object.
+    pub fn set_extension(&mut self, name: &str, value: Value) -> Result<(), ConfigError> {
+        let ext = self.root.as_object_mut().map(|o| {
+            o.entry("blindjoin")
+                .or_insert_with(|| Value::Object(Default::default()))
+        });
+        match ext.and_then(Value::as_object_mut) {
+            Some(e) => {
+                e.insert(name.to_string(), value);
+                Ok(())
+            }
+            None => Err(ConfigError::Invalid {
+                field: "blindjoin".into(),
+                message: "must be a JSON object".into(),
+            }),
+        }
+    }
+
     /// The whole value.
     pub(crate) fn value(&self) -> &Value {
         &self.root

@@ -182,6 +182,8 @@ struct Extensions {
     workers: Option<u64>,
     /// The workers' listening ports, `"A-B"`.
     worker_ports: Option<String>,
+    /// `"blindjoin"` (default) or `"secretflow"`: which wire the peer speaks.
+    peer_wire: Option<String>,
 }
 
 /// Parses a launch config from `text`; `source` names it in errors.
@@ -516,6 +518,16 @@ pub(crate) fn two_party(env: &Envelope) -> Result<RunSpec, ConfigError> {
         None
     };
     let ext = cfg.blindjoin;
+    let sf_wire = match ext.as_ref().and_then(|e| e.peer_wire.as_deref()) {
+        None | Some("blindjoin") => None,
+        Some("secretflow") => Some(peer_wire::secretflow(&psi, &link, me)?),
+        Some(other) => {
+            return Err(invalid(
+                "blindjoin.peer_wire",
+                &format!("{other:?}; use \"blindjoin\" (the default) or \"secretflow\""),
+            ));
+        }
+    };
     let connect_timeout = match (
         ext.as_ref().and_then(|e| e.connect_timeout_ms.as_ref()),
         &link.connect_retry_times,
@@ -612,11 +624,13 @@ pub(crate) fn two_party(env: &Envelope) -> Result<RunSpec, ConfigError> {
         input_format,
         output_format,
         warnings,
+        peer_wire: sf_wire,
     })
     .and_then(|mut spec: RunSpec| {
         spec.check_reveal()
             .map_err(|why| invalid(reveal_field, &why))?;
         spec.note_trust_boundary();
+        peer_wire::check(&spec)?;
         Ok(spec)
     })
 }
@@ -977,6 +991,7 @@ mod multi_party;
 pub use envelope::Envelope;
 pub use legacy::parse_legacy_launch_config;
 
+mod peer_wire;
 mod psi_csv;
 pub use psi_csv::{PsiCsvCall, psi_csv_plan, psi_csv_protocol, psi_csv_spec};
 

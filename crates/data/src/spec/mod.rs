@@ -165,6 +165,40 @@ pub struct RunSpec {
     pub output_format: TableFormat,
     /// Non-fatal notes from config parsing, printed before the run.
     pub warnings: Vec<String>,
+    /// `blindjoin.peer_wire = "secretflow"`: the peer is an unmodified SecretFlow party, met on
+    /// SecretFlow's link and protocol ([`crate::secretflow_wire`]); `None`: our own wire.
+    #[serde(default)]
+    pub peer_wire: Option<SecretflowWire>,
+}
+
+/// What a run against a SecretFlow party needs beyond the rest of the spec: its link's names
+/// and the config values exactly as the launch config gives them, because SecretFlow's config
+/// check compares the serialized `PsiConfig` (an absent field is not its default).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SecretflowWire {
+    /// `link_config.id` (yacl's default `"root"`): the prefix of every message key.
+    pub link_id: String,
+    /// This party's index in `link_config.parties`: its rank on the link.
+    pub self_rank: usize,
+    /// The group (`ecdh_config.curve`, told apart from the 25519 variants).
+    pub curve: blindjoin_crypto::secretflow::SfCurve,
+    /// `ecdh_config.batch_size` as given (0: absent).
+    pub ecdh_batch_size: u64,
+    /// `kkrt_config.bucket_size` as given (0: absent).
+    pub kkrt_bucket_size: u64,
+    /// `rr22_config.bucket_size` as given (0: absent).
+    pub rr22_bucket_size: u64,
+    /// `rr22_config.low_comm_mode`.
+    pub rr22_low_comm: bool,
+    /// `advanced_join_type` as `psi.v2` numbers it (0: absent).
+    pub join_type: u64,
+    /// `left_side` as a `psi.v2.Role` number (0: absent).
+    pub left_side: u64,
+    /// `output_attr.csv_null_rep` as given ("": absent).
+    pub csv_null_rep: String,
+    /// `input_attr.keys_unique`: the input is streamed in file order (no sort), and the output
+    /// sorted by every column, as SecretFlow does.
+    pub keys_unique: bool,
 }
 
 /// A table file's format.
@@ -284,6 +318,7 @@ impl RunSpec {
             min_intersection: None,
             output_format: TableFormat::Csv,
             warnings: Vec::new(),
+            peer_wire: None,
         }
     }
 

@@ -757,6 +757,10 @@ impl PushHandler for Channel {
         self.changed.notify_all();
     }
 
+    fn on_traffic(&self, received: usize, sent: usize) {
+        self.client.count(sent as u64, received as u64);
+    }
+
     fn on_bad_frame(&self, reason: String) {
         let mut st = self.lock();
         st.failure.get_or_insert(Failure::Malformed(reason));

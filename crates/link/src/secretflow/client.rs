@@ -90,6 +90,10 @@ struct Inner {
     generation: AtomicU64,
     /// When the last connection broke (`None` while one is up or none was ever made).
     lost_at: Mutex<Option<Instant>>,
+    /// Bytes written to and read from the peer on both connections (the server counts its own
+    /// through [`RpcClient::count`]), for the report.
+    sent: AtomicU64,
+    received: AtomicU64,
 }
 
 /// A baidu_std client for `ReceiverService.Push`.
@@ -103,6 +107,20 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl RpcClient {
+    /// Adds bytes sent and received to the link's totals.
+    pub(crate) fn count(&self, sent: u64, received: u64) {
+        self.inner.sent.fetch_add(sent, Ordering::Relaxed);
+        self.inner.received.fetch_add(received, Ordering::Relaxed);
+    }
+
+    /// (bytes sent, bytes received) so far, TCP payload with baidu_std framing.
+    pub(crate) fn traffic(&self) -> (u64, u64) {
+        (
+            self.inner.sent.load(Ordering::Relaxed),
+            self.inner.received.load(Ordering::Relaxed),
+        )
+    }
+
     pub(crate) fn new(
         peer: &str,
         addr: SocketAddr,
@@ -124,6 +142,8 @@ impl RpcClient {
                 next_id: AtomicU64::new(1),
                 generation: AtomicU64::new(0),
                 lost_at: Mutex::new(None),
+                sent: AtomicU64::new(0),
+                received: AtomicU64::new(0),
             }),
         }
     }
@@ -175,6 +195,9 @@ impl RpcClient {
             Some(c) => c.stream.write_all(&frame),
             None => Err(std::io::Error::from(std::io::ErrorKind::NotConnected)),
         };
+        if written.is_ok() {
+            self.count(frame.len() as u64, 0);
+        }
         if let Err(e) = written {
             if let Some(c) = conn.take() {
                 let _ = c.stream.shutdown(Shutdown::Both);
@@ -274,7 +297,12 @@ impl RpcClient {
 fn read_responses(inner: &Inner, mut stream: TcpStream, generation: u64) {
     let end = loop {
         let frame = match read_frame(&mut stream, inner.max_body) {
-            Ok(Some(f)) => f,
+            Ok(Some(f)) => {
+                inner
+                    .received
+                    .fetch_add(f.wire_len() as u64, Ordering::Relaxed);
+                f
+            }
             Ok(None) => break Failure::Closed("the peer closed the connection".into()),
             Err(FrameError::Io(e)) => break Failure::Closed(e.to_string()),
             Err(e) => break Failure::Malformed(e.to_string()),

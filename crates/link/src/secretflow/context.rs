@@ -231,7 +231,27 @@ impl Context {
     /// # Errors
     /// As [`Context::all_gather`].
     pub fn sync_wait<R: Send>(&mut self, work: impl FnOnce() -> R + Send) -> Result<R, LinkError> {
+        self.sync_wait_every(SYNC_WAIT_PERIOD, |_| work())
+    }
+
+    /// [`Context::sync_wait`] whose work uses this context itself, as psi's closures use
+    /// `lctx_` (the ECDH run spawns its dual-mask context from it; `Finalize` AllGathers the row
+    /// counts on it). The sync sub-context is spawned first, so the names follow psi's.
+    ///
+    /// # Errors
+    /// As [`Context::all_gather`].
+    pub fn sync_wait_with<R: Send>(
+        &mut self,
+        work: impl FnOnce(&mut Context) -> R + Send,
+    ) -> Result<R, LinkError> {
         self.sync_wait_every(SYNC_WAIT_PERIOD, work)
+    }
+
+    /// The key of this context's `n`-th P2P message from `src` to `dst` (`n` from 1), for
+    /// protocols that send and receive P2P from several threads with [`Context::send_key`] and
+    /// [`Context::recv_key`] on a context with no other P2P traffic.
+    pub fn p2p_key(&self, n: u64, src: usize, dst: usize) -> String {
+        format!("{}:P2P-{n}:{src}->{dst}", self.id)
     }
 
     /// [`Context::sync_wait`] with another period (tests; a wheel peer always uses 5 s).
@@ -241,13 +261,14 @@ impl Context {
     pub fn sync_wait_every<R: Send>(
         &mut self,
         period: Duration,
-        work: impl FnOnce() -> R + Send,
+        work: impl FnOnce(&mut Context) -> R + Send,
     ) -> Result<R, LinkError> {
         let mut sync = self.spawn();
+        let this = &mut *self;
         std::thread::scope(|s| {
             let (done_tx, done_rx) = mpsc::channel::<()>();
             let mut worker = Some(s.spawn(move || {
-                let r = work();
+                let r = work(this);
                 let _ = done_tx.send(());
                 r
             }));

@@ -133,6 +133,14 @@ pub fn parse_header(
     header: &[u8; HEADER_LEN],
     max_body: usize,
 ) -> Result<(usize, usize), FrameError> {
+    if header.starts_with(b"BLNDJ") {
+        return Err(FrameError::Malformed(
+            "the peer speaks blindjoin's own link, not SecretFlow's: it is a blindjoin party; \
+             remove \"peer_wire\": \"secretflow\" from this party's config (both blindjoin \
+             parties then use blindjoin's wire)"
+                .into(),
+        ));
+    }
     if header[..4] != MAGIC {
         return Err(FrameError::Malformed(format!(
             "not a baidu_std frame: starts with {:02x?} instead of \"PRPC\" (is the peer configured with brpc_channel_protocol baidu_std?)",

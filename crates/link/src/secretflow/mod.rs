@@ -257,6 +257,12 @@ impl Session {
         Ok((session, ctx))
     }
 
+    /// (bytes sent, bytes received) so far on both connections: TCP payload, baidu_std framing
+    /// included (what SecretFlow's benchmark reads from the kernel's socket counters).
+    pub fn traffic(&self) -> (u64, u64) {
+        self.chan.client.traffic()
+    }
+
     /// Where this party's server listens.
     pub fn local_addr(&self) -> SocketAddr {
         self.server.local_addr()

@@ -33,6 +33,8 @@ pub(crate) trait PushHandler: Send + Sync + 'static {
     fn on_connection(&self, open: bool);
     /// A connection sent bytes that are not baidu_std; it was closed.
     fn on_bad_frame(&self, reason: String);
+    /// Bytes read from and written to a peer connection.
+    fn on_traffic(&self, _received: usize, _sent: usize) {}
 }
 
 /// The accepted connections still open, so `stop` can close them.
@@ -169,7 +171,10 @@ fn accept_loop(
 fn serve(mut stream: TcpStream, max_body: usize, handler: &dyn PushHandler) {
     loop {
         let frame = match read_frame(&mut stream, max_body) {
-            Ok(Some(f)) => f,
+            Ok(Some(f)) => {
+                handler.on_traffic(f.wire_len(), 0);
+                f
+            }
             Ok(None) | Err(FrameError::Io(_)) => break,
             Err(e) => {
                 handler.on_bad_frame(e.to_string());
@@ -201,6 +206,7 @@ fn serve(mut stream: TcpStream, max_body: usize, handler: &dyn PushHandler) {
         if stream.write_all(&out).is_err() {
             break;
         }
+        handler.on_traffic(0, out.len());
     }
     let _ = stream.shutdown(Shutdown::Both);
 }

@@ -83,7 +83,7 @@ fn sync_wait_rounds_until_both_are_finished() {
     let peer = thread::spawn(move || {
         let (s, mut ctx) = Session::start(&o1, &Cancel::new()).unwrap();
         let r = ctx
-            .sync_wait_every(Duration::from_millis(200), || {
+            .sync_wait_every(Duration::from_millis(200), |_| {
                 thread::sleep(Duration::from_millis(700));
                 41
             })
@@ -94,7 +94,7 @@ fn sync_wait_rounds_until_both_are_finished() {
     });
     let (s, mut ctx) = Session::start(&o0, &Cancel::new()).unwrap();
     let r = ctx
-        .sync_wait_every(Duration::from_millis(200), || 7)
+        .sync_wait_every(Duration::from_millis(200), |_| 7)
         .unwrap();
     assert_eq!(r, 7);
     // Both sides' next collective agrees on the counter after the rounds.

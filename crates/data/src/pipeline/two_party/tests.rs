@@ -98,6 +98,7 @@ fn spec(
         input_format: Default::default(),
         output_format: Default::default(),
         warnings: Vec::new(),
+        peer_wire: None,
     }
 }
 
