@@ -112,6 +112,7 @@ def run(
     cancel: Optional[CancelToken] = None,
     threads: Optional[int] = None,
     logging_level: Optional[str] = None,
+    peer_wire: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Run this party of a PSI from a SecretFlow PSI v2 launch config, as ``blindjoin run --config``.
 
@@ -138,11 +139,26 @@ def run(
     off) sets what the native code prints on stderr; ``debug_options.trace_path`` in the config
     writes a Perfetto trace of the run (``docs/config.md``).
 
+    ``peer_wire="secretflow"`` (the CLI's ``--peer-wire``; the config's ``blindjoin.peer_wire``)
+    runs against an unmodified SecretFlow party, on SecretFlow's link and protocol
+    (``docs/config.md``, "Running against SecretFlow"); the default is blindjoin's own wire.
+
     Blocks until the run ends; the GIL is released meanwhile. Raises :class:`Error` subclasses.
     Ctrl-C, or ``cancel.cancel()`` from another thread, cancels the run (the peer is told) and
     raises :class:`KeyboardInterrupt`.
     """
     text, source, base = _config_text(config)
+    if peer_wire is not None:
+        if peer_wire not in ("blindjoin", "secretflow"):
+            raise ValueError(f'peer_wire: {peer_wire!r}; use "blindjoin" or "secretflow"')
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{source}: peer_wire needs strict JSON to set it in: {e}") from e
+        if not isinstance(obj, dict) or not isinstance(obj.setdefault("blindjoin", {}), dict):
+            raise ValueError(f"{source}: peer_wire needs a JSON object with a blindjoin object")
+        obj["blindjoin"]["peer_wire"] = peer_wire
+        text = json.dumps(obj)
     if progress is None and _log.isEnabledFor(logging.INFO):
         progress = _log_progress
     report = _native.run_config(

@@ -313,6 +313,13 @@ impl SfCipher {
     }
 }
 
+/// log2 of the chance that two different items of sets of `n` and `m` give equal
+/// [`COMPARE_BYTES`]-byte tails: the tails of distinct points are uniform, so by the union bound
+/// over the n·m pairs it is at most n·m·2^-(8·COMPARE_BYTES) = n·m·2^-96.
+pub fn false_match_log2(n: u64, m: u64) -> f64 {
+    (n as f64).log2() + (m as f64).log2() - (8 * COMPARE_BYTES) as f64
+}
+
 /// The last [`COMPARE_BYTES`] bytes of an encoded point: what SecretFlow compares.
 pub fn compare_tail(point: &[u8]) -> [u8; COMPARE_BYTES] {
     let mut t = [0u8; COMPARE_BYTES];
@@ -439,6 +446,12 @@ mod tests {
                 d = Sha256::digest(d).into();
             }
         }
+    }
+
+    #[test]
+    fn the_false_match_bound_is_the_documented_one() {
+        assert_eq!(false_match_log2(1 << 20, 1 << 20), -56.0);
+        assert_eq!(false_match_log2(1 << 30, 1 << 30), -36.0);
     }
 
     #[test]
