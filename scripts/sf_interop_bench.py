@@ -10,8 +10,8 @@ with broadcast_result and an inner join, and prints each pair's wall time (both 
 started together until both exited: Python's start-up and `import spu` are inside every pair
 that has a SecretFlow party) and its ratio to the SF <-> SF pair of the same round. Bytes: the
 blindjoin party's report counts both connections of its pair (TCP payload, baidu_std framing);
-SecretFlow <-> SecretFlow's are counted once per curve by a relay that sits between the two
-(it adds no bytes, only latency, so that run is not timed).
+SecretFlow <-> SecretFlow's come from the peers' benchmark script (`../shared/peers/
+spu_psi_bench.py`, the kernel's socket counters) at the same size, run once per curve.
 
     cargo build --release -p blindjoin-cli --locked
     python3 scripts/sf_interop_bench.py --n 1048576 --rounds 2
@@ -24,7 +24,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -87,66 +86,33 @@ def sf_cmd(py, rank, ports, inp, out, curve, batch):
             "--recv-timeout-ms", "3600000"]
 
 
-def relay(listen, target, counter, stop):
-    """Forwards every connection to `listen` to `target`, counting bytes both ways."""
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", listen))
-    srv.listen(16)
-    srv.settimeout(0.2)
-
-    def pump(a, b):
-        try:
-            while True:
-                data = a.recv(1 << 16)
-                if not data:
-                    break
-                counter[0] += len(data)
-                b.sendall(data)
-        except OSError:
-            pass
-        for s in (a, b):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    while not stop.is_set():
-        try:
-            c, _ = srv.accept()
-        except socket.timeout:
-            continue
-        u = socket.create_connection(("127.0.0.1", target))
-        for x, y in ((c, u), (u, c)):
-            threading.Thread(target=pump, args=(x, y), daemon=True).start()
-    srv.close()
+def sf_bytes(args, curve):
+    """SecretFlow <-> SecretFlow's bytes at this size: the peers' benchmark script reads them
+    from the kernel's socket counters (`ss -ti`) before the links close."""
+    proto = {"CURVE_25519": "ecdh-25519", "CURVE_FOURQ": "ecdh-fourq"}[curve]
+    script = os.path.join(ROOT, "..", "shared", "peers", "spu_psi_bench.py")
+    p = subprocess.run([args.python, script, "--protocol", proto, "--n", str(args.n), "--json"],
+                       capture_output=True, text=True, timeout=3600)
+    if p.returncode != 0:
+        sys.exit(f"spu_psi_bench.py failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])["comm_bytes"]
 
 
-def run_pair(args, d, kind, curve, ins, proxied=False):
+def run_pair(args, d, kind, curve, ins):
     outs = [os.path.join(d, f"{kind}-out{r}.csv") for r in range(2)]
     for o in outs:
         if os.path.exists(o):
             os.remove(o)
-    real = [free_port(), free_port()]
-    views = [real, real]
-    counter, stop = [0], threading.Event()
-    if proxied:
-        relays = [free_port(), free_port()]
-        # Rank 0 dials rank 1 through relay 1 and the other way round.
-        views = [[real[0], relays[1]], [relays[0], real[1]]]
-        for r in range(2):
-            threading.Thread(target=relay, args=(relays[r], real[r], counter, stop),
-                             daemon=True).start()
-        time.sleep(0.3)
+    ports = [free_port(), free_port()]
     procs = []
     t0 = time.perf_counter()
     for rank in range(2):
         bj = (kind == "bj-recv" and rank == 0) or (kind == "bj-send" and rank == 1)
         if bj:
-            cfg = bj_config(d, rank, views[rank], ins[rank], outs[rank], curve, args.batch)
+            cfg = bj_config(d, rank, ports, ins[rank], outs[rank], curve, args.batch)
             cmd = [args.blindjoin, "run", "--quiet", "--config", cfg]
         else:
-            cmd = sf_cmd(args.python, rank, views[rank], ins[rank], outs[rank], curve, args.batch)
+            cmd = sf_cmd(args.python, rank, ports, ins[rank], outs[rank], curve, args.batch)
         procs.append((bj, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
     report = None
     for bj, p in procs:
@@ -157,12 +123,11 @@ def run_pair(args, d, kind, curve, ins, proxied=False):
             with open(outs[0 if kind == "bj-recv" else 1] + ".report.json") as f:
                 report = json.load(f)
     secs = time.perf_counter() - t0
-    stop.set()
     with open(outs[0], "rb") as f:
         lines = f.read().count(b"\n") - 1
     if lines != args.n // 2:
         sys.exit(f"{kind} {curve}: {lines} rows in the intersection, want {args.n // 2}")
-    b = report["bytes_sent"] + report["bytes_received"] if report else counter[0]
+    b = report["bytes_sent"] + report["bytes_received"] if report else 0
     return secs, b
 
 
@@ -179,9 +144,9 @@ def main():
     ins = gen(d, args.n)
     print(f"n = {args.n} a side, half shared; {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M')}")
     for curve in args.curves.split(","):
-        _, sf_bytes = run_pair(args, d, "sf-sf", curve, ins, proxied=True)
+        sf_b = sf_bytes(args, curve)
         rows = {"sf-sf": [], "bj-recv": [], "bj-send": []}
-        byts = {"sf-sf": sf_bytes}
+        byts = {"sf-sf": sf_b}
         for r in range(args.rounds):
             order = ["sf-sf", "bj-recv", "bj-send"] if r % 2 == 0 else ["bj-send", "bj-recv", "sf-sf"]
             for kind in order:
@@ -193,7 +158,7 @@ def main():
             ratios = [s / t for s, t in zip(rows[kind], rows["sf-sf"])]
             print(f"{curve:24} {kind:8} s: {' '.join(f'{x:6.2f}' for x in rows[kind])}  "
                   f"vs SF<->SF {min(ratios):.2f}-{max(ratios):.2f}x  "
-                  f"bytes {byts[kind] / 2**20:8.1f} MiB ({byts[kind] / sf_bytes:.3f}x)")
+                  f"bytes {byts[kind] / 2**20:8.1f} MiB ({byts[kind] / sf_b:.3f}x)")
 
 
 if __name__ == "__main__":
