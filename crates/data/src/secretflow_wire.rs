@@ -30,7 +30,13 @@ use blindjoin_protocols::secretflow::ecdh::{self, Match, Target};
 use blindjoin_protocols::{Progress, ProtocolError, Role};
 use sha2::{Digest, Sha256};
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long psi `Init`'s second connect step waits for the peer's connect before it sends ours
+/// ([`Context::connect_to_mesh_again`]): a wheel sends its own within milliseconds of its first
+/// connect step (its Python builds the config in between), seconds on a loaded machine; only a
+/// peer that waits too (blindjoin on both seats of SecretFlow's wire) pays it in full.
+const SECOND_CONNECT_FIRST_WAIT: Duration = Duration::from_secs(3);
 
 /// The input, read as SecretFlow reads it.
 struct Table {
@@ -354,8 +360,9 @@ fn session_steps(
     ctx: &mut Context,
     progress: &dyn Progress,
 ) -> Result<(Found, Option<u64>, f64), DataError> {
-    // psi's party `Init` runs ConnectToMesh once more.
-    ctx.connect_to_mesh(spec.connect_timeout)?;
+    // psi's party `Init` runs ConnectToMesh once more; we wait for the peer's first, so that
+    // ours cannot reach it while its first is still unread (yacl would drop it).
+    ctx.connect_to_mesh_again(spec.connect_timeout, SECOND_CONNECT_FIRST_WAIT)?;
     let ours = psi_config(spec, w).encode();
     // A wheel peer that finds our config different throws at once and closes, often before its
     // own config (sent asynchronously) has left: say what that most likely means.

@@ -592,6 +592,15 @@ impl Channel {
         }
     }
 
+    /// How many messages under `msg_key` are stored and unread.
+    #[cfg(test)]
+    pub(crate) fn unread(&self, msg_key: &str) -> usize {
+        self.lock()
+            .inbox
+            .get(msg_key.as_bytes())
+            .map_or(0, VecDeque::len)
+    }
+
     /// Waits for the value under `msg_key`, at most `timeout`, and ACKs it.
     pub(crate) fn recv(&self, msg_key: &str, timeout: Duration) -> Result<Vec<u8>, LinkError> {
         check_msg_key(msg_key)?;

@@ -221,6 +221,61 @@ impl Context {
             })
     }
 
+    /// The connect step psi's party `Init` runs once more after [`super::Session::start`]'s,
+    /// receiving first: the peer's `connect_<peer>`, at most `first_wait`, then ours, then (if
+    /// it had not come) the peer's, all within `timeout`.
+    ///
+    /// Why not send first, as yacl does: yacl's channel keeps one unread seq-0 message a key and
+    /// silently drops a second (`OnNormalMessage` inserts with `emplace`, and seq 0 skips the
+    /// duplicate check), so our second `connect_<rank>`, sent before the peer has read the
+    /// first, is lost, and the peer waits out its `recv_timeout_ms` and aborts. A wheel peer
+    /// sends its second connect only after it has read our first (its `create_brpc` returned),
+    /// so once its second is here ours cannot be dropped. Between two wheels the window is
+    /// their Python between `create_brpc` and `psi_execute`; with no such gap on our side it was
+    /// hit on a loaded machine (2 runs in 18). A peer that waits first too (another blindjoin)
+    /// gets ours after `first_wait`; we keep every seq-0 message, so it is never lost here.
+    ///
+    /// # Errors
+    /// As [`Context::connect_to_mesh`].
+    pub fn connect_to_mesh_again(
+        &self,
+        timeout: Duration,
+        first_wait: Duration,
+    ) -> Result<(), LinkError> {
+        let deadline = Instant::now() + timeout;
+        let theirs = format!("connect_{}", self.peer_rank());
+        let early = match self.chan.recv(&theirs, first_wait.min(timeout)) {
+            Ok(_) => true,
+            Err(LinkError::RecvTimeout { .. }) => false,
+            Err(e) => return Err(e),
+        };
+        let key = super::channel::channel_key(&format!("connect_{}", self.rank()), 0);
+        self.chan.connect_send(&key, deadline, timeout)?;
+        if early {
+            return Ok(());
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.chan
+            .recv(&theirs, left)
+            .map(|_| ())
+            .map_err(|e| match e {
+                LinkError::RecvTimeout { peer, .. } => LinkError::ConnectTimeout {
+                    peer,
+                    addr: self.chan.peer_addr(),
+                    waited: timeout,
+                    last: "the peer accepted our second connect message but sent none of its own"
+                        .into(),
+                },
+                other => other,
+            })
+    }
+
+    /// How many messages under `msg_key` are stored here unread.
+    #[cfg(test)]
+    pub(crate) fn unread(&self, msg_key: &str) -> usize {
+        self.chan.unread(msg_key)
+    }
+
     /// psi's `SyncWait`: runs `work` on its own thread while a spawned sub-context AllGathers
     /// `p_unfinished` every 5 s, then `p_finished`, until neither party is unfinished. The peer
     /// sees the same rounds a wheel party would.

@@ -199,3 +199,39 @@ fn the_connect_step_runs_again_as_psi_does_even_when_rounds_overlap() {
     s.stop().unwrap();
     peer.join().unwrap();
 }
+
+/// yacl drops a second unread seq-0 message under one key, so psi `Init`'s connect must not
+/// reach the peer before the peer has read the first: `connect_to_mesh_again` waits for the
+/// peer's second connect before it sends, and still completes against a peer that waits too.
+#[test]
+fn the_second_connect_waits_for_the_peers_so_yacl_cannot_drop_it() {
+    let (o0, o1) = pair_opts();
+    let peer = thread::spawn(move || {
+        let (s, ctx) = Session::start(&o1, &Cancel::new()).unwrap();
+        // As a slow wheel between create_brpc and Init: nothing of the other side's second
+        // connect may be here yet.
+        thread::sleep(Duration::from_millis(800));
+        assert_eq!(ctx.unread("connect_0"), 0);
+        ctx.connect_to_mesh(Duration::from_secs(10)).unwrap();
+        s.stop().unwrap();
+    });
+    let (s, ctx) = Session::start(&o0, &Cancel::new()).unwrap();
+    ctx.connect_to_mesh_again(Duration::from_secs(10), Duration::from_secs(5))
+        .unwrap();
+    s.stop().unwrap();
+    peer.join().unwrap();
+
+    // Both sides wait first: each sends after its wait, and both finish.
+    let (o0, o1) = pair_opts();
+    let peer = thread::spawn(move || {
+        let (s, ctx) = Session::start(&o1, &Cancel::new()).unwrap();
+        ctx.connect_to_mesh_again(Duration::from_secs(10), Duration::from_millis(300))
+            .unwrap();
+        s.stop().unwrap();
+    });
+    let (s, ctx) = Session::start(&o0, &Cancel::new()).unwrap();
+    ctx.connect_to_mesh_again(Duration::from_secs(10), Duration::from_millis(300))
+        .unwrap();
+    s.stop().unwrap();
+    peer.join().unwrap();
+}
