@@ -11,7 +11,10 @@ merges the partitions' sorted runs into the one aligned output file, as ``blindj
 ``/``), writes one part file per partition there (``docs/config.md``).
 
 Failures: a task that dies (``kill -9``, a lost node) raises on ``ray.get``; the peer's worker of
-that partition then sees its link fail too. After every round of tasks both coordinators swap
+that partition then sees its link fail too, or, if ours died before its link was up, is stopped
+by a stand-in that the coordinator starts the moment it sees the task fail (it greets the peer's
+worker as ours would and aborts it; without it that worker would wait out its connect timeout
+and the peer's coordinator with it). After every round of tasks both coordinators swap
 their failed partitions over the main link and both rerun the union, each at its next attempt
 (so the two workers of a partition always greet with the same attempt, and a worker left over
 from an earlier try is refused). A rerun partition resumes from its last checkpointed bucket;
@@ -225,22 +228,32 @@ def _coordinate(
     for _ in range(max(1, max_rounds)):
         refs = {p: task.remote(jobs[p], p, attempts[p], pid_dir) for p in pending}
         failed: List[int] = []
-        for p, ref in refs.items():
+        # Tasks are taken as they end, so that a failed one is reported at once: the peer's
+        # worker of its partition may be waiting for it (a stand-in then stops that worker).
+        waiting = {ref: p for p, ref in refs.items()}
+        while waiting:
             left = deadline - time.monotonic()
-            try:
-                outcomes[p] = ray.get(ref, timeout=max(1.0, left))
-            except Exception as e:  # the task's error, a dead worker, or the deadline
-                failed.append(p)
-                errors[p] = f"{type(e).__name__}: {e}"
-                _log.warning("partition %d attempt %d failed: %s", p, attempts[p], errors[p])
-                # Only a task past the deadline is still running. Cancelling one that has
-                # already ended (its error or its worker's death) can abort this process
-                # inside Ray 2.60 ("Tried to complete task that was not pending").
-                if isinstance(e, ray.exceptions.GetTimeoutError):
-                    try:
-                        ray.cancel(ref, force=True)
-                    except Exception:  # ended meanwhile
-                        pass
+            done, _ = ray.wait(list(waiting), num_returns=1, timeout=max(1.0, left))
+            expired = not done
+            for ref in done or list(waiting):
+                p = waiting.pop(ref)
+                try:
+                    if expired:
+                        raise TimeoutError(f"the run's time ({timeout_s} s) ran out")
+                    outcomes[p] = ray.get(ref)
+                except Exception as e:  # the task's error, a dead worker, or the deadline
+                    failed.append(p)
+                    errors[p] = f"{type(e).__name__}: {e}"
+                    _log.warning("partition %d attempt %d failed: %s", p, attempts[p], errors[p])
+                    # Only a task past the deadline is still running. Cancelling one that has
+                    # already ended (its error or its worker's death) can abort this process
+                    # inside Ray 2.60 ("Tried to complete task that was not pending").
+                    if expired:
+                        try:
+                            ray.cancel(ref, force=True)
+                        except Exception:  # ended meanwhile
+                            pass
+                    coord.worker_failed(p)
         retry = coord.retry_round(failed)
         if not retry:
             break

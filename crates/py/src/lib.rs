@@ -462,6 +462,16 @@ impl PyCoordinator {
             .to_path_buf())
     }
 
+    /// Says at once that this side's task of partition `p` failed, so that the peer's worker
+    /// of `p` is stopped instead of waiting out its connect timeout (a stand-in greets it and
+    /// aborts it; `retry_round` stops the stand-ins).
+    fn worker_failed(&self, py: Python<'_>, p: u32) -> PyResult<()> {
+        let mut g = self.lock();
+        let c = g.as_mut().ok_or_else(finished_err)?;
+        py.detach(|| c.worker_failed(p))
+            .map_err(|e| error::data_err(&e))
+    }
+
     /// Swaps this side's failed partitions with the peer's; returns `[(partition, attempt)]`
     /// to run again (empty: all finished on both sides).
     fn retry_round(&self, py: Python<'_>, failed: Vec<u32>) -> PyResult<Vec<(u32, u32)>> {

@@ -383,6 +383,36 @@ pub(crate) fn in_worker_session<T>(
     })
 }
 
+/// Stands in for this party's worker of a partition that failed (its process killed, its node
+/// lost) before its worker link was up, so that the peer's worker of the partition stops at
+/// once instead of waiting out its connect timeout for a connection that will never come: takes
+/// the dead worker's end of the link (`opts`, listening or connecting as it would), greets as
+/// it would (`greeting`: the same session, partition and attempt, so no other run's or try's
+/// worker is touched), and aborts the link with `why`. The peer's worker then fails with the
+/// link error [`blindjoin_link::LinkError::PeerAborted`], a failed partition like any other, and
+/// both coordinators retry it.
+///
+/// Runs until it has aborted the peer's worker or `cancel` fires: the coordinator cancels it
+/// once the peer's coordinator has reported its round, since every worker of the peer has
+/// ended by then (one that had connected to ours saw its connection close when ours died).
+///
+/// # Errors
+/// The link could not be taken over (a port still held, the peer's worker already gone, the
+/// cancel); a refused greeting. None of them matters to the run: the peer's worker has ended,
+/// or ends on its own timeout.
+pub(crate) fn stand_in(
+    opts: &TcpOptions,
+    listener: bool,
+    greeting: &WorkerGreeting,
+    why: &str,
+    cancel: &Cancel,
+) -> Result<(), DataError> {
+    let mut link = TcpLink::establish_as(opts, listener, cancel)?;
+    greet_worker(&mut link, greeting)?;
+    link.abort(why);
+    Ok(())
+}
+
 /// Runs `job`'s buckets on its connected worker link and closes it.
 ///
 /// # Errors

@@ -49,7 +49,7 @@ use crate::table::private_fs;
 use crate::table::writer::{Columns, RowWriter};
 use blindjoin_link::wire::WireMessage;
 use blindjoin_link::worker::{RetryRound, SessionId, WorkerGreeting};
-use blindjoin_link::{Cancel, Link, TcpLink};
+use blindjoin_link::{Cancel, Link, TcpLink, TcpOptions};
 use blindjoin_protocols::{HandshakeChecked, NoProgress, ProtocolError, PsiOptions, handshake};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -238,6 +238,14 @@ pub struct Coordinator {
     opts: PsiOptions,
     parts: usize,
     jobs: Vec<Vec<u8>>,
+    /// Each partition's worker link, the run's session and our side of it: what a stand-in for
+    /// a failed worker needs ([`partition::stand_in`]).
+    worker_links: Vec<TcpOptions>,
+    session: SessionId,
+    listener: bool,
+    /// Stand-ins for this round's failed workers ([`Coordinator::worker_failed`]), stopped once
+    /// the peer has reported its round.
+    stand_ins: StandIns,
     attempts: Vec<u32>,
     round: u32,
     /// A work folder we made, not the user's recovery folder: removed when the coordinator
@@ -383,6 +391,10 @@ impl Coordinator {
             opts,
             parts,
             jobs,
+            worker_links: links,
+            session,
+            listener,
+            stand_ins: StandIns::default(),
             attempts: vec![0; parts],
             round: 0,
             temporary,
@@ -403,13 +415,53 @@ impl Coordinator {
         self.recovery.0.folder()
     }
 
+    /// Says that this party's worker of partition `p` failed in this round (its task raised,
+    /// its process was killed, its node lost), as soon as that is known, so that the peer's
+    /// worker of `p` stops too.
+    ///
+    /// A worker that died before its worker link was up leaves the peer's worker of that
+    /// partition connecting or listening for a connection that never comes, until its connect
+    /// timeout; the peer's coordinator waits for that worker before it reports its round, and
+    /// ours, waiting in [`Coordinator::retry_round`], could time out on the main link first: the
+    /// run would fail instead of retrying (issue #39's soak). So a stand-in takes the failed
+    /// worker's end of its link, greets the peer's worker as the dead one would (same session,
+    /// partition and attempt) and aborts it ([`partition::stand_in`]); that worker fails at
+    /// once, as a retryable partition. It must start at once, not when our round ends: our own
+    /// live workers may be waiting for the peer's dead ones, and the peer's round for ours.
+    /// A second call for the same partition in a round does nothing.
+    ///
+    /// # Errors
+    /// A partition out of range.
+    pub fn worker_failed(&mut self, p: u32) -> Result<(), DataError> {
+        let Some(opts) = self.worker_links.get(p as usize) else {
+            return Err(internal("a failed partition out of range"));
+        };
+        if self.stand_ins.has(p) {
+            return Ok(());
+        }
+        let greeting = WorkerGreeting {
+            session: self.session,
+            partition: p,
+            partitions: self.parts as u32,
+            attempt: self.attempts[p as usize],
+        };
+        self.stand_ins.start(opts.clone(), self.listener, greeting);
+        Ok(())
+    }
+
     /// After a round of partition tasks: swaps this side's failed partitions with the peer's
     /// over the main link and returns the partitions both retry, each with its next attempt
     /// (the same on both sides). Empty: every partition finished on both sides.
     ///
+    /// Every failed partition gets a stand-in ([`Coordinator::worker_failed`]) if it has none
+    /// yet, while we wait for the peer's report. Once both reports are in, the stand-ins are
+    /// stopped, and if anything is retried both sides confirm the partitions they retry before
+    /// either starts them, so that no stand-in of ours is still about when the peer's retried
+    /// worker comes up (it would meet the stand-in and refuse its earlier attempt).
+    ///
     /// # Errors
-    /// Link errors; a peer in another round or naming partitions out of range; more than
-    /// [`MAX_ROUNDS`] rounds.
+    /// Link errors; a peer in another round, naming partitions out of range or confirming
+    /// other partitions; more than [`MAX_ROUNDS`] rounds.
     pub fn retry_round(&mut self, failed: &[u32]) -> Result<Vec<(u32, u32)>, DataError> {
         let mut ours: Vec<u32> = failed.to_vec();
         ours.sort_unstable();
@@ -417,29 +469,43 @@ impl Coordinator {
         if ours.iter().any(|&p| p as usize >= self.parts) {
             return Err(internal("a failed partition out of range"));
         }
+        for &p in &ours {
+            self.worker_failed(p)?;
+        }
         let msg = RetryRound {
             round: self.round,
             failed: ours.clone(),
         };
-        self.link.send(&msg.encode()).map_err(ProtocolError::from)?;
-        let reply = self.link.recv().map_err(ProtocolError::from)?;
-        let theirs = RetryRound::decode(&reply).map_err(ProtocolError::from)?;
-        if theirs.round != self.round {
-            return Err(peer_error(format!(
-                "the peer's coordinator is in retry round {}, ours in {}",
-                theirs.round, self.round
-            )));
-        }
+        let theirs = swap(&mut self.link, &msg);
+        // Every worker of the peer has ended once it reports (one that had connected to a
+        // worker of ours saw that connection close when ours died).
+        self.stand_ins
+            .stop("the peer's coordinator reported its round");
+        let theirs = theirs?;
         if theirs.failed.iter().any(|&p| p as usize >= self.parts) {
             return Err(peer_error(format!(
                 "the peer names a failed partition out of 0..{}",
                 self.parts
             )));
         }
-        self.round += 1;
         ours.extend(theirs.failed);
         ours.sort_unstable();
         ours.dedup();
+        if !ours.is_empty() {
+            // Every stand-in of ours has ended: say so, and wait for the peer's to have.
+            let confirm = RetryRound {
+                round: self.round,
+                failed: ours.clone(),
+            };
+            let confirmed = swap(&mut self.link, &confirm)?;
+            if confirmed.failed != ours {
+                return Err(peer_error(format!(
+                    "the peer's coordinator retries partitions {:?}, ours {ours:?}",
+                    confirmed.failed
+                )));
+            }
+        }
+        self.round += 1;
         if !ours.is_empty() && self.round >= MAX_ROUNDS {
             return Err(DataError::Config(ConfigError::Invalid {
                 field: "partition retries".into(),
@@ -543,6 +609,66 @@ impl Coordinator {
         drop(temporary);
         report
     }
+}
+
+/// The running stand-ins of one round, each a thread with its own cancel; dropping stops and
+/// joins them.
+#[derive(Default)]
+struct StandIns(Vec<(u32, Cancel, std::thread::JoinHandle<()>)>);
+
+impl StandIns {
+    fn has(&self, p: u32) -> bool {
+        self.0.iter().any(|(q, _, _)| *q == p)
+    }
+
+    fn start(&mut self, opts: TcpOptions, listener: bool, greeting: WorkerGreeting) {
+        let p = greeting.partition;
+        let stop = Cancel::new();
+        let why = format!(
+            "its worker of partition {p} (attempt {}) failed; its coordinator ends this try of \
+             the partition so that both sides retry it",
+            greeting.attempt
+        );
+        let cancel = stop.clone();
+        // Best effort: without the thread the peer's worker still ends, on its connect timeout.
+        if let Ok(t) = std::thread::Builder::new()
+            .name(format!("stand-in-{p}"))
+            .spawn(move || {
+                let _ = partition::stand_in(&opts, listener, &greeting, &why, &cancel);
+            })
+        {
+            self.0.push((p, stop, t));
+        }
+    }
+
+    fn stop(&mut self, why: &str) {
+        for (_, stop, _) in &self.0 {
+            stop.cancel(why);
+        }
+        for (_, _, t) in self.0.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for StandIns {
+    fn drop(&mut self) {
+        self.stop("the coordinator ended");
+    }
+}
+
+/// Sends `msg` on the main link and returns the peer's message of the same round.
+fn swap(link: &mut TcpLink, msg: &RetryRound) -> Result<RetryRound, DataError> {
+    link.send(&msg.encode()).map_err(ProtocolError::from)?;
+    let reply = link.recv().map_err(ProtocolError::from)?;
+    let theirs = RetryRound::decode(&reply).map_err(ProtocolError::from)?;
+    if theirs.round != msg.round {
+        return Err(peer_error(format!(
+            "the peer's coordinator is in retry round {}, ours in {}",
+            theirs.round, msg.round
+        )));
+    }
+    Ok(theirs)
 }
 
 /// Whether `output_config.path` names a folder (ends with `/`, or is one): the output is then
@@ -746,6 +872,28 @@ mod tests {
         cfg: &str,
         first_attempts: [u32; 2],
     ) -> (Report, Vec<u32>, usize) {
+        let c = coordinate_with(d, me, cfg, first_attempts, &[]);
+        (c.report, c.attempts, c.rounds)
+    }
+
+    /// What [`coordinate_with`] saw.
+    struct Coordinated {
+        report: Report,
+        attempts: Vec<u32>,
+        rounds: usize,
+        /// Round 0's failed tasks: partition, error, how long the task ran.
+        first_errors: Vec<(u32, String, std::time::Duration)>,
+    }
+
+    /// [`coordinate_config`] whose round-0 workers of the partitions in `dead` die before
+    /// they connect (as a task killed at once): they never run, and count as failed.
+    fn coordinate_with(
+        d: &Path,
+        me: &str,
+        cfg: &str,
+        first_attempts: [u32; 2],
+        dead: &[u32],
+    ) -> Coordinated {
         let mut c = Coordinator::start(spec_of(cfg, d), 2, Some(d), &Cancel::new()).unwrap();
         let jobs = c.jobs().to_vec();
         assert_eq!(jobs.len(), 2);
@@ -753,35 +901,54 @@ mod tests {
         let mut outcomes: Vec<Option<PartitionOutcome>> = vec![None, None];
         let mut pending = vec![0u32, 1];
         let mut rounds = 0;
+        let mut first_errors = Vec::new();
         loop {
             rounds += 1;
-            let results: Vec<(u32, Result<PartitionOutcome, String>)> = std::thread::scope(|s| {
-                let hs: Vec<_> = pending
-                    .iter()
-                    .map(|&p| {
-                        let job = &jobs[p as usize];
-                        let a = attempts[p as usize];
-                        s.spawn(move || {
-                            let r = run_partition_job(job, a, &Cancel::new());
-                            (p, r.map_err(|e| e.to_string()))
+            let run: Vec<u32> = pending
+                .iter()
+                .copied()
+                .filter(|p| rounds > 1 || !dead.contains(p))
+                .collect();
+            // As the Ray driver does the moment a task dies.
+            for &p in pending.iter().filter(|p| !run.contains(p)) {
+                c.worker_failed(p).unwrap();
+            }
+            let results: Vec<(u32, Result<PartitionOutcome, String>, std::time::Duration)> =
+                std::thread::scope(|s| {
+                    let hs: Vec<_> = run
+                        .iter()
+                        .map(|&p| {
+                            let job = &jobs[p as usize];
+                            let a = attempts[p as usize];
+                            s.spawn(move || {
+                                let t = Instant::now();
+                                let r = run_partition_job(job, a, &Cancel::new());
+                                (p, r.map_err(|e| e.to_string()), t.elapsed())
+                            })
                         })
-                    })
-                    .collect();
-                hs.into_iter().map(|h| h.join().unwrap()).collect()
-            });
-            let mut failed = Vec::new();
-            for (p, r) in results {
+                        .collect();
+                    hs.into_iter().map(|h| h.join().unwrap()).collect()
+                });
+            let mut failed: Vec<u32> = pending
+                .iter()
+                .copied()
+                .filter(|p| !run.contains(p))
+                .collect();
+            for (p, r, took) in results {
                 match r {
                     Ok(o) => outcomes[p as usize] = Some(o),
                     Err(e) => {
                         if attempts[p as usize] != first_attempts[p as usize] || rounds > 1 {
                             panic!("{me} p{p}: {e}");
                         }
+                        first_errors.push((p, e, took));
                         failed.push(p);
                     }
                 }
             }
-            let retry = c.retry_round(&failed).unwrap();
+            let retry = c
+                .retry_round(&failed)
+                .unwrap_or_else(|e| panic!("{me}: retry round {rounds}: {e}"));
             if retry.is_empty() {
                 break;
             }
@@ -794,7 +961,12 @@ mod tests {
         let outcomes: Vec<PartitionOutcome> = outcomes.into_iter().map(Option::unwrap).collect();
         let report = c.finish(&outcomes).unwrap();
         assert!(!work.exists(), "the private work folder is removed");
-        (report, attempts, rounds)
+        Coordinated {
+            report,
+            attempts,
+            rounds,
+            first_errors,
+        }
     }
 
     #[test]
@@ -838,6 +1010,70 @@ mod tests {
         }
         assert_eq!(rr.buckets, rs.buckets);
         assert!(rr.buckets >= 4, "{}", rr.buckets);
+    }
+
+    /// Issue #39: a worker killed before its worker link is up left the peer's worker of that
+    /// partition connecting (or listening) until its connect timeout, and our coordinator's
+    /// retry round timed out on the main link waiting for the peer's; the run failed instead of
+    /// retrying. Here the receiver's (listening) worker of partition 0 and the sender's
+    /// (connecting) worker of partition 1 die before they connect, with the connect timeout
+    /// (60 s) above the receive timeout (30 s): the peer's workers must fail promptly, aborted
+    /// by the coordinators' stand-ins, and both partitions are retried.
+    #[test]
+    fn a_worker_that_dies_before_it_connects_ends_the_peers_worker_and_both_retry() {
+        let d = std::env::temp_dir().join(format!("bj-pjob-dead-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        write_tables(&d);
+        let main = free_range(2, 7);
+        let one = |me: &'static str, d: PathBuf| {
+            move || {
+                let cfg = config(me, main, 1, "ref");
+                let Plan::TwoParty(mut spec) = Plan::from_config(&cfg, "test", &d).unwrap() else {
+                    panic!("two-party");
+                };
+                spec.workers = Some(1);
+                crate::pipeline::two_party::run(&spec, &NoProgress).unwrap()
+            }
+        };
+        let t = std::thread::spawn(one("sender", d.clone()));
+        one("receiver", d.clone())();
+        t.join().unwrap();
+
+        let (main, workers) = (free_range(2, 8), free_range(2, 9));
+        let cfg = |me: &str| {
+            let c = config(me, main, workers, "job");
+            assert!(c.contains(r#""connect_timeout_ms": 20000"#));
+            c.replace(
+                r#""connect_timeout_ms": 20000"#,
+                r#""connect_timeout_ms": 60000"#,
+            )
+        };
+        let (d2, cs) = (d.clone(), cfg("sender"));
+        let t = std::thread::spawn(move || coordinate_with(&d2, "sender", &cs, [0, 0], &[1]));
+        let r = coordinate_with(&d, "receiver", &cfg("receiver"), [0, 0], &[0]);
+        let s = t.join().unwrap();
+        for (me, c, p) in [("receiver", &r, 1), ("sender", &s, 0)] {
+            assert_eq!((c.rounds, c.attempts.clone()), (2, vec![1, 1]), "{me}");
+            // The one worker that ran in round 0 was aborted by the peer's stand-in (not
+            // ended by its own 60 s connect timeout, which would say so).
+            let [(failed, e, took)] = c.first_errors.as_slice() else {
+                panic!("{me}: {:?}", c.first_errors);
+            };
+            assert_eq!(*failed, p, "{me}");
+            assert!(
+                e.contains("aborted") && e.contains("its coordinator ends this try"),
+                "{me} p{p} after {took:?}: {e}"
+            );
+        }
+        for me in ["receiver", "sender"] {
+            let a = std::fs::read(d.join(format!("{me}_ref.csv"))).unwrap();
+            let b = std::fs::read(d.join(format!("{me}_job.csv"))).unwrap();
+            assert!(a.len() > 100);
+            assert!(a == b, "{me}: the retried run's output differs");
+        }
+        assert_eq!(r.report.buckets, s.report.buckets);
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     /// The data lines of a CSV file (after its header).
