@@ -1,11 +1,13 @@
 //! SecretFlow's PSI messages from a hostile peer: the fuzz input is a `PsiDataBatchProto` (its
 //! first byte picks the item width the protocol would expect: a 12-byte tail, a 32-byte point
 //! or a 33-byte SEC1 point) and, in the same bytes, a peer's `psi.v2.PsiConfig` checked against
-//! the wheel's. Neither may panic; an accepted batch is self-consistent.
+//! the wheel's, and the unbalanced PSI's uncounted batches and `IndexesProto`. None may panic;
+//! an accepted batch is self-consistent.
 #![no_main]
 
 use blindjoin_protocols::secretflow::batch::Batch;
 use blindjoin_protocols::secretflow::config::{self, PsiConfig};
+use blindjoin_protocols::secretflow::ub;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -17,6 +19,13 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(b.flatten.len(), b.item_num as usize * width);
         assert!(b.duplicates.iter().all(|&(i, _)| i < b.item_num));
         assert!(b.duplicates.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+    if let Ok(b) = Batch::decode_uncounted(rest, width) {
+        assert_eq!(b.flatten.len(), b.item_num as usize * width);
+        assert!(b.duplicates.iter().all(|&(i, _)| i < b.item_num));
+    }
+    if let Ok(v) = ub::decode_indexes(rest, 1000, "fuzz") {
+        assert!(v.len() <= 1000);
     }
     let ours = PsiConfig {
         protocol: config::PROTOCOL_ECDH,

@@ -38,6 +38,7 @@ pub mod oprf;
 mod oprf_weierstrass;
 pub mod ristretto;
 pub mod secretflow;
+pub mod secretflow_oprf;
 mod sha256_ni_lanes;
 mod sm2_h2c;
 mod weierstrass;

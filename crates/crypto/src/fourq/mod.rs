@@ -92,6 +92,16 @@ pub fn hash_to_subgroup_encoded(item: &ItemDigest) -> Result<[u8; POINT_LEN], Cr
 pub fn secretflow_hash_encoded(item: &[u8]) -> [u8; POINT_LEN] {
     use sha2::{Digest, Sha512};
     let h = Sha512::digest(item);
+    let mut first = [0u8; 32];
+    first.copy_from_slice(&h[..32]);
+    fourqlib_hash_of_digest(&first)
+}
+
+/// FourQlib's `HashToCurve(r)` (the map, then the cofactor) of r = r0 + r1·i, where r0 and r1
+/// are bytes 0..16 and 16..32 of `h`, each read little-endian and reduced modulo p (`mod1271`).
+/// SecretFlow feeds it SHA-512 (ECDH-PSI, [`secretflow_hash_encoded`]) or BLAKE3 (its
+/// unbalanced PSI's OPRF, [`crate::secretflow_oprf`]).
+pub(crate) fn fourqlib_hash_of_digest(h: &[u8; 32]) -> [u8; POINT_LEN] {
     let half = |i: usize| {
         let mut b = [0u8; 16];
         b.copy_from_slice(&h[16 * i..16 * i + 16]);

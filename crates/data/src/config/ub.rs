@@ -63,6 +63,8 @@ pub(super) struct UbExtensions {
     #[allow(dead_code)]
     threads: Option<Value>,
     label_columns: Option<Value>,
+    /// Refused by name: SecretFlow's unbalanced PSI is not wired to a launch config yet.
+    peer_wire: Option<Value>,
 }
 
 /// Parses an unbalanced-PSI launch config; `source` names it in errors, relative paths resolve
@@ -117,6 +119,19 @@ pub(crate) fn unbalanced(env: &Envelope) -> Result<UbSpec, ConfigError> {
         ));
     }
     let ext = cfg.blindjoin;
+    if let Some(w) = ext.as_ref().and_then(|e| e.peer_wire.as_ref()) {
+        return Err(invalid(
+            "blindjoin.peer_wire",
+            &format!(
+                "{w} is not supported with ub_psi_config yet: running SecretFlow's unbalanced \
+                 ECDH-OPRF PSI against a SecretFlow party from a launch config is not built (its \
+                 OPRF and messages are, in blindjoin_crypto::secretflow_oprf and \
+                 blindjoin_protocols::secretflow::ub); leave blindjoin.peer_wire out to run \
+                 blindjoin's own unbalanced PSI against a blindjoin party, or use psi_config \
+                 with peer_wire \"secretflow\" for PROTOCOL_ECDH"
+            ),
+        ));
+    }
     let curve = match ext.as_ref().and_then(|e| e.curve.as_deref()) {
         None => Curve::FourQ,
         Some(name) => {
@@ -474,6 +489,21 @@ mod tests {
     const SERVER_GEN: &str = r#""mode": "MODE_OFFLINE_GEN_CACHE", "role": "ROLE_SERVER",
         "input_config": {"path": "server.csv"}, "keys": ["id"],
         "server_secret_key_path": "server.key", "cache_path": "server_cache""#;
+
+    #[test]
+    fn peer_wire_is_refused_by_name() {
+        let e = parse(&cfg(
+            SERVER_GEN,
+            r#", "blindjoin": {"peer_wire": "secretflow"}"#,
+        ))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            e.contains("blindjoin.peer_wire") && e.contains("not supported with ub_psi_config"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn secretflow_configs_parse_in_every_mode() {

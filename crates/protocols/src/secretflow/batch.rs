@@ -82,6 +82,20 @@ impl Batch {
     /// # Errors
     /// [`ProtocolError::PeerMisbehaved`] naming what is wrong.
     pub fn decode(buf: &[u8], width: usize) -> Result<Batch, ProtocolError> {
+        Self::decode_with(buf, width, false)
+    }
+
+    /// Like [`Batch::decode`] for the streams of SecretFlow's unbalanced PSI, whose batches
+    /// never set `item_num` (nor `batch_index` or `type`): the count is the bytes over
+    /// `width`, which must divide them; a batch that does set `item_num` must agree.
+    ///
+    /// # Errors
+    /// [`ProtocolError::PeerMisbehaved`] naming what is wrong.
+    pub fn decode_uncounted(buf: &[u8], width: usize) -> Result<Batch, ProtocolError> {
+        Self::decode_with(buf, width, true)
+    }
+
+    fn decode_with(buf: &[u8], width: usize, derive: bool) -> Result<Batch, ProtocolError> {
         let bad = |m: String| ProtocolError::PeerMisbehaved(format!("SecretFlow batch: {m}"));
         let mut b = Batch::default();
         let mut f = Fields::new(buf, "PsiDataBatchProto");
@@ -117,6 +131,10 @@ impl Batch {
                 // Unknown fields are skipped, as protobuf does.
                 _ => {}
             }
+        }
+        if derive && b.item_num == 0 && width != 0 && b.flatten.len() % width == 0 {
+            b.item_num = u32::try_from(b.flatten.len() / width)
+                .map_err(|_| bad(format!("{} bytes in one batch", b.flatten.len())))?;
         }
         if width == 0 || b.flatten.len() != b.item_num as usize * width {
             return Err(bad(format!(

@@ -7,6 +7,7 @@
 pub mod batch;
 pub mod config;
 pub mod ecdh;
+pub mod ub;
 
 #[cfg(test)]
 mod tests;
