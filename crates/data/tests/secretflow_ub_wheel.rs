@@ -265,6 +265,27 @@ fn sets() -> (Vec<String>, Vec<String>) {
     (server, client)
 }
 
+/// The keys both sides hold.
+fn shared<'a>(server: &[String], client: &'a [String]) -> BTreeSet<&'a str> {
+    client
+        .iter()
+        .filter(|x| server.contains(x))
+        .map(String::as_str)
+        .collect()
+}
+
+/// The rows a wheel party holding `table` writes for the keys `want`: `key,row`, sorted.
+fn rows_of(want: &BTreeSet<&str>, table: &[String]) -> Vec<String> {
+    let index: HashMap<&str, usize> = table
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (x.as_str(), i))
+        .collect();
+    let mut rows: Vec<String> = want.iter().map(|x| format!("{x},{}", index[x])).collect();
+    rows.sort();
+    rows
+}
+
 #[test]
 fn our_client_against_the_wheel_server_mode_full() {
     for learn in LEARN {
@@ -294,11 +315,7 @@ fn client_against_wheel(learn: Learn) {
         .unwrap();
     session.stop().unwrap();
     finish_wheel(w);
-    let want: BTreeSet<&str> = client
-        .iter()
-        .filter(|x| server.contains(x))
-        .map(String::as_str)
-        .collect();
+    let want = shared(&server, &client);
     assert_eq!(matches.len(), want.len(), "{learn:?}");
     if learn.client {
         let got: BTreeSet<&str> = matches
@@ -309,14 +326,7 @@ fn client_against_wheel(learn: Learn) {
     }
     if learn.server {
         // The wheel server learned the same rows.
-        let index: HashMap<&str, usize> = server
-            .iter()
-            .enumerate()
-            .map(|(i, x)| (x.as_str(), i))
-            .collect();
-        let mut rows: Vec<String> = want.iter().map(|x| format!("{x},{}", index[x])).collect();
-        rows.sort();
-        assert_eq!(wheel_rows(&dir), rows, "{learn:?}");
+        assert_eq!(wheel_rows(&dir), rows_of(&want, &server), "{learn:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -355,11 +365,7 @@ fn server_against_wheel(learn: Learn) {
     session.stop().unwrap();
     finish_wheel(w);
     assert_eq!(outcome.peer_unique, client.len() as u64);
-    let want: BTreeSet<&str> = client
-        .iter()
-        .filter(|x| server.contains(x))
-        .map(String::as_str)
-        .collect();
+    let want = shared(&server, &client);
     assert_eq!(outcome.matches.is_some(), learn.server, "{learn:?}");
     if let Some(matches) = outcome.matches {
         let got: BTreeSet<&str> = matches
@@ -369,14 +375,7 @@ fn server_against_wheel(learn: Learn) {
         assert_eq!(got, want, "{learn:?}");
     }
     if learn.client {
-        let index: HashMap<&str, usize> = client
-            .iter()
-            .enumerate()
-            .map(|(i, x)| (x.as_str(), i))
-            .collect();
-        let mut rows: Vec<String> = want.iter().map(|x| format!("{x},{}", index[x])).collect();
-        rows.sort();
-        assert_eq!(wheel_rows(&dir), rows, "{learn:?}");
+        assert_eq!(wheel_rows(&dir), rows_of(&want, &client), "{learn:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -969,14 +969,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_scheduled_run_matches_one_worker_and_a_refused_attempt_is_retried() {
-        let d = std::env::temp_dir().join(format!("bj-pjob-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        write_tables(&d);
-        // The reference: one worker, in one process.
-        let main = free_range(2, 1);
+    /// The reference: both parties' one-worker run in one process (`<me>_ref.csv`).
+    fn reference_run(d: &Path, main: u16) {
         let one = |me: &'static str, d: PathBuf| {
             move || {
                 let cfg = config(me, main, 1, "ref");
@@ -987,9 +981,31 @@ mod tests {
                 crate::pipeline::two_party::run(&spec, &NoProgress).unwrap()
             }
         };
-        let t = std::thread::spawn(one("sender", d.clone()));
-        one("receiver", d.clone())();
+        let t = std::thread::spawn(one("sender", d.to_path_buf()));
+        one("receiver", d.to_path_buf())();
         t.join().unwrap();
+    }
+
+    /// Both parties' scheduled outputs (`<me>_job.csv`) are the reference's bytes.
+    fn same_as_reference(d: &Path) {
+        for me in ["receiver", "sender"] {
+            let a = std::fs::read(d.join(format!("{me}_ref.csv"))).unwrap();
+            let b = std::fs::read(d.join(format!("{me}_job.csv"))).unwrap();
+            assert!(a.len() > 100);
+            assert!(
+                a == b,
+                "{me}: the scheduled run's output differs from one worker's"
+            );
+        }
+    }
+
+    #[test]
+    fn a_scheduled_run_matches_one_worker_and_a_refused_attempt_is_retried() {
+        let d = std::env::temp_dir().join(format!("bj-pjob-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        write_tables(&d);
+        reference_run(&d, free_range(2, 1));
 
         // Scheduled, 2 partitions; the receiver's first try of partition 0 greets with
         // attempt 1, the sender's with 0: both refuse it, swap it as failed, and both rerun it
@@ -1002,12 +1018,7 @@ mod tests {
         assert_eq!((nr, ns), (2, 2), "one retry round");
         assert_eq!(ar, vec![1, 0]);
         assert_eq!(as_, vec![1, 0]);
-        for me in ["receiver", "sender"] {
-            let a = std::fs::read(d.join(format!("{me}_ref.csv"))).unwrap();
-            let b = std::fs::read(d.join(format!("{me}_job.csv"))).unwrap();
-            assert!(a.len() > 100);
-            assert!(a == b, "{me}: the scheduled run's output differs");
-        }
+        same_as_reference(&d);
         assert_eq!(rr.buckets, rs.buckets);
         assert!(rr.buckets >= 4, "{}", rr.buckets);
     }
@@ -1025,20 +1036,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         write_tables(&d);
-        let main = free_range(2, 7);
-        let one = |me: &'static str, d: PathBuf| {
-            move || {
-                let cfg = config(me, main, 1, "ref");
-                let Plan::TwoParty(mut spec) = Plan::from_config(&cfg, "test", &d).unwrap() else {
-                    panic!("two-party");
-                };
-                spec.workers = Some(1);
-                crate::pipeline::two_party::run(&spec, &NoProgress).unwrap()
-            }
-        };
-        let t = std::thread::spawn(one("sender", d.clone()));
-        one("receiver", d.clone())();
-        t.join().unwrap();
+        reference_run(&d, free_range(2, 7));
 
         let (main, workers) = (free_range(2, 8), free_range(2, 9));
         let cfg = |me: &str| {
@@ -1066,12 +1064,7 @@ mod tests {
                 "{me} p{p} after {took:?}: {e}"
             );
         }
-        for me in ["receiver", "sender"] {
-            let a = std::fs::read(d.join(format!("{me}_ref.csv"))).unwrap();
-            let b = std::fs::read(d.join(format!("{me}_job.csv"))).unwrap();
-            assert!(a.len() > 100);
-            assert!(a == b, "{me}: the retried run's output differs");
-        }
+        same_as_reference(&d);
         assert_eq!(r.report.buckets, s.report.buckets);
         let _ = std::fs::remove_dir_all(&d);
     }

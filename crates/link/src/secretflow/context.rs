@@ -206,6 +206,11 @@ impl Context {
         let deadline = Instant::now() + timeout;
         let key = super::channel::channel_key(&format!("connect_{}", self.rank()), 0);
         self.chan.connect_send(&key, deadline, timeout)?;
+        self.recv_peer_connect(deadline, timeout)
+    }
+
+    /// The peer's `connect_<peer>`, until `deadline`; a timeout is the connect step's.
+    fn recv_peer_connect(&self, deadline: Instant, timeout: Duration) -> Result<(), LinkError> {
         let left = deadline.saturating_duration_since(Instant::now());
         self.chan
             .recv(&format!("connect_{}", self.peer_rank()), left)
@@ -254,20 +259,7 @@ impl Context {
         if early {
             return Ok(());
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        self.chan
-            .recv(&theirs, left)
-            .map(|_| ())
-            .map_err(|e| match e {
-                LinkError::RecvTimeout { peer, .. } => LinkError::ConnectTimeout {
-                    peer,
-                    addr: self.chan.peer_addr(),
-                    waited: timeout,
-                    last: "the peer accepted our second connect message but sent none of its own"
-                        .into(),
-                },
-                other => other,
-            })
+        self.recv_peer_connect(deadline, timeout)
     }
 
     /// How many messages under `msg_key` are stored here unread.
