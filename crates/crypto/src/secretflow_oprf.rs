@@ -67,6 +67,20 @@ fn hash_and_mul<T: AsRef<[u8]> + Sync>(s: &Scalar, items: &[T]) -> Result<Vec<u8
     Ok(out)
 }
 
+/// `encode(s·B)` for each point B of a peer's batch `points`, refusing a partial point at the
+/// end and every point [`fourq::mul_encoded`] refuses.
+fn mul_peer_points(s: &Scalar, points: &[u8]) -> Result<Vec<u8>, CryptoError> {
+    if !points.len().is_multiple_of(POINT_LEN) {
+        return Err(CryptoError::InvalidPoint {
+            index: points.len() / POINT_LEN,
+            reason: "a partial point at the end of the batch",
+        });
+    }
+    let mut out = vec![0u8; points.len()];
+    fourq::mul_encoded(s, points, &mut out)?;
+    Ok(out)
+}
+
 /// The server's key k.
 pub struct OprfKey {
     raw: [u8; KEY_LEN],
@@ -138,18 +152,10 @@ impl OprfKey {
     ///
     /// # Errors
     /// [`CryptoError::InvalidPoint`] with the index of the first point that is not a canonical
-    /// encoding of a curve point, or is the identity or of small order;
-    /// [`CryptoError::BufferLength`] if `blinded` is not a whole number of points.
+    /// encoding of a curve point, or is the identity or of small order, or is a partial point
+    /// at the end of `blinded`.
     pub fn evaluate_blinded(&self, blinded: &[u8]) -> Result<Vec<u8>, CryptoError> {
-        if !blinded.len().is_multiple_of(POINT_LEN) {
-            return Err(CryptoError::InvalidPoint {
-                index: blinded.len() / POINT_LEN,
-                reason: "a partial point at the end of the batch",
-            });
-        }
-        let mut out = vec![0u8; blinded.len()];
-        fourq::mul_encoded(&self.k, blinded, &mut out)?;
-        Ok(out)
+        mul_peer_points(&self.k, blinded)
     }
 }
 
@@ -193,14 +199,7 @@ impl Blinder {
     /// [`CryptoError::InvalidPoint`] for a peer point that is not canonical, off the curve, the
     /// identity or of small order, or a partial point.
     pub fn finalize(&self, evaluated: &[u8]) -> Result<Vec<OprfValue>, CryptoError> {
-        if !evaluated.len().is_multiple_of(POINT_LEN) {
-            return Err(CryptoError::InvalidPoint {
-                index: evaluated.len() / POINT_LEN,
-                reason: "a partial point at the end of the batch",
-            });
-        }
-        let mut out = vec![0u8; evaluated.len()];
-        fourq::mul_encoded(&self.r_inv, evaluated, &mut out)?;
+        let out = mul_peer_points(&self.r_inv, evaluated)?;
         Ok(out.par_chunks(POINT_LEN).map(finish).collect())
     }
 }
