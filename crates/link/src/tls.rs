@@ -88,7 +88,10 @@ fn read_file(what: &'static str, path: &Path) -> Result<Vec<u8>, LinkError> {
     })
 }
 
-fn read_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, LinkError> {
+pub(crate) fn read_certs(
+    what: &'static str,
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, LinkError> {
     let pem = read_file(what, path)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
@@ -103,8 +106,10 @@ fn read_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'sta
     Ok(certs)
 }
 
-fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, LinkError> {
-    let pem = read_file("private key", path)?;
+/// The private key in `path`. The file's bytes are wiped once parsed; the key itself is handed
+/// to rustls, which owns it from then on.
+pub(crate) fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, LinkError> {
+    let pem = zeroize::Zeroizing::new(read_file("private key", path)?);
     PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
         file_err(
             "private key",
@@ -114,7 +119,7 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, LinkError> {
     })
 }
 
-fn provider() -> Arc<CryptoProvider> {
+pub(crate) fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
@@ -167,7 +172,7 @@ impl TlsContext {
             let verifier = Arc::new(ServerVerifier {
                 roots,
                 algs: provider.signature_verification_algorithms,
-                peer_id: peer_id.to_string(),
+                peer_id: Some(peer_id.to_string()),
             });
             let mut config = ClientConfig::builder_with_provider(provider)
                 .with_protocol_versions(&[&rustls::version::TLS13])
@@ -398,12 +403,24 @@ impl std::fmt::Display for IdentityMismatch {
 
 impl std::error::Error for IdentityMismatch {}
 
-/// The connector's check of the listener: webpki's chain check, then the party id.
+/// The connector's check of the listener: webpki's chain check, then the party id (when there is
+/// one to check: SecretFlow's link checks the chain only, as brpc does).
 #[derive(Debug)]
-struct ServerVerifier {
+pub(crate) struct ServerVerifier {
     roots: Arc<RootCertStore>,
     algs: WebPkiSupportedAlgorithms,
-    peer_id: String,
+    peer_id: Option<String>,
+}
+
+impl ServerVerifier {
+    /// A verifier of the chain alone (no name check).
+    pub(crate) fn chain_only(roots: Arc<RootCertStore>, algs: WebPkiSupportedAlgorithms) -> Self {
+        ServerVerifier {
+            roots,
+            algs,
+            peer_id: None,
+        }
+    }
 }
 
 impl ServerCertVerifier for ServerVerifier {
@@ -423,7 +440,9 @@ impl ServerCertVerifier for ServerVerifier {
             now,
             self.algs.all,
         )?;
-        check_identity(end_entity, &self.peer_id)?;
+        if let Some(id) = &self.peer_id {
+            check_identity(end_entity, id)?;
+        }
         Ok(ServerCertVerified::assertion())
     }
 
@@ -498,12 +517,13 @@ impl ClientCertVerifier for ClientVerifier {
 }
 
 /// The connection state shared by the reader thread and the writer. Lock order: `socket` before
-/// `conn`; nobody holds `conn` during socket I/O.
-pub(crate) struct Shared {
+/// `conn`; nobody holds `conn` during socket I/O. `S` is the writing half of the socket (our
+/// link's [`PatientSocket`]; SecretFlow's link writes to a plain `TcpStream`).
+pub(crate) struct Shared<S = PatientSocket> {
     conn: Mutex<Connection>,
     /// The writing half of the socket; held while records are drained from `conn` and written,
     /// so records reach the socket in the order rustls produced them.
-    socket: Mutex<PatientSocket>,
+    socket: Mutex<S>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -512,8 +532,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Shared {
-    pub(crate) fn new(conn: Connection, socket: PatientSocket) -> Arc<Shared> {
+impl<S: Write> Shared<S> {
+    pub(crate) fn new(conn: Connection, socket: S) -> Arc<Shared<S>> {
         Arc::new(Shared {
             conn: Mutex::new(conn),
             socket: Mutex::new(socket),
@@ -521,7 +541,7 @@ impl Shared {
     }
 
     /// Drains every pending TLS record and writes it (the caller holds the socket lock).
-    fn flush_records(&self, socket: &mut PatientSocket) -> std::io::Result<()> {
+    fn flush_records(&self, socket: &mut S) -> std::io::Result<()> {
         let mut records = Vec::new();
         {
             let mut conn = lock(&self.conn);
@@ -534,11 +554,11 @@ impl Shared {
 }
 
 /// The encrypting writer under the link's `BufWriter`.
-pub(crate) struct TlsWriter {
-    pub(crate) shared: Arc<Shared>,
+pub(crate) struct TlsWriter<S = PatientSocket> {
+    pub(crate) shared: Arc<Shared<S>>,
 }
 
-impl TlsWriter {
+impl<S: Write> TlsWriter<S> {
     /// Sends TLS's close_notify; best effort.
     pub(crate) fn close_notify(&mut self) {
         let mut socket = lock(&self.shared.socket);
@@ -547,7 +567,7 @@ impl TlsWriter {
     }
 }
 
-impl Write for TlsWriter {
+impl<S: Write> Write for TlsWriter<S> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
@@ -572,8 +592,8 @@ impl Write for TlsWriter {
 }
 
 /// The decrypting reader the reader thread frames from.
-pub(crate) struct TlsReader {
-    pub(crate) shared: Arc<Shared>,
+pub(crate) struct TlsReader<S = PatientSocket> {
+    pub(crate) shared: Arc<Shared<S>>,
     pub(crate) socket: TcpStream,
     raw: Vec<u8>,
     start: usize,
@@ -581,8 +601,8 @@ pub(crate) struct TlsReader {
     eof: bool,
 }
 
-impl TlsReader {
-    pub(crate) fn new(shared: Arc<Shared>, socket: TcpStream) -> TlsReader {
+impl<S: Write> TlsReader<S> {
+    pub(crate) fn new(shared: Arc<Shared<S>>, socket: TcpStream) -> TlsReader<S> {
         TlsReader {
             shared,
             socket,
@@ -598,7 +618,7 @@ fn tls_to_io(e: rustls::Error) -> std::io::Error {
     std::io::Error::new(ErrorKind::InvalidData, e)
 }
 
-impl Read for TlsReader {
+impl<S: Write> Read for TlsReader<S> {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         loop {
             let mut conn = lock(&self.shared.conn);

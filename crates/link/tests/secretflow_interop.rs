@@ -1,14 +1,16 @@
 //! The acid test of `blindjoin_link::secretflow`: a real SecretFlow party (PyPI `spu==0.9.5`,
 //! `tests/secretflow/peer.py`) and the blindjoin party exchange a scripted sequence on
 //! 127.0.0.1 — connect, P2P small and chunked values both ways, a burst past the wheel's
-//! throttle window, AllGather, Barrier, Broadcast, spawned contexts, SyncWait, stop_link.
+//! throttle window, AllGather, Barrier, Broadcast, spawned contexts, SyncWait, stop_link. The
+//! same exchange runs over TLS (the wheel with `desc.enable_ssl = True`, certificates from rcgen),
+//! and a certificate from the wrong CA is refused by either side with a TLS error.
 //!
 //! The Python comes from `BLINDJOIN_SPU_PYTHON` (default `target/spuenv/bin/python`, the venv
 //! `scripts/test.sh` builds). Without spu these tests FAIL, saying how to install it.
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use blindjoin_link::secretflow::{Context, Options, Session};
+use blindjoin_link::secretflow::{Context, Options, Session, SslOptions, TlsOptions};
 use blindjoin_link::{Cancel, LinkError};
 use std::fs::File;
 use std::net::TcpListener;
@@ -179,6 +181,17 @@ fn exchange(ctx: &mut Context) -> Result<(), LinkError> {
 }
 
 fn run_full(id: &str, rust_rank: usize, rust_first: bool, rust_chunk: usize, wheel_args: &[&str]) {
+    run_full_with(id, rust_rank, rust_first, rust_chunk, wheel_args, None);
+}
+
+fn run_full_with(
+    id: &str,
+    rust_rank: usize,
+    rust_first: bool,
+    rust_chunk: usize,
+    wheel_args: &[&str],
+    tls: Option<TlsOptions>,
+) {
     let py = python();
     let (rust_port, py_port) = (free_port(), free_port());
     let started = Instant::now();
@@ -197,6 +210,7 @@ fn run_full(id: &str, rust_rank: usize, rust_first: bool, rust_chunk: usize, whe
     }
     let mut o = opts(id, rust_rank, rust_port, py_port);
     o.http_max_payload_size = rust_chunk;
+    o.tls = tls;
     let rust = std::thread::spawn(move || -> Result<(), LinkError> {
         let (session, mut ctx) = Session::start(&o, &Cancel::new())?;
         exchange(&mut ctx)?;
@@ -280,4 +294,201 @@ fn a_wheel_that_dies_mid_exchange_gives_a_typed_error_within_the_timeout() {
     let (code, log) = peer.finish(started);
     assert_eq!(code, Some(3), "{log}");
     drop(session);
+}
+
+/// A scratch directory of rcgen certificates, removed on drop (kept if the test fails).
+struct Certs {
+    dir: PathBuf,
+}
+
+impl Certs {
+    fn new(name: &str) -> Certs {
+        let dir = std::env::temp_dir().join(format!("sf-wheel-tls-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Certs { dir }
+    }
+
+    fn path(&self, file: &str) -> String {
+        self.dir.join(file).display().to_string()
+    }
+
+    /// `<name>.ca.pem`.
+    fn ca(&self, name: &str) -> rcgen::Issuer<'static, rcgen::KeyPair> {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, format!("{name} CA"));
+        let cert = params.self_signed(&key).unwrap();
+        std::fs::write(self.path(&format!("{name}.ca.pem")), cert.pem()).unwrap();
+        rcgen::Issuer::new(params, key)
+    }
+
+    /// `<name>.pem` and `<name>.key` signed by `ca`.
+    fn leaf(&self, name: &str, ca: &rcgen::Issuer<'_, rcgen::KeyPair>) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let cert = params.signed_by(&key, ca).unwrap();
+        std::fs::write(self.path(&format!("{name}.pem")), cert.pem()).unwrap();
+        std::fs::write(self.path(&format!("{name}.key")), key.serialize_pem()).unwrap();
+    }
+
+    /// Our TLS options: `name`'s certificate on both sides, both verifying against `ca`.
+    fn ours(&self, name: &str, ca: &str) -> TlsOptions {
+        let side = SslOptions {
+            certificate_path: Some(self.path(&format!("{name}.pem")).into()),
+            private_key_path: Some(self.path(&format!("{name}.key")).into()),
+            verify: true,
+            ca_file_path: Some(self.path(&format!("{ca}.ca.pem")).into()),
+        };
+        TlsOptions {
+            server_ssl_opts: side.clone(),
+            client_ssl_opts: side,
+        }
+    }
+
+    /// peer.py's arguments: `name`'s certificate, verifying against `ca` with verify_depth 1.
+    fn wheel(&self, name: &str, ca: &str) -> Vec<String> {
+        vec![
+            "--tls-cert".into(),
+            self.path(&format!("{name}.pem")),
+            "--tls-key".into(),
+            self.path(&format!("{name}.key")),
+            "--tls-ca".into(),
+            self.path(&format!("{ca}.ca.pem")),
+            "--verify-depth".into(),
+            "1".into(),
+        ]
+    }
+}
+
+impl Drop for Certs {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The full exchange over mutual TLS: the wheel with `enable_ssl`, its server and client both
+/// presenting a certificate and verifying ours (verify_depth 1), and ours verifying its.
+#[test]
+fn the_full_exchange_over_mutual_tls_with_the_wheel() {
+    let certs = Certs::new("mutual");
+    let ca = certs.ca("shared");
+    certs.leaf("wheel", &ca);
+    certs.leaf("blindjoin", &ca);
+    let args = certs.wheel("wheel", "shared");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_full_with(
+        "tlsfull",
+        0,
+        false,
+        1 << 20,
+        &args,
+        Some(certs.ours("blindjoin", "shared")),
+    );
+}
+
+/// yacl's default `verify_depth` 0 on both sides: nobody checks anything, so certificates from
+/// unrelated CAs are fine and our client presents none (brpc's server, not verifying, asks for
+/// none). Here blindjoin starts first, as rank 1.
+#[test]
+fn the_full_exchange_over_tls_without_verification_with_the_wheel() {
+    let certs = Certs::new("noverify");
+    let one = certs.ca("one");
+    let two = certs.ca("two");
+    certs.leaf("wheel", &one);
+    certs.leaf("blindjoin", &two);
+    let mut args = certs.wheel("wheel", "one");
+    if let Some(depth) = args.last_mut() {
+        *depth = "0".into();
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut ours = certs.ours("blindjoin", "two");
+    for side in [&mut ours.server_ssl_opts, &mut ours.client_ssl_opts] {
+        side.verify = false;
+        side.ca_file_path = None;
+    }
+    ours.client_ssl_opts.certificate_path = None;
+    ours.client_ssl_opts.private_key_path = None;
+    run_full_with("tlsnoverify", 1, true, 1 << 20, &args, Some(ours));
+}
+
+/// Starts the wheel with `wheel_args` and our party with `tls`, both verifying; returns our
+/// error (the link must not come up), bounded in time, and the wheel's log.
+fn refused(id: &str, wheel_args: &[String], tls: TlsOptions) -> (LinkError, String) {
+    let py = python();
+    let (rust_port, py_port) = (free_port(), free_port());
+    let args: Vec<&str> = wheel_args.iter().map(String::as_str).collect();
+    let peer = Peer::start(&py, 1, py_port, rust_port, id, "full", &args);
+    let mut o = opts(id, 0, rust_port, py_port);
+    o.tls = Some(tls);
+    let t = Instant::now();
+    let r = Session::start(&o, &Cancel::new());
+    let waited = t.elapsed();
+    let log = peer.log();
+    let err = match r {
+        Ok(_) => panic!("the link came up despite the wrong CA\nwheel log:\n{log}"),
+        Err(e) => e,
+    };
+    // The wheel needs a few seconds to import and listen; the refusal itself is immediate.
+    assert!(
+        waited < Duration::from_secs(45),
+        "took {waited:?} (a timeout, not a refusal): {err}\nwheel log:\n{log}"
+    );
+    eprintln!("refused after {waited:?}: {err}");
+    drop(peer);
+    (err, log)
+}
+
+/// The wheel's certificate is from a CA we do not trust: we refuse it (as its client, and as
+/// the server its client dials) with a TLS certificate error naming our CA file, at once.
+#[test]
+fn a_wheel_certificate_from_another_ca_is_refused_with_a_tls_error() {
+    let certs = Certs::new("wheelrogue");
+    let ca = certs.ca("shared");
+    let rogue = certs.ca("rogue");
+    certs.leaf("wheel", &rogue);
+    certs.leaf("blindjoin", &ca);
+    let (err, log) = refused(
+        "tlsrogue",
+        &certs.wheel("wheel", "shared"),
+        certs.ours("blindjoin", "shared"),
+    );
+    match &err {
+        LinkError::TlsPeerCertificate { reason, .. } => assert!(
+            reason.contains("not signed by a CA in") && reason.contains("shared.ca.pem"),
+            "{err}"
+        ),
+        other => panic!("expected TlsPeerCertificate, got {other}\nwheel log:\n{log}"),
+    }
+}
+
+/// Our certificate is from a CA the wheel does not trust: the wheel's OpenSSL refuses it, and
+/// we report that as a TLS error (its alert), not as a connect timeout.
+#[test]
+fn the_wheel_refusing_our_certificate_is_a_tls_error() {
+    let certs = Certs::new("oursrogue");
+    let ca = certs.ca("shared");
+    let rogue = certs.ca("rogue");
+    certs.leaf("wheel", &ca);
+    certs.leaf("blindjoin", &rogue);
+    let (err, log) = refused(
+        "tlsours",
+        &certs.wheel("wheel", "shared"),
+        certs.ours("blindjoin", "shared"),
+    );
+    assert!(
+        matches!(
+            err,
+            LinkError::TlsRefusedByPeer { .. } | LinkError::TlsHandshake { .. }
+        ),
+        "expected the wheel's refusal as a TLS error, got {err}\nwheel log:\n{log}"
+    );
 }

@@ -480,6 +480,10 @@ impl Channel {
                 Err(LinkError::RpcTimeout { .. }) => last = "the peer did not answer".into(),
                 Err(e) => return Err(e),
             }
+            // Our server refused the peer's TLS (or the peer ours): no point in retrying.
+            if let Some(f @ Failure::Tls(_)) = &self.lock().failure {
+                return Err(f.clone().into_link_error(&self.peer));
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             self.sleep(left.min(Duration::from_secs(1)))?;
         }
@@ -773,6 +777,13 @@ impl PushHandler for Channel {
     fn on_bad_frame(&self, reason: String) {
         let mut st = self.lock();
         st.failure.get_or_insert(Failure::Malformed(reason));
+        drop(st);
+        self.changed.notify_all();
+    }
+
+    fn on_tls_failure(&self, failure: super::tls::TlsFailure) {
+        let mut st = self.lock();
+        st.failure.get_or_insert(Failure::Tls(failure));
         drop(st);
         self.changed.notify_all();
     }

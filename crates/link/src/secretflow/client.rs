@@ -8,9 +8,11 @@
 
 use super::frame::{FrameError, encode_frame, read_frame};
 use super::proto::{PushRequest, PushResponse, RpcMeta};
+use super::tls::{Tls, TlsFailure};
+use crate::tls::{Shared, TlsReader, TlsWriter};
 use crate::{Cancel, LinkError};
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -27,6 +29,8 @@ pub(crate) enum Failure {
     Malformed(String),
     /// The connection could not be made.
     Dial(String),
+    /// TLS failed: a certificate was refused (by either side) or the peer speaks no TLS.
+    Tls(TlsFailure),
 }
 
 impl Failure {
@@ -46,6 +50,7 @@ impl Failure {
                 peer: peer.into(),
                 source: std::io::Error::new(std::io::ErrorKind::NotConnected, reason),
             },
+            Failure::Tls(t) => t.into_link_error(peer),
         }
     }
 
@@ -54,6 +59,7 @@ impl Failure {
         match self {
             Failure::Closed(t) | Failure::Malformed(t) | Failure::Dial(t) => t.clone(),
             Failure::Refused { code, message } => format!("error {code}: {message}"),
+            Failure::Tls(t) => t.text(),
         }
     }
 
@@ -73,6 +79,9 @@ struct Calls {
 }
 
 struct Conn {
+    /// Where requests are written: the socket, or TLS on it.
+    out: Box<dyn Write + Send>,
+    /// The socket, to shut down.
     stream: TcpStream,
     generation: u64,
 }
@@ -83,6 +92,8 @@ struct Inner {
     max_body: usize,
     write_timeout: Duration,
     cancel: Cancel,
+    /// TLS on every connection (yacl `enable_ssl`), or plaintext.
+    tls: Option<Arc<Tls>>,
     conn: Mutex<Option<Conn>>,
     calls: Mutex<Calls>,
     answered: Condvar,
@@ -127,6 +138,7 @@ impl RpcClient {
         max_body: usize,
         write_timeout: Duration,
         cancel: Cancel,
+        tls: Option<Arc<Tls>>,
     ) -> RpcClient {
         RpcClient {
             inner: Arc::new(Inner {
@@ -135,6 +147,7 @@ impl RpcClient {
                 max_body,
                 write_timeout,
                 cancel,
+                tls,
                 conn: Mutex::new(None),
                 calls: Mutex::new(Calls::default()),
                 answered: Condvar::new(),
@@ -192,7 +205,7 @@ impl RpcClient {
             calls.waiting.insert(id, (generation, None));
         }
         let written = match conn.as_mut() {
-            Some(c) => c.stream.write_all(&frame),
+            Some(c) => c.out.write_all(&frame),
             None => Err(std::io::Error::from(std::io::ErrorKind::NotConnected)),
         };
         if written.is_ok() {
@@ -268,33 +281,72 @@ impl RpcClient {
     }
 
     fn dial(&self, timeout: Duration) -> Result<Conn, Failure> {
-        // The TLS hook: a TLS client would wrap `stream` here (see the module doc).
-        let stream =
+        let mut stream =
             TcpStream::connect_timeout(&self.inner.addr, timeout.max(Duration::from_millis(10)))
                 .map_err(|e| {
                     Failure::Dial(format!("cannot connect to {}: {e}", self.inner.addr))
                 })?;
-        let setup = |s: &TcpStream| -> std::io::Result<TcpStream> {
-            s.set_nodelay(true)?;
-            s.set_write_timeout(Some(self.inner.write_timeout))?;
-            s.try_clone()
-        };
-        let reader = setup(&stream).map_err(|e| Failure::Dial(e.to_string()))?;
+        let dial_err = |e: std::io::Error| Failure::Dial(e.to_string());
+        stream.set_nodelay(true).map_err(dial_err)?;
         if let Ok(watched) = stream.try_clone() {
             self.inner.cancel.watch(watched);
         }
+        let tls = match &self.inner.tls {
+            Some(tls) => {
+                let t = timeout.max(Duration::from_secs(2));
+                let conn = tls.connect(&mut stream, t).map_err(|f| {
+                    let _ = stream.shutdown(Shutdown::Both);
+                    f.into_failure()
+                })?;
+                Some(conn)
+            }
+            None => None,
+        };
+        stream
+            .set_write_timeout(Some(self.inner.write_timeout))
+            .map_err(dial_err)?;
+        let reader_socket = stream.try_clone().map_err(dial_err)?;
+        let (out, reader): (Box<dyn Write + Send>, Box<dyn Read + Send>) = match tls {
+            Some(conn) => {
+                let writer = stream.try_clone().map_err(dial_err)?;
+                let shared = Shared::new(conn.into(), writer);
+                (
+                    Box::new(TlsWriter {
+                        shared: Arc::clone(&shared),
+                    }),
+                    Box::new(TlsReader::new(
+                        shared,
+                        reader_socket.try_clone().map_err(dial_err)?,
+                    )),
+                )
+            }
+            None => (
+                Box::new(stream.try_clone().map_err(dial_err)?),
+                Box::new(reader_socket.try_clone().map_err(dial_err)?),
+            ),
+        };
         let generation = self.inner.generation.fetch_add(1, Ordering::Relaxed) + 1;
         *lock(&self.inner.lost_at) = None;
         let inner = Arc::clone(&self.inner);
         std::thread::Builder::new()
             .name("sf-link-client".into())
-            .spawn(move || read_responses(&inner, reader, generation))
+            .spawn(move || read_responses(&inner, reader, &reader_socket, generation))
             .map_err(|e| Failure::Dial(format!("cannot start the response reader: {e}")))?;
-        Ok(Conn { stream, generation })
+        Ok(Conn {
+            out,
+            stream,
+            generation,
+        })
     }
 }
 
-fn read_responses(inner: &Inner, mut stream: TcpStream, generation: u64) {
+fn read_responses(
+    inner: &Inner,
+    mut stream: Box<dyn Read + Send>,
+    socket: &TcpStream,
+    generation: u64,
+) {
+    let ca = inner.tls.as_ref().and_then(|t| t.client_ca());
     let end = loop {
         let frame = match read_frame(&mut stream, inner.max_body) {
             Ok(Some(f)) => {
@@ -304,7 +356,10 @@ fn read_responses(inner: &Inner, mut stream: TcpStream, generation: u64) {
                 f
             }
             Ok(None) => break Failure::Closed("the peer closed the connection".into()),
-            Err(FrameError::Io(e)) => break Failure::Closed(e.to_string()),
+            Err(FrameError::Io(e)) => match TlsFailure::inside(&e, ca) {
+                Some(t) => break Failure::Tls(t),
+                None => break Failure::Closed(e.to_string()),
+            },
             Err(e) => break Failure::Malformed(e.to_string()),
         };
         let Some(meta) = frame.meta.response.as_ref() else {
@@ -334,7 +389,7 @@ fn read_responses(inner: &Inner, mut stream: TcpStream, generation: u64) {
         drop(calls);
         inner.answered.notify_all();
     };
-    let _ = stream.shutdown(Shutdown::Both);
+    let _ = socket.shutdown(Shutdown::Both);
     {
         let mut conn = lock(&inner.conn);
         if conn.as_ref().is_some_and(|c| c.generation == generation) {

@@ -146,6 +146,7 @@ fn lone_channel(max_message: usize, max_buffered: usize) -> Channel {
         MAX_BODY,
         Duration::from_secs(1),
         cancel.clone(),
+        None,
     );
     let limits = Limits {
         chunk: 1000,
@@ -286,7 +287,8 @@ fn an_ack_that_meets_a_closed_port_is_sent_again() {
     std::thread::sleep(Duration::from_millis(1200));
     let rec = std::sync::Arc::new(Recorder::default());
     let handler: std::sync::Arc<dyn PushHandler> = rec.clone();
-    let _server = super::server::RpcServer::start(ch.client.addr(), MAX_BODY, handler).unwrap();
+    let _server =
+        super::server::RpcServer::start(ch.client.addr(), MAX_BODY, handler, None).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while rec.0.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));

@@ -34,11 +34,13 @@
 //! [`PEER_GONE_GRACE`] of its connections closing (or [`LinkError::RecvTimeout`] if it
 //! hangs with them open); a peer that breaks the protocol as [`LinkError::BadFrame`].
 //!
-//! **TLS** (yacl `enable_ssl`) is not implemented yet. The hook is the two places a
-//! `TcpStream` is made: `client::RpcClient::dial` and the server's accept loop; a rustls stream
-//! there (one owner per connection: the server already reads and writes a connection from one
-//! thread, the client would need its writer and reader behind one lock) is all it needs, since
-//! brpc puts the same frames inside TLS.
+//! **TLS** (yacl `enable_ssl`): [`Options::tls`] ([`TlsOptions`], yacl's `server_ssl_opts` and
+//! `client_ssl_opts`) puts both connections inside TLS (rustls): the server handshakes each
+//! accepted connection on its own thread, the client each connection it dials (its writer and
+//! its response reader share the rustls state). The frames inside are unchanged. What brpc does
+//! and how this side matches it is in the `tls` module's doc: `verify_depth` 0 is no
+//! verification, no name is checked, no SNI, no ALPN. A refused certificate, on either side, is
+//! a TLS [`LinkError`] at once, not a connect timeout.
 //!
 //! ```no_run
 //! use blindjoin_link::Cancel;
@@ -59,9 +61,11 @@ pub mod frame;
 pub mod proto;
 mod seqs;
 mod server;
+mod tls;
 
 pub use channel::PEER_GONE_GRACE;
 pub use context::{Context, SYNC_FINISHED, SYNC_UNFINISHED, SYNC_WAIT_PERIOD};
+pub use tls::{SslOptions, TlsOptions};
 
 use crate::{Cancel, LinkError};
 use channel::{Channel, Limits};
@@ -113,6 +117,11 @@ pub struct Options {
     /// Most bytes of received messages held at once (unread or being reassembled). Default
     /// 1 GiB: the memory a hostile or runaway peer can make this party hold.
     pub max_buffered_bytes: usize,
+    /// `enable_ssl`: `Some` puts both connections (this party's server and its client to the
+    /// peer's) inside TLS, with `server_ssl_opts` and `client_ssl_opts`. Default `None`
+    /// (plaintext, the wheel's default). Both parties must agree: with TLS on, this party's
+    /// server refuses plaintext peers (a brpc server would accept both on one port).
+    pub tls: Option<TlsOptions>,
 }
 
 impl Options {
@@ -133,6 +142,7 @@ impl Options {
             max_push_body: 32 << 20,
             max_message_len: 256 << 20,
             max_buffered_bytes: 1 << 30,
+            tls: None,
         }
     }
 
@@ -178,6 +188,9 @@ impl Options {
                 ),
             );
         }
+        if let Some(tls) = &self.tls {
+            tls.validate()?;
+        }
         Ok(())
     }
 }
@@ -207,18 +220,23 @@ impl Session {
     /// or after this party, within `connect_timeout`). Returns the root context (id `opts.id`).
     ///
     /// # Errors
-    /// An invalid option, the address cannot be bound, the peer did not connect in time,
-    /// cancelled.
+    /// An invalid option, a TLS file that cannot be used, the address cannot be bound, the peer
+    /// did not connect in time, a TLS certificate refused (by either side), cancelled.
     pub fn start(opts: &Options, cancel: &Cancel) -> Result<(Session, Context), LinkError> {
         opts.validate()?;
         let self_addr = resolve("self", &opts.self_addr)?;
         let peer_addr = resolve(&opts.peer_name, &opts.peer_addr)?;
+        let tls = match &opts.tls {
+            Some(t) => Some(Arc::new(tls::Tls::load(t)?)),
+            None => None,
+        };
         let client = RpcClient::new(
             &opts.peer_name,
             peer_addr,
             opts.max_push_body,
             opts.rpc_timeout,
             cancel.clone(),
+            tls.clone(),
         );
         let limits = Limits {
             chunk: opts.http_max_payload_size,
@@ -237,7 +255,7 @@ impl Session {
             cancel.clone(),
         ));
         let handler: Arc<dyn PushHandler> = chan.clone();
-        let server = RpcServer::start(self_addr, opts.max_push_body, handler)?;
+        let server = RpcServer::start(self_addr, opts.max_push_body, handler, tls)?;
         let acker = Arc::clone(&chan);
         let acks = std::thread::Builder::new()
             .name("sf-link-acks".into())
@@ -258,7 +276,8 @@ impl Session {
     }
 
     /// (bytes sent, bytes received) so far on both connections: TCP payload, baidu_std framing
-    /// included (what SecretFlow's benchmark reads from the kernel's socket counters).
+    /// included (what SecretFlow's benchmark reads from the kernel's socket counters). With TLS
+    /// these are the frames inside TLS; the records around them are not counted.
     pub fn traffic(&self) -> (u64, u64) {
         self.chan.client.traffic()
     }
@@ -313,6 +332,7 @@ pub(crate) fn fuzz_pushes(
         max_body,
         Duration::from_secs(1),
         cancel.clone(),
+        None,
     );
     let limits = Limits {
         chunk: 1024,
@@ -343,3 +363,5 @@ pub(crate) fn fuzz_pushes(
 mod hostile;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tls_tests;

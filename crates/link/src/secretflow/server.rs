@@ -5,9 +5,11 @@
 
 use super::frame::{FrameError, encode_frame, read_frame};
 use super::proto::{METHOD_NAME, PushResponse, RpcMeta, SERVICE_NAME, decode_push_request};
+use super::tls::{Tls, TlsFailure, linger_close};
 use crate::LinkError;
+use crate::tls::HANDSHAKE_TIMEOUT;
 use std::collections::HashMap;
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,6 +35,8 @@ pub(crate) trait PushHandler: Send + Sync + 'static {
     fn on_connection(&self, open: bool);
     /// A connection sent bytes that are not baidu_std; it was closed.
     fn on_bad_frame(&self, reason: String);
+    /// A connection's TLS handshake failed (a certificate refused, or no TLS); it was closed.
+    fn on_tls_failure(&self, _failure: TlsFailure) {}
     /// Bytes read from and written to a peer connection.
     fn on_traffic(&self, _received: usize, _sent: usize) {}
 }
@@ -58,6 +62,7 @@ impl RpcServer {
         addr: SocketAddr,
         max_body: usize,
         handler: Arc<dyn PushHandler>,
+        tls: Option<Arc<Tls>>,
     ) -> Result<RpcServer, LinkError> {
         let bind_err = |source| LinkError::Bind {
             addr: addr.to_string(),
@@ -71,7 +76,7 @@ impl RpcServer {
         let (s, c) = (Arc::clone(&stop), Arc::clone(&conns));
         let accept = std::thread::Builder::new()
             .name("sf-link-accept".into())
-            .spawn(move || accept_loop(&listener, &s, &c, max_body, &handler))
+            .spawn(move || accept_loop(&listener, &s, &c, max_body, &handler, tls.as_ref()))
             .map_err(bind_err)?;
         Ok(RpcServer {
             addr: bound,
@@ -111,6 +116,7 @@ fn accept_loop(
     conns: &Arc<Mutex<Conns>>,
     max_body: usize,
     handler: &Arc<dyn PushHandler>,
+    tls: Option<&Arc<Tls>>,
 ) {
     let mut workers: Vec<JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::SeqCst) {
@@ -122,7 +128,6 @@ fn accept_loop(
                     continue;
                 }
                 let _ = stream.set_nodelay(true);
-                // The TLS hook: a TLS server would wrap `stream` here (see the module doc).
                 let Ok(watch) = stream.try_clone() else {
                     continue;
                 };
@@ -135,11 +140,12 @@ fn accept_loop(
                 };
                 let h = Arc::clone(handler);
                 let cs = Arc::clone(conns);
+                let tls = tls.cloned();
                 handler.on_connection(true);
                 match std::thread::Builder::new()
                     .name("sf-link-serve".into())
                     .spawn(move || {
-                        serve(stream, max_body, h.as_ref());
+                        serve_connection(stream, max_body, h.as_ref(), tls.as_deref());
                         cs.lock()
                             .unwrap_or_else(PoisonError::into_inner)
                             .open
@@ -167,10 +173,53 @@ fn accept_loop(
     }
 }
 
+/// Runs the TLS handshake if TLS is on, then answers requests until the connection closes.
+fn serve_connection(
+    mut stream: TcpStream,
+    max_body: usize,
+    handler: &dyn PushHandler,
+    tls: Option<&Tls>,
+) {
+    match tls {
+        None => {
+            // A TLS record (handshake, TLS 1.x) where a baidu_std frame should start.
+            let mut first = [0u8; 2];
+            if let Ok(2) = stream.peek(&mut first)
+                && first == [0x16, 0x03]
+            {
+                handler.on_tls_failure(TlsFailure::Handshake(
+                    "the peer started a TLS handshake: TLS is on at the peer (enable_ssl) but \
+                     off here"
+                        .into(),
+                ));
+            } else {
+                serve(&mut stream, max_body, handler);
+            }
+        }
+        Some(tls) => match tls.accept(&mut stream, HANDSHAKE_TIMEOUT) {
+            Ok(conn) => {
+                let mut tls_stream = rustls::StreamOwned::new(conn, stream);
+                serve(&mut tls_stream, max_body, handler);
+                stream = tls_stream.sock;
+            }
+            Err(failure) => {
+                // A connection that just closed or stayed silent is not the peer's verdict
+                // (a port probe, a peer that gave up); anything else is reported.
+                if !matches!(failure, TlsFailure::Io(_)) {
+                    handler.on_tls_failure(failure);
+                }
+                linger_close(&mut stream, Duration::from_secs(1));
+                return;
+            }
+        },
+    }
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
 /// Answers requests on one connection until it closes.
-fn serve(mut stream: TcpStream, max_body: usize, handler: &dyn PushHandler) {
+fn serve(stream: &mut (impl Read + Write), max_body: usize, handler: &dyn PushHandler) {
     loop {
-        let frame = match read_frame(&mut stream, max_body) {
+        let frame = match read_frame(stream, max_body) {
             Ok(Some(f)) => {
                 handler.on_traffic(f.wire_len(), 0);
                 f
@@ -203,10 +252,13 @@ fn serve(mut stream: TcpStream, max_body: usize, handler: &dyn PushHandler) {
                 r.encode(o);
             }
         });
-        if stream.write_all(&out).is_err() {
+        if stream
+            .write_all(&out)
+            .and_then(|()| stream.flush())
+            .is_err()
+        {
             break;
         }
         handler.on_traffic(0, out.len());
     }
-    let _ = stream.shutdown(Shutdown::Both);
 }

@@ -6,7 +6,7 @@ use std::net::TcpListener;
 use std::thread;
 use std::time::Instant;
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -14,7 +14,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn pair_opts() -> (Options, Options) {
+pub(super) fn pair_opts() -> (Options, Options) {
     let (p0, p1) = (free_port(), free_port());
     let a = format!("127.0.0.1:{p0}");
     let b = format!("127.0.0.1:{p1}");
@@ -28,7 +28,7 @@ fn pair_opts() -> (Options, Options) {
     (o0, o1)
 }
 
-fn big(n: usize, seed: u8) -> Vec<u8> {
+pub(super) fn big(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()

@@ -4,6 +4,11 @@ and exits 0 after printing "PEER OK", or non-zero with the reason.
 
 usage: peer.py --rank R --self-port P --peer-port Q --id ID [--mode full|die]
                [--payload BYTES] [--connection-type single|pooled]
+               [--tls-cert PEM --tls-key PEM [--tls-ca PEM] [--verify-depth N]]
+
+With --tls-cert the wheel runs with desc.enable_ssl = True and that certificate and key on both
+its brpc server (server_ssl_opts) and its brpc client (client_ssl_opts), verifying the peer
+against --tls-ca with --verify-depth (default 1; 0 turns verification off).
 """
 
 import argparse
@@ -38,6 +43,10 @@ def main():
     # The wheel's http_max_payload_size (chunk size) and brpc_channel_connection_type.
     ap.add_argument("--payload", type=int, default=0)
     ap.add_argument("--connection-type", default="")
+    ap.add_argument("--tls-cert", default="")
+    ap.add_argument("--tls-key", default="")
+    ap.add_argument("--tls-ca", default="")
+    ap.add_argument("--verify-depth", type=int, default=1)
     a = ap.parse_args()
 
     me, peer = a.rank, 1 - a.rank
@@ -51,6 +60,13 @@ def main():
         desc.http_max_payload_size = a.payload
     if a.connection_type:
         desc.brpc_channel_connection_type = a.connection_type
+    if a.tls_cert:
+        desc.enable_ssl = True
+        for opts in (desc.server_ssl_opts, desc.client_ssl_opts):
+            opts.cert.certificate_path = a.tls_cert
+            opts.cert.private_key_path = a.tls_key
+            opts.verify.ca_file_path = a.tls_ca
+            opts.verify.verify_depth = a.verify_depth
     for r in range(2):
         desc.add_party(f"party{r}", f"127.0.0.1:{ports[r]}")
     lctx = link.create_brpc(desc, me)
