@@ -34,6 +34,7 @@ pub mod ops;
 mod pipeline;
 mod plan;
 mod run_kind;
+mod secretflow_ub;
 mod secretflow_wire;
 mod session;
 mod spec;

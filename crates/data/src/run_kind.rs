@@ -227,9 +227,10 @@ impl RunKind for UbSpec {
         Ok(&mut self.max_query_items)
     }
     fn run(&self, progress: &dyn Progress, cancel: &Cancel) -> Result<Outcome, RunError> {
-        Ok(Outcome::Unbalanced(crate::ub::run_ub(
-            self, progress, cancel,
-        )?))
+        Ok(Outcome::Unbalanced(match &self.peer_wire {
+            None => crate::ub::run_ub(self, progress, cancel)?,
+            Some(w) => crate::secretflow_ub::run(self, w, progress, cancel)?,
+        }))
     }
     fn summary(&self, outcome: &Outcome) -> String {
         match outcome {

@@ -39,13 +39,15 @@ use std::time::{Duration, Instant};
 const SECOND_CONNECT_FIRST_WAIT: Duration = Duration::from_secs(3);
 
 /// The input, read as SecretFlow reads it.
-struct Table {
+pub(crate) struct Table {
     bytes: Vec<u8>,
+    /// The header line as the file has it (SecretFlow copies it into its sorted input).
+    header_line: Vec<u8>,
     header: Vec<String>,
     /// Each row's raw text (`bytes[start..end]`) and its raw fields.
     rows: Vec<RawRow>,
     /// Unique items in protocol order, each with its rows (indices into `rows`, output order).
-    groups: Vec<Group>,
+    pub(crate) groups: Vec<Group>,
 }
 
 struct RawRow {
@@ -55,9 +57,9 @@ struct RawRow {
     fields: Vec<(usize, usize)>,
 }
 
-struct Group {
-    item: Vec<u8>,
-    rows: Vec<usize>,
+pub(crate) struct Group {
+    pub(crate) item: Vec<u8>,
+    pub(crate) rows: Vec<usize>,
 }
 
 impl Table {
@@ -69,6 +71,26 @@ impl Table {
         let (s, e) = r.fields[c];
         &self.bytes[s..e]
     }
+
+    /// Rows in the file.
+    pub(crate) fn row_count(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// The file as SecretFlow's `MultiKeySort` writes it (`join_sorted_input.csv`): the header
+    /// line, then the rows in protocol order.
+    pub(crate) fn sorted_csv(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.bytes.len() + 1);
+        out.extend_from_slice(&self.header_line);
+        out.push(b'\n');
+        for g in &self.groups {
+            for &r in &g.rows {
+                out.extend_from_slice(self.raw(&self.rows[r]));
+                out.push(b'\n');
+            }
+        }
+        out
+    }
 }
 
 fn raw_span(f: &FieldSpan) -> (usize, usize) {
@@ -79,8 +101,14 @@ fn raw_span(f: &FieldSpan) -> (usize, usize) {
     }
 }
 
-fn read_table(spec: &RunSpec, wire: &SecretflowWire) -> Result<Table, DataError> {
-    let path = &spec.input;
+/// Reads the CSV at `path` keyed by `keys` as SecretFlow does: the rows sorted by key
+/// (`keys_unique` false), or in file order with every key checked to be unique.
+pub(crate) fn read_table(
+    path: &Path,
+    key_names: &[String],
+    keys_unique: bool,
+) -> Result<Table, DataError> {
+    let path = &path.to_path_buf();
     let bytes = std::fs::read(path).map_err(|source| DataError::Io {
         path: path.clone(),
         action: "reading the input",
@@ -88,8 +116,8 @@ fn read_table(spec: &RunSpec, wire: &SecretflowWire) -> Result<Table, DataError>
     })?;
     let mut reader = CsvReader::new(&bytes, path)?;
     let header = reader.header().to_vec();
-    let mut keys = Vec::with_capacity(spec.keys.len());
-    for k in &spec.keys {
+    let mut keys = Vec::with_capacity(key_names.len());
+    for k in key_names {
         let c = reader
             .column_index(k)
             .ok_or_else(|| DataError::MissingKeyColumn {
@@ -113,7 +141,7 @@ fn read_table(spec: &RunSpec, wire: &SecretflowWire) -> Result<Table, DataError>
                 return Err(DataError::EmptyKey {
                     path: path.clone(),
                     line: rec.line,
-                    field: spec.keys[j].clone(),
+                    field: key_names[j].clone(),
                 });
             }
             item.extend_from_slice(&v);
@@ -126,15 +154,24 @@ fn read_table(spec: &RunSpec, wire: &SecretflowWire) -> Result<Table, DataError>
         items.push(item);
     }
     drop(reader);
+    let header_end = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .unwrap_or(bytes.len());
+    let header_line = bytes[..header_end]
+        .strip_suffix(b"\r")
+        .unwrap_or(&bytes[..header_end])
+        .to_vec();
     let mut table = Table {
         bytes: Vec::new(),
+        header_line,
         header,
         rows,
         groups: Vec::new(),
     };
     table.bytes = bytes;
     let mut order: Vec<usize> = (0..table.rows.len()).collect();
-    if !wire.keys_unique {
+    if !keys_unique {
         // `sort --stable -t, -k<c>,<c>` for each key in turn, in the C locale: bytes.
         order.sort_by(|&a, &b| {
             keys.iter()
@@ -150,14 +187,14 @@ fn read_table(spec: &RunSpec, wire: &SecretflowWire) -> Result<Table, DataError>
     let mut groups: Vec<Group> = Vec::new();
     for i in order {
         match groups.last_mut() {
-            Some(g) if !wire.keys_unique && g.item == items[i] => g.rows.push(i),
+            Some(g) if !keys_unique && g.item == items[i] => g.rows.push(i),
             _ => groups.push(Group {
                 item: std::mem::take(&mut items[i]),
                 rows: vec![i],
             }),
         }
     }
-    if wire.keys_unique {
+    if keys_unique {
         let mut seen = std::collections::HashSet::with_capacity(groups.len());
         for g in &groups {
             if !seen.insert(g.item.as_slice()) {
@@ -166,7 +203,7 @@ fn read_table(spec: &RunSpec, wire: &SecretflowWire) -> Result<Table, DataError>
                     message: format!(
                         "true, but the key {:?} repeats in {}; set it to false",
                         String::from_utf8_lossy(&g.item),
-                        spec.input.display()
+                        path.display()
                     ),
                 }));
             }
@@ -255,7 +292,7 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress, cancel: &Cancel) -> Result<R
         ),
     );
     progress.stage("reading input", 0);
-    let table = read_table(spec, w)?;
+    let table = read_table(&spec.input, &spec.keys, w.keys_unique)?;
     let read_s = start.elapsed().as_secs_f64();
 
     progress.stage("connecting to the SecretFlow party", 0);
@@ -268,6 +305,7 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress, cancel: &Cancel) -> Result<R
     opts.peer_name = spec.parties.peer_id.clone();
     opts.connect_timeout = spec.connect_timeout;
     opts.recv_timeout = spec.recv_timeout;
+    opts.tls = w.tls.as_ref().map(crate::spec::SfTls::to_link);
     let (session, mut ctx) = Session::start(&opts, cancel)?;
     let connect_s = start.elapsed().as_secs_f64() - read_s;
     let result = session_steps(spec, w, &table, &mut ctx, progress);
@@ -289,8 +327,15 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress, cancel: &Cancel) -> Result<R
     let (written, out_path) = match (&spec.output, learns) {
         (Some(out), true) => {
             progress.stage("writing output", 0);
+            let how = JoinOutput {
+                join: spec.join.join,
+                left: spec.role == spec.join.left_side,
+                keys_unique: w.keys_unique,
+                align: spec.align,
+                null_rep: &w.csv_null_rep,
+            };
             (
-                write_output(spec, w, &table, &found, peer_rows, out)?,
+                Some(write_join(&table, &found.matched, peer_rows, out, &how)?),
                 Some(out.display().to_string()),
             )
         }
@@ -448,20 +493,35 @@ fn session_steps(
     Ok((found, peer_rows, protocol_s))
 }
 
-/// SecretFlow's `GenerateResult`; returns the rows written.
-fn write_output(
-    spec: &RunSpec,
-    w: &SecretflowWire,
+/// How SecretFlow's `JoinProcessor` writes one party's output.
+pub(crate) struct JoinOutput<'a> {
+    /// `advanced_join_type`.
+    pub(crate) join: JoinType,
+    /// This party is `left_side`.
+    pub(crate) left: bool,
+    /// `input_attr.keys_unique` (the matched rows are then sorted by every column).
+    pub(crate) keys_unique: bool,
+    /// Not `disable_alignment`.
+    pub(crate) align: bool,
+    /// `output_attr.csv_null_rep` ("": SecretFlow's `NULL`).
+    pub(crate) null_rep: &'a str,
+}
+
+/// SecretFlow's `GenerateResult`: `matched` names our groups and the peer's extra copies of
+/// each, `peer_rows` is the peer's row count where we know it (the padding of outer joins).
+/// Returns the rows written.
+pub(crate) fn write_join(
     table: &Table,
-    found: &Found,
+    matched: &[Match],
     peer_rows: Option<u64>,
     out: &Path,
-) -> Result<Option<u64>, DataError> {
-    let join = spec.join.join;
-    let left = spec.role == spec.join.left_side;
+    how: &JoinOutput<'_>,
+) -> Result<u64, DataError> {
+    let join = how.join;
+    let left = how.left;
     let mut matched_group = vec![None; table.groups.len()];
     let mut peer_matched_rows = 0u64;
-    for m in &found.matched {
+    for m in matched {
         let g = matched_group
             .get_mut(m.index as usize)
             .ok_or(DataError::Protocol(ProtocolError::Unreachable(
@@ -471,10 +531,10 @@ fn write_output(
         peer_matched_rows += u64::from(m.peer_extra) + 1;
     }
     let peer_except = peer_rows.map_or(0, |p| p.saturating_sub(peer_matched_rows));
-    let null_rep = if w.csv_null_rep.is_empty() {
+    let null_rep = if how.null_rep.is_empty() {
         "NULL"
     } else {
-        w.csv_null_rep.as_str()
+        how.null_rep
     };
     let mut f = AtomicFile::create(out)?;
     let quoted: Vec<String> = table.header.iter().map(|h| format!("\"{h}\"")).collect();
@@ -487,7 +547,7 @@ fn write_output(
                 inter.extend(g.rows.iter().map(|&r| (r, *e)));
             }
         }
-        if w.keys_unique && spec.align {
+        if how.keys_unique && how.align {
             // psi sorts the matched rows by every column (`SortInplace(Columns())`).
             let cols = table.header.len();
             inter.sort_by(|&(a, _), &(b, _)| {
@@ -548,5 +608,5 @@ fn write_output(
         written += na(&mut f, peer_except)?;
     }
     f.commit()?;
-    Ok(Some(written))
+    Ok(written)
 }

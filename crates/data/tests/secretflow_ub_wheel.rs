@@ -358,7 +358,14 @@ fn server_against_wheel(learn: Learn) {
         .unwrap();
     let outcome = ctx
         .sync_wait(|| {
-            ub::server_online(&mut online, &key, learn.client, learn.server, values.len())
+            ub::server_online(
+                &mut online,
+                &key,
+                learn.client,
+                learn.server,
+                values.len(),
+                u64::MAX,
+            )
         })
         .unwrap()
         .unwrap();

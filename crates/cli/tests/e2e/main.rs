@@ -17,6 +17,7 @@ mod n_party;
 mod ops;
 mod recovery;
 mod secretflow;
+mod secretflow_ub;
 #[cfg(unix)]
 mod soak;
 mod three_party;

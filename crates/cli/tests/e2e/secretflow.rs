@@ -18,11 +18,11 @@ use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(180);
 
-fn workspace() -> PathBuf {
+pub(crate) fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     let p = std::env::var_os("BLINDJOIN_SPU_PYTHON").map_or_else(
         || workspace().join("target/spuenv/bin/python"),
         PathBuf::from,
@@ -182,7 +182,7 @@ fn bj_party(config: &Path) -> Child {
         .unwrap()
 }
 
-fn wait_sf(c: Child) -> (bool, String) {
+pub(crate) fn wait_sf(c: Child) -> (bool, String) {
     let out = c.wait_with_output().unwrap();
     let text = format!(
         "{}{}[the SecretFlow party ended: {}]",
@@ -194,7 +194,7 @@ fn wait_sf(c: Child) -> (bool, String) {
 }
 
 /// The last 3000 bytes of `s` or a little more (from a character boundary).
-fn tail(s: &str) -> &str {
+pub(crate) fn tail(s: &str) -> &str {
     let mut at = s.len().saturating_sub(3000);
     while !s.is_char_boundary(at) {
         at -= 1;

@@ -7,6 +7,11 @@ line, "PEER OK" and exits 0, or exits non-zero with SecretFlow's error.
 usage: ub_peer.py --rank R --ports P0,P1 --mode MODE_FULL --role server|client
                   --input CSV --output CSV --cache DIR [--keys id] [--key-file PATH]
                   [--server-result 0|1] [--client-result 0|1]
+                  [--join inner|left|right|full|difference] [--left-rank 0|1]
+                  [--tls-cert PEM --tls-key PEM --tls-ca PEM] [--die-after S]
+
+With --tls-cert the wheel runs with desc.enable_ssl = True, that certificate and key on both its
+brpc server and client, verifying the peer against --tls-ca (verify_depth 1).
 """
 
 import argparse
@@ -29,6 +34,12 @@ def main():
     ap.add_argument("--server-result", type=int, default=0)
     ap.add_argument("--client-result", type=int, default=1)
     ap.add_argument("--recv-timeout-ms", type=int, default=60000)
+    ap.add_argument("--join", default="inner")
+    ap.add_argument("--left-rank", type=int, default=0)
+    ap.add_argument("--die-after", type=float, default=0.0)
+    ap.add_argument("--tls-cert", default="")
+    ap.add_argument("--tls-key", default="")
+    ap.add_argument("--tls-ca", default="")
     a = ap.parse_args()
 
     import spu.psi as psi
@@ -41,6 +52,13 @@ def main():
     desc.recv_timeout_ms = a.recv_timeout_ms
     desc.connect_retry_times = 60
     desc.connect_retry_interval_ms = 1000
+    if a.tls_cert:
+        desc.enable_ssl = True
+        for opts in (desc.server_ssl_opts, desc.client_ssl_opts):
+            opts.cert.certificate_path = a.tls_cert
+            opts.cert.private_key_path = a.tls_key
+            opts.verify.ca_file_path = a.tls_ca
+            opts.verify.verify_depth = 1
     lctx = link.create_brpc(desc, a.rank)
 
     role = "ROLE_SERVER" if a.role == "server" else "ROLE_CLIENT"
@@ -61,9 +79,22 @@ def main():
         ),
         server_params=psi.UbPsiServerParams(secret_key_path=a.key_file),
         join_conf=psi.ResultJoinConfig(
-            type=psi.ResultJoinType.JOIN_TYPE_INNER_JOIN, left_side_rank=0
+            type=psi.parse_join_type(f"JOIN_TYPE_{a.join.upper()}_JOIN"
+                                     if a.join != "difference" else "JOIN_TYPE_DIFFERENCE"),
+            left_side_rank=a.left_rank,
         ),
     )
+    if a.die_after > 0:
+        import os
+        import threading
+        import time
+
+        def die():
+            time.sleep(a.die_after)
+            print("PEER dying", flush=True)
+            os._exit(9)
+
+        threading.Thread(target=die, daemon=True).start()
     try:
         rep = psi.ub_psi_execute(conf, lctx)
     except Exception as e:  # SecretFlow's own error, for the test's message

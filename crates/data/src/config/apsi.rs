@@ -379,9 +379,13 @@ pub(crate) fn labeled_psi(env: &Envelope) -> Result<ApsiSpec, ConfigError> {
         };
 
     let link = match (&cfg.link_config, &cfg.self_link_party) {
-        (Some(link), Some(self_id)) if needs_link => {
-            Some(two_party_link(link, self_id, "labeled PSI", &resolve)?)
-        }
+        (Some(link), Some(self_id)) if needs_link => Some(two_party_link(
+            link,
+            self_id,
+            "labeled PSI",
+            &resolve,
+            true,
+        )?),
         (_, _) if needs_link => {
             return Err(invalid(
                 if cfg.link_config.is_none() {

@@ -506,7 +506,9 @@ pub(crate) fn two_party(env: &Envelope) -> Result<RunSpec, ConfigError> {
             "both parties have the same id",
         ));
     }
-    let tls = if link.enable_ssl.unwrap_or(false) {
+    let sf_requested =
+        cfg.blindjoin.as_ref().and_then(|e| e.peer_wire.as_deref()) == Some("secretflow");
+    let tls = if link.enable_ssl.unwrap_or(false) && !sf_requested {
         let listener = blindjoin_link::TcpLink::listens(&self_id, &peer.id);
         Some(tls_config(
             link.client_ssl_opts.as_ref(),
@@ -520,7 +522,7 @@ pub(crate) fn two_party(env: &Envelope) -> Result<RunSpec, ConfigError> {
     let ext = cfg.blindjoin;
     let sf_wire = match ext.as_ref().and_then(|e| e.peer_wire.as_deref()) {
         None | Some("blindjoin") => None,
-        Some("secretflow") => Some(peer_wire::secretflow(&psi, &link, me)?),
+        Some("secretflow") => Some(peer_wire::secretflow(&psi, &link, me, &resolve)?),
         Some(other) => {
             return Err(invalid(
                 "blindjoin.peer_wire",
@@ -674,11 +676,13 @@ pub(super) fn peer_link(
 /// and labeled PSI): this party and its peer from `link_config` and `self_link_party`, the TLS
 /// files when `enable_ssl`, and the receive timeout. `what` names the run in the party-count
 /// error ("unbalanced PSI").
+/// `ours_tls` false: `enable_ssl` is for SecretFlow's link ([`secretflow_tls`]), not ours.
 fn two_party_link(
     link: &LinkConfig,
     self_id: &str,
     what: &str,
     resolve: &dyn Fn(&str) -> PathBuf,
+    ours_tls: bool,
 ) -> Result<(Parties, Option<TlsConfig>, Duration), ConfigError> {
     if link.parties.len() != 2 {
         return Err(invalid(
@@ -703,7 +707,7 @@ fn two_party_link(
             "both parties have the same id",
         ));
     }
-    let tls = if link.enable_ssl.unwrap_or(false) {
+    let tls = if link.enable_ssl.unwrap_or(false) && ours_tls {
         let listener = blindjoin_link::TcpLink::listens(self_id, &peer.id);
         Some(tls_config(
             link.client_ssl_opts.as_ref(),
@@ -731,6 +735,45 @@ fn two_party_link(
 /// listens and `client_ssl_opts` where it connects; we have one connection, so the listener (the
 /// party whose id sorts first) uses `server_ssl_opts` and the other `client_ssl_opts`. If only one
 /// of the two is given, it is used either way.
+/// `link_config.enable_ssl` on SecretFlow's link: both halves' options as the config gives
+/// them (the link checks the files when it starts).
+///
+/// # Errors
+/// A `verify_depth` that is not a number.
+fn secretflow_tls(
+    link: &LinkConfig,
+    resolve: &dyn Fn(&str) -> PathBuf,
+) -> Result<Option<crate::spec::SfTls>, ConfigError> {
+    if !link.enable_ssl.unwrap_or(false) {
+        return Ok(None);
+    }
+    let path = |p: &Option<String>| {
+        p.as_deref()
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(resolve)
+    };
+    let one = |o: Option<&SslOpts>, name: &str| -> Result<crate::spec::SfSsl, ConfigError> {
+        let Some(o) = o else {
+            return Ok(crate::spec::SfSsl::default());
+        };
+        let depth = match &o.verify_depth {
+            None => 0,
+            Some(v) => lenient_u64(v, &format!("link_config.{name}.verify_depth"))?,
+        };
+        Ok(crate::spec::SfSsl {
+            certificate_path: path(&o.certificate_path),
+            private_key_path: path(&o.private_key_path),
+            verify: depth > 0,
+            ca_file_path: path(&o.ca_file_path),
+        })
+    };
+    Ok(Some(crate::spec::SfTls {
+        server: one(link.server_ssl_opts.as_ref(), "server_ssl_opts")?,
+        client: one(link.client_ssl_opts.as_ref(), "client_ssl_opts")?,
+    }))
+}
+
 fn tls_config(
     client: Option<&SslOpts>,
     server: Option<&SslOpts>,

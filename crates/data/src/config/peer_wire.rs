@@ -18,6 +18,7 @@ pub(super) fn secretflow(
     psi: &PsiConfig,
     link: &LinkConfig,
     me: usize,
+    resolve: &dyn Fn(&str) -> std::path::PathBuf,
 ) -> Result<SecretflowWire, ConfigError> {
     let pc = &psi.protocol_config;
     let protocol: Option<Protocol> = pc.protocol.trim().parse().ok();
@@ -102,6 +103,7 @@ pub(super) fn secretflow(
             .as_ref()
             .and_then(|a| a.keys_unique)
             .unwrap_or(false),
+        tls: super::secretflow_tls(link, resolve)?,
     })
 }
 
@@ -118,13 +120,6 @@ pub(super) fn check(spec: &RunSpec) -> Result<(), ConfigError> {
             ),
         ))
     };
-    if spec.tls.is_some() {
-        return refuse(
-            "link_config.enable_ssl",
-            "TLS on SecretFlow's link (brpc with server_ssl_opts / client_ssl_opts) is not built \
-             yet, so it",
-        );
-    }
     if spec.recovery.is_some() {
         return refuse("psi_config.recovery_config", "recovery");
     }

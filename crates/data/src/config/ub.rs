@@ -12,7 +12,7 @@ use super::{
 use crate::error::ConfigError;
 use crate::spec::TableFormat;
 use crate::ub::budget::{DEFAULT_MAX_QUERY_ITEMS, FIELD as MAX_QUERY_ITEMS};
-use crate::ub::{DEFAULT_MAX_CACHE_BYTES, LabelChoice, UbMode, UbRole, UbSpec};
+use crate::ub::{DEFAULT_MAX_CACHE_BYTES, LabelChoice, SfUbWire, UbMode, UbRole, UbSpec};
 use blindjoin_crypto::Curve;
 use serde::Deserialize;
 use serde_json::Value;
@@ -63,7 +63,7 @@ pub(super) struct UbExtensions {
     #[allow(dead_code)]
     threads: Option<Value>,
     label_columns: Option<Value>,
-    /// Refused by name: SecretFlow's unbalanced PSI is not wired to a launch config yet.
+    /// `"secretflow"`: the peer is an unmodified SecretFlow party (`crate::secretflow_ub`).
     peer_wire: Option<Value>,
 }
 
@@ -119,18 +119,57 @@ pub(crate) fn unbalanced(env: &Envelope) -> Result<UbSpec, ConfigError> {
         ));
     }
     let ext = cfg.blindjoin;
-    if let Some(w) = ext.as_ref().and_then(|e| e.peer_wire.as_ref()) {
-        return Err(invalid(
-            "blindjoin.peer_wire",
-            &format!(
-                "{w} is not supported with ub_psi_config yet: running SecretFlow's unbalanced \
-                 ECDH-OPRF PSI against a SecretFlow party from a launch config is not built (its \
-                 OPRF and messages are, in blindjoin_crypto::secretflow_oprf and \
-                 blindjoin_protocols::secretflow::ub); leave blindjoin.peer_wire out to run \
-                 blindjoin's own unbalanced PSI against a blindjoin party, or use psi_config \
-                 with peer_wire \"secretflow\" for PROTOCOL_ECDH"
-            ),
-        ));
+    let sf = match ext.as_ref().and_then(|e| e.peer_wire.as_ref()) {
+        None => false,
+        Some(Value::String(w)) if w == "blindjoin" => false,
+        Some(Value::String(w)) if w == "secretflow" => true,
+        Some(other) => {
+            return Err(invalid(
+                "blindjoin.peer_wire",
+                &format!("{other}; use \"blindjoin\" (the default) or \"secretflow\""),
+            ));
+        }
+    };
+    if sf {
+        let sf_refuse = |field: &str, what: &str| {
+            invalid(
+                field,
+                &format!(
+                    "{what} with blindjoin.peer_wire = \"secretflow\": a SecretFlow party runs \
+                     its unbalanced PSI on CURVE_FOURQ over CSV files, with no labels and no \
+                     threshold; remove it"
+                ),
+            )
+        };
+        if let Some(c) = ext.as_ref().and_then(|e| e.curve.as_deref())
+            && c.trim() != "CURVE_FOURQ"
+        {
+            return Err(sf_refuse("blindjoin.curve", c));
+        }
+        if ext.as_ref().is_some_and(|e| {
+            !matches!(
+                e.label_columns,
+                None | Some(Value::Null) | Some(Value::Bool(false))
+            )
+        }) {
+            return Err(sf_refuse("blindjoin.label_columns", "label columns"));
+        }
+        if ub.intersection_threshold.is_some_and(|t| t > 0) {
+            return Err(sf_refuse(
+                &f("intersection_threshold"),
+                "threshold mode (blindjoin's own)",
+            ));
+        }
+        for (field, io) in [
+            ("input_config.type", &ub.input_config),
+            ("output_config.type", &ub.output_config),
+        ] {
+            if let Some(io) = io
+                && io_type(&f(field), io.kind.as_deref())? != TableFormat::Csv
+            {
+                return Err(sf_refuse(&f(field), "Parquet"));
+            }
+        }
     }
     let curve = match ext.as_ref().and_then(|e| e.curve.as_deref()) {
         None => Curve::FourQ,
@@ -207,7 +246,15 @@ pub(crate) fn unbalanced(env: &Envelope) -> Result<UbSpec, ConfigError> {
         .map(str::trim)
         .filter(|p| !p.is_empty())
         .map(resolve);
-    if role == UbRole::Server && secret_key_path.is_none() {
+    if role == UbRole::Server && secret_key_path.is_none() && sf && mode.generates() {
+        warnings.push(
+            "ub_psi_config.server_secret_key_path: not given, so the server draws a fresh key and \
+             keeps it in the cache's ub_psi_cache.meta, as SecretFlow does (mode 0600); give a \
+             key file to keep the key apart from the cache"
+                .into(),
+        );
+    }
+    if role == UbRole::Server && secret_key_path.is_none() && !sf {
         match mode {
             UbMode::GenCache | UbMode::Offline | UbMode::Online => {
                 return Err(invalid(
@@ -260,37 +307,51 @@ pub(crate) fn unbalanced(env: &Envelope) -> Result<UbSpec, ConfigError> {
             "missing; this party learns the intersection and needs a file to write it to",
         ));
     }
-    if role == UbRole::Server && learns && input.is_none() {
+    if role == UbRole::Server && learns && input.is_none() && !sf {
         return Err(invalid(
             &f("input_config.path"),
             "missing; with server_get_result the server writes its matching rows, so MODE_ONLINE \
              needs the table the cache was generated from",
         ));
     }
-    let join = ub
+    let join_name = ub
         .advanced_join_type
         .as_deref()
         .unwrap_or("ADVANCED_JOIN_TYPE_UNSPECIFIED");
-    match join {
-        "" | "ADVANCED_JOIN_TYPE_UNSPECIFIED" | "ADVANCED_JOIN_TYPE_INNER_JOIN" => {}
-        other => {
-            return Err(not_yet(
-                &f("advanced_join_type"),
-                other,
-                "unbalanced PSI writes the inner join (ADVANCED_JOIN_TYPE_INNER_JOIN); use \
-                 psi_config for left, right, full and difference joins",
+    let join = crate::spec::JoinType::parse(join_name).ok_or_else(|| {
+        invalid(
+            &f("advanced_join_type"),
+            &format!(
+                "{join_name:?}; use ADVANCED_JOIN_TYPE_INNER_JOIN, _LEFT_JOIN, _RIGHT_JOIN, \
+                 _FULL_JOIN or _DIFFERENCE"
+            ),
+        )
+    })?;
+    if join != crate::spec::JoinType::Inner && !sf {
+        return Err(not_yet(
+            &f("advanced_join_type"),
+            join_name,
+            "blindjoin's own unbalanced PSI writes the inner join \
+             (ADVANCED_JOIN_TYPE_INNER_JOIN); use psi_config for left, right, full and \
+             difference joins, or blindjoin.peer_wire \"secretflow\" against a SecretFlow party",
+        ));
+    }
+    let left_is_server = match ub.left_side.as_deref().unwrap_or("") {
+        "" if join != crate::spec::JoinType::Inner => {
+            return Err(invalid(
+                &f("left_side"),
+                &format!("missing; {join_name} needs it: ROLE_SERVER or ROLE_CLIENT"),
             ));
         }
-    }
-    match ub.left_side.as_deref().unwrap_or("") {
-        "" | "ROLE_SERVER" | "ROLE_CLIENT" => {}
+        "" | "ROLE_SERVER" => true,
+        "ROLE_CLIENT" => false,
         side => {
             return Err(invalid(
                 &f("left_side"),
                 &format!("{side:?}; use ROLE_SERVER or ROLE_CLIENT"),
             ));
         }
-    }
+    };
     // Threshold mode (SecretFlow's threshold UB-PSI): at most T keys of the intersection are
     // revealed, to the client (and to the server with server_get_result).
     let threshold = ub.intersection_threshold.filter(|&t| t > 0);
@@ -329,16 +390,47 @@ pub(crate) fn unbalanced(env: &Envelope) -> Result<UbSpec, ConfigError> {
         }
         None => None,
     };
-    let _ = (&ub.input_attr, &ub.output_attr);
+    let peer_wire = sf.then(|| SfUbWire {
+        link_id: match cfg.link_config.as_ref().and_then(|l| l.id.as_ref()) {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            _ => "root".into(),
+        },
+        self_rank: cfg
+            .link_config
+            .as_ref()
+            .zip(cfg.self_link_party.as_ref())
+            .and_then(|(l, me)| l.parties.iter().position(|p| &p.id == me))
+            .unwrap_or(0),
+        join,
+        left_is_server,
+        csv_null_rep: ub
+            .output_attr
+            .as_ref()
+            .and_then(|a| a.csv_null_rep.clone())
+            .unwrap_or_default(),
+        tls: None,
+    });
+    let peer_wire = match (peer_wire, &cfg.link_config) {
+        (Some(mut w), Some(l)) => {
+            w.tls = super::secretflow_tls(l, &resolve)?;
+            Some(w)
+        }
+        (w, _) => w,
+    };
+    let _ = &ub.input_attr;
     // `debug_options` is process-wide: `crate::ops::Ops::from_config` reads it.
     let _ = &ub.debug_options;
 
     // Link: none for gen cache alone.
     let needs_link = mode != UbMode::GenCache;
     let link = match (&cfg.link_config, &cfg.self_link_party) {
-        (Some(link), Some(self_id)) if needs_link => {
-            Some(two_party_link(link, self_id, "unbalanced PSI", &resolve)?)
-        }
+        (Some(link), Some(self_id)) if needs_link => Some(two_party_link(
+            link,
+            self_id,
+            "unbalanced PSI",
+            &resolve,
+            !sf,
+        )?),
         (_, _) if needs_link => {
             return Err(invalid(
                 if cfg.link_config.is_none() {
@@ -466,6 +558,7 @@ pub(crate) fn unbalanced(env: &Envelope) -> Result<UbSpec, ConfigError> {
         label_columns,
         threshold,
         count_path,
+        peer_wire,
         warnings,
     })
 }
@@ -491,18 +584,41 @@ mod tests {
         "server_secret_key_path": "server.key", "cache_path": "server_cache""#;
 
     #[test]
-    fn peer_wire_is_refused_by_name() {
-        let e = parse(&cfg(
-            SERVER_GEN,
-            r#", "blindjoin": {"peer_wire": "secretflow"}"#,
-        ))
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
-        assert!(
-            e.contains("blindjoin.peer_wire") && e.contains("not supported with ub_psi_config"),
-            "{e}"
-        );
+    fn peer_wire_secretflow_parses_and_refuses_what_secretflow_lacks_by_name() {
+        let sf = r#", "blindjoin": {"peer_wire": "secretflow"}"#;
+        let s = parse(&cfg(SERVER_GEN, sf)).unwrap();
+        let w = s.peer_wire.expect("the SecretFlow wire");
+        assert_eq!((w.link_id.as_str(), w.self_rank), ("root", 0));
+        assert!(w.left_is_server && w.tls.is_none());
+        // Outer joins are SecretFlow's too on this wire, and need left_side.
+        let online = r#""mode": "MODE_ONLINE", "role": "ROLE_CLIENT",
+            "input_config": {"path": "c.csv"}, "keys": ["id"], "cache_path": "cc",
+            "client_get_result": true, "output_config": {"path": "o.csv"},
+            "advanced_join_type": "ADVANCED_JOIN_TYPE_LEFT_JOIN""#;
+        let e = parse(&cfg(online, sf)).err().unwrap().to_string();
+        assert!(e.contains("ub_psi_config.left_side"), "{e}");
+        let with_left = format!(r#"{online}, "left_side": "ROLE_CLIENT""#);
+        let c = parse(&cfg(&with_left, sf)).unwrap();
+        assert!(!c.peer_wire.unwrap().left_is_server);
+        // Without the wire, blindjoin's own unbalanced PSI keeps to the inner join.
+        let e = parse(&cfg(&with_left, "")).err().unwrap().to_string();
+        assert!(e.contains("advanced_join_type"), "{e}");
+        for (extra, field) in [
+            (r#""curve": "CURVE_SM2""#, "blindjoin.curve"),
+            (r#""label_columns": true"#, "blindjoin.label_columns"),
+        ] {
+            let text = cfg(
+                SERVER_GEN,
+                &format!(r#", "blindjoin": {{"peer_wire": "secretflow", {extra}}}"#),
+            );
+            let e = parse(&text).err().unwrap().to_string();
+            assert!(e.contains(field) && e.contains("peer_wire"), "{e}");
+        }
+        let e = parse(&cfg(SERVER_GEN, r#", "blindjoin": {"peer_wire": "grpc"}"#))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("blindjoin.peer_wire"), "{e}");
     }
 
     #[test]

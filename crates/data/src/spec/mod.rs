@@ -199,6 +199,47 @@ pub struct SecretflowWire {
     /// `input_attr.keys_unique`: the input is streamed in file order (no sort), and the output
     /// sorted by every column, as SecretFlow does.
     pub keys_unique: bool,
+    /// `link_config.enable_ssl`: TLS on SecretFlow's link.
+    pub tls: Option<SfTls>,
+}
+
+/// `link_config.enable_ssl` with `server_ssl_opts` / `client_ssl_opts` on SecretFlow's link
+/// (brpc's TLS, [`blindjoin_link::secretflow::TlsOptions`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SfTls {
+    /// What this party's server presents and how it checks the peer's client.
+    pub server: SfSsl,
+    /// What this party presents when it dials the peer, and how it checks the peer's server.
+    pub client: SfSsl,
+}
+
+/// One of yacl's `SSLOptionsProto`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SfSsl {
+    /// `certificate_path`.
+    pub certificate_path: Option<PathBuf>,
+    /// `private_key_path`.
+    pub private_key_path: Option<PathBuf>,
+    /// `verify_depth` above 0: the peer's chain must lead to `ca_file_path`.
+    pub verify: bool,
+    /// `ca_file_path`.
+    pub ca_file_path: Option<PathBuf>,
+}
+
+impl SfTls {
+    /// The link's form.
+    pub fn to_link(&self) -> blindjoin_link::secretflow::TlsOptions {
+        let one = |s: &SfSsl| blindjoin_link::secretflow::SslOptions {
+            certificate_path: s.certificate_path.clone(),
+            private_key_path: s.private_key_path.clone(),
+            verify: s.verify,
+            ca_file_path: s.ca_file_path.clone(),
+        };
+        blindjoin_link::secretflow::TlsOptions {
+            server_ssl_opts: one(&self.server),
+            client_ssl_opts: one(&self.client),
+        }
+    }
 }
 
 /// A table file's format.

@@ -40,7 +40,21 @@ pub fn load_or_create(
     curve: Curve,
     create: bool,
 ) -> Result<(OprfScalar, bool), UbError> {
-    let (bytes, created) = match std::fs::symlink_metadata(path) {
+    let (bytes, created) = load_or_create_raw(path, create)?;
+    let key = OprfScalar::from_seed(curve, &bytes[..])?;
+    Ok((key, created))
+}
+
+/// As [`load_or_create`], the file's 32 bytes as they are (SecretFlow's unbalanced PSI reads
+/// them as its FourQ key, `crate::secretflow_ub`).
+///
+/// # Errors
+/// As [`load_or_create`].
+pub(crate) fn load_or_create_raw(
+    path: &Path,
+    create: bool,
+) -> Result<(Zeroizing<Vec<u8>>, bool), UbError> {
+    match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if !create {
                 return Err(err(
@@ -49,13 +63,11 @@ pub fn load_or_create(
                      run MODE_OFFLINE_GEN_CACHE to make a new key and cache",
                 ));
             }
-            (create_key_file(path)?, true)
+            Ok((create_key_file(path)?, true))
         }
-        Err(e) => return Err(err(path, format!("cannot read the key file: {e}"))),
-        Ok(_) => (read_key_file(path)?, false),
-    };
-    let key = OprfScalar::from_seed(curve, &bytes[..])?;
-    Ok((key, created))
+        Err(e) => Err(err(path, format!("cannot read the key file: {e}"))),
+        Ok(_) => Ok((read_key_file(path)?, false)),
+    }
 }
 
 fn read_key_file(path: &Path) -> Result<Zeroizing<Vec<u8>>, UbError> {

@@ -157,8 +157,28 @@ pub struct UbSpec {
     pub threshold: Option<u64>,
     /// Where the parties that learn the count write `real_count,final_count` in threshold mode.
     pub count_path: Option<PathBuf>,
+    /// `blindjoin.peer_wire = "secretflow"`: the peer is an unmodified SecretFlow party.
+    pub peer_wire: Option<SfUbWire>,
     /// Warnings for the user.
     pub warnings: Vec<String>,
+}
+
+/// The SecretFlow side of an unbalanced run (`crate::secretflow_ub`): SecretFlow's link, its
+/// ECDH-OPRF messages, its cache directory and its join output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SfUbWire {
+    /// `link_config.id` (yacl's default `"root"`).
+    pub link_id: String,
+    /// This party's index in `link_config.parties`.
+    pub self_rank: usize,
+    /// `advanced_join_type`.
+    pub join: crate::spec::JoinType,
+    /// `left_side` is `ROLE_SERVER` (the default).
+    pub left_is_server: bool,
+    /// `output_attr.csv_null_rep` ("": SecretFlow's `NULL`).
+    pub csv_null_rep: String,
+    /// `link_config.enable_ssl`: TLS on SecretFlow's link.
+    pub tls: Option<crate::spec::SfTls>,
 }
 
 /// Largest client cache accepted by default: 16 GiB (2^30 server items at 16 bytes).

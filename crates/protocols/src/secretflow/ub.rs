@@ -203,8 +203,9 @@ pub struct ServerOutcome {
 }
 
 /// The server's online step on `online` (the context spawned at `Init`): evaluate the client's
-/// blinded items with `key`; if `server_gets_result`, receive and check the index lists
-/// against a cache of `cache_len` values.
+/// blinded items with `key`, at most `max_items` of them (a client that sends more is refused
+/// before the batch that passes the cap is evaluated); if `server_gets_result`, receive and
+/// check the index lists against a cache of `cache_len` values.
 ///
 /// # Errors
 /// Link failures; malformed batches, invalid points, too many items, inconsistent indexes.
@@ -214,7 +215,9 @@ pub fn server_online(
     client_gets_result: bool,
     server_gets_result: bool,
     cache_len: usize,
+    max_items: u64,
 ) -> Result<ServerOutcome, ProtocolError> {
+    let cap = max_items.min(MAX_PEER_ITEMS);
     let mut extra: Vec<u32> = Vec::new();
     let mut held: Vec<u8> = Vec::new();
     loop {
@@ -228,9 +231,10 @@ pub fn server_online(
             }
             break;
         }
-        if extra.len() as u64 + u64::from(b.item_num) > MAX_PEER_ITEMS {
+        if extra.len() as u64 + u64::from(b.item_num) > cap {
             return Err(bad(format!(
-                "the SecretFlow client sent more than {MAX_PEER_ITEMS} items"
+                "the SecretFlow client sent more than {cap} items (this server's \
+                 blindjoin.max_query_items, or SecretFlow's 2^32 index width)"
             )));
         }
         extra.extend(extra_of(&b));
@@ -306,7 +310,10 @@ pub fn server_online(
 }
 
 /// A uniformly random permutation of 0..n (Fisher–Yates on OS randomness, rejection sampled).
-fn random_permutation(n: usize) -> Result<Vec<usize>, ProtocolError> {
+///
+/// # Errors
+/// The OS random generator failed.
+pub fn random_permutation(n: usize) -> Result<Vec<usize>, ProtocolError> {
     let mut p: Vec<usize> = (0..n).collect();
     let mut buf = [0u8; 8 * 256];
     let mut at = buf.len();
