@@ -475,8 +475,8 @@ fn full_mode_over_mutual_tls_in_each_seat() {
     }
 }
 
-/// `MODE_OFFLINE_GEN_CACHE` on the server's seat alone (a wheel server needs a second wheel
-/// server to connect to, which writes its cache elsewhere).
+/// The server's cache: blindjoin's `MODE_OFFLINE_GEN_CACHE` alone, or a wheel pair's
+/// `MODE_OFFLINE`.
 fn gen_cache(dir: &Path, seat: Seat, io: &[Io; 2], case: &Case, tag: &str) {
     let r = case.server_rank;
     match seat {
@@ -492,28 +492,10 @@ fn gen_cache(dir: &Path, seat: Seat, io: &[Io; 2], case: &Case, tag: &str) {
             let (ok, err) = wait(bj_party(&cfg), LIMIT);
             assert!(ok, "{tag}: blindjoin's gen cache failed:\n{err}");
         }
-        Seat::Sf => {
-            let ports = [free_port(), free_port()];
-            let dummy = Io {
-                input: io[r].input.clone(),
-                output: dir.join("dummy_out.csv"),
-                cache: dir.join("dummy_cache"),
-                key: None,
-                tls: None,
-            };
-            // Both wheels are servers: the real one at rank 0, the dummy at rank 1.
-            let as_server = |rank| Case {
-                server_rank: rank,
-                ..*case
-            };
-            let mode = "MODE_OFFLINE_GEN_CACHE";
-            let a = sf_party(0, ports, mode, &io[r], &as_server(0));
-            let b = sf_party(1, ports, mode, &dummy, &as_server(1));
-            for c in [a, b] {
-                let (ok, text) = wait_sf(c);
-                assert!(ok, "{tag}: the wheel's gen cache failed:\n{}", tail(&text));
-            }
-        }
+        // A wheel server makes its cache in MODE_OFFLINE with a wheel client (gen cache alone
+        // needs a second wheel server to connect to, and two wheel servers started together on
+        // one input have failed to read it).
+        Seat::Sf => run_mode(dir, "MODE_OFFLINE", [Seat::Sf, Seat::Sf], io, case, tag),
     }
 }
 
