@@ -24,23 +24,22 @@
 //! we read is checked (sizes, counts, lengths) before anything is allocated from it.
 
 use crate::error::DataError;
-use crate::secretflow_wire::{JoinOutput, Table, read_table, write_join};
+use crate::secretflow_wire::{
+    JoinOutput, SECOND_CONNECT_FIRST_WAIT, SfLink, Table, on_secretflow_link, read_table,
+    write_join,
+};
 use crate::table::output::write_atomic;
 use crate::ub::{SfUbWire, UbError, UbMode, UbPhase, UbReport, UbRole, UbSpec};
 use base64::Engine;
 use blindjoin_crypto::secretflow_oprf::{OPRF_LEN, OprfKey, OprfValue};
 use blindjoin_link::Cancel;
-use blindjoin_link::secretflow::{Context, Options, Session};
+use blindjoin_link::secretflow::{Context, Session};
 use blindjoin_protocols::secretflow::ecdh::Match;
 use blindjoin_protocols::secretflow::ub::{self, PeerCache};
 use blindjoin_protocols::{Progress, ProtocolError};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use zeroize::Zeroizing;
-
-/// How long `Init`'s second connect step waits for the peer's connect before it sends ours (as
-/// the balanced session, `secretflow_wire`).
-const SECOND_CONNECT_FIRST_WAIT: Duration = Duration::from_secs(3);
 
 /// The server's cache records.
 pub(crate) const SERVER_CACHE: &str = "ub_psi_cache.bin";
@@ -102,17 +101,8 @@ pub(crate) fn run(
 ) -> Result<UbReport, UbError> {
     let start = Instant::now();
     let mut report = UbReport {
-        version: env!("CARGO_PKG_VERSION").into(),
-        party: spec.link.self_id(),
-        role: spec.role.config_name().into(),
-        mode: spec.mode.config_name().into(),
-        curve: "CURVE_FOURQ".into(),
-        original_count: -1,
-        original_key_count: -1,
-        intersection_key_count: -1,
-        intersection_count: -1,
         cache_value_bytes: OPRF_LEN as u64,
-        ..UbReport::default()
+        ..UbReport::begin(spec, "CURVE_FOURQ")
     };
     crate::log::emit(
         crate::log::Level::Warn,
@@ -138,42 +128,29 @@ pub(crate) fn run(
             .ok_or(ProtocolError::Unreachable(
                 "a mode that talks to the peer has no link_config",
             ))?;
-        progress.stage("connecting to the SecretFlow party", 0);
-        let mut opts = Options::new(
-            &wire.link_id,
-            wire.self_rank,
-            &parties.self_addr,
-            &parties.peer_addr,
-        );
-        opts.peer_name = parties.peer_id.clone();
-        opts.connect_timeout = spec.link.connect_timeout;
-        opts.recv_timeout = spec.link.recv_timeout;
-        opts.tls = wire.tls.as_ref().map(crate::spec::SfTls::to_link);
         let local = load_local(spec, &mut report)?;
-        let (session, mut ctx) = Session::start(&opts, cancel)?;
-        let result = (|| -> Result<(), UbError> {
+        progress.stage("connecting to the SecretFlow party", 0);
+        let link = SfLink {
+            link_id: &wire.link_id,
+            rank: wire.self_rank,
+            parties,
+            connect_timeout: spec.link.connect_timeout,
+            recv_timeout: spec.link.recv_timeout,
+            tls: wire.tls.as_ref(),
+        };
+        on_secretflow_link(&link, cancel, |session, ctx| -> Result<(), UbError> {
             ctx.connect_to_mesh_again(spec.link.connect_timeout, SECOND_CONNECT_FIRST_WAIT)?;
             let mut online = ctx.spawn();
             let run = Run {
                 spec,
                 wire,
-                session: &session,
+                session,
                 progress,
             };
-            run.steps(&mut ctx, &mut online, &mut report, local)
-        })();
-        if let Err(e) = result {
-            drop(session);
-            return Err(e);
-        }
-        session.stop()?;
+            run.steps(ctx, &mut online, &mut report, local)
+        })?;
     }
-    report.total_s = start.elapsed().as_secs_f64();
-    report.peak_rss_bytes = crate::pipeline::report::peak_rss_bytes();
-    if let Some(p) = &spec.report {
-        crate::pipeline::report::write_json(p, &report)?;
-    }
-    Ok(report)
+    report.finish(spec, start)
 }
 
 /// What a run reads from its own files, read before it connects so a bad file fails at once.
@@ -337,12 +314,12 @@ fn gen_cache(spec: &UbSpec, report: &mut UbReport) -> Result<(), UbError> {
     let table = read_table(input, &spec.keys, false)?;
     report.original_count = table.row_count() as i64;
     report.original_key_count = table.groups.len() as i64;
-    let (raw, from_file) = match &spec.secret_key_path {
-        Some(p) => (crate::ub::key::load_or_create_raw(p, true)?.0, true),
+    let raw = match &spec.secret_key_path {
+        Some(p) => crate::ub::key::load_or_create_raw(p, true)?.0,
         None => {
             let mut k = Zeroizing::new(vec![0u8; blindjoin_crypto::secretflow_oprf::KEY_LEN]);
             blindjoin_crypto::random_bytes(&mut k)?;
-            (k, false)
+            k
         }
     };
     let key = OprfKey::from_bytes(&raw)?;
@@ -380,7 +357,6 @@ fn gen_cache(spec: &UbSpec, report: &mut UbReport) -> Result<(), UbError> {
     write_atomic(&dir.join(SORTED_INPUT), &table.sorted_csv())?;
     write_atomic(&dir.join(SERVER_CACHE), &bin)?;
     // With a key file the meta still carries the key, as SecretFlow's does; it is 0600.
-    let _ = from_file;
     let meta = serde_json::json!({
         "version": META_VERSION,
         "itemLen": OPRF_LEN,
@@ -503,22 +479,26 @@ fn read_server_cache(dir: &Path, key_path: Option<&Path>) -> Result<ServerCache,
         shuffle_index: Vec::with_capacity(n),
         extra: Vec::with_capacity(n),
     };
-    let word = |r: &[u8], at: usize| u32::from_le_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]]);
     for (pos, r) in bin.chunks_exact(SERVER_RECORD).enumerate() {
-        if word(r, 0) as usize != pos {
+        if le_u32(r, 0) as usize != pos {
             return Err(cache_err(
                 &bin_path,
-                format!("record {pos} names position {}", word(r, 0)),
+                format!("record {pos} names position {}", le_u32(r, 0)),
                 REGENERATE,
             ));
         }
-        cache.shuffle_index.push(word(r, 4));
-        cache.extra.push(word(r, 8));
+        cache.shuffle_index.push(le_u32(r, 4));
+        cache.extra.push(le_u32(r, 8));
         let mut v = [0u8; OPRF_LEN];
         v.copy_from_slice(&r[12..12 + OPRF_LEN]);
         cache.values.push(v);
     }
     Ok(cache)
+}
+
+/// The little-endian u32 at `at` in a record (its length checked by the caller).
+fn le_u32(r: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]])
 }
 
 /// The client's copy of the server's cache, replacing any older one.
@@ -564,8 +544,7 @@ fn read_client_cache(dir: &Path, max_bytes: u64) -> Result<(PeerCache, u64), UbE
             RETRANSFER,
         ));
     }
-    let word = |r: &[u8], at: usize| u32::from_le_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]]);
-    let (count, rows, len) = (word(&meta, 0), word(&meta, 4), word(&meta, 8));
+    let (count, rows, len) = (le_u32(&meta, 0), le_u32(&meta, 4), le_u32(&meta, 8));
     if len as usize != OPRF_LEN {
         return Err(cache_err(
             &meta_path,
@@ -595,7 +574,7 @@ fn read_client_cache(dir: &Path, max_bytes: u64) -> Result<(PeerCache, u64), UbE
         let mut v = [0u8; OPRF_LEN];
         v.copy_from_slice(&r[..OPRF_LEN]);
         cache.values.push(v);
-        cache.extra.push(word(r, 32));
+        cache.extra.push(le_u32(r, 32));
     }
     Ok((cache, u64::from(rows)))
 }

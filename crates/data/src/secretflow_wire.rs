@@ -36,7 +36,57 @@ use std::time::{Duration, Instant};
 /// ([`Context::connect_to_mesh_again`]): a wheel sends its own within milliseconds of its first
 /// connect step (its Python builds the config in between), seconds on a loaded machine; only a
 /// peer that waits too (blindjoin on both seats of SecretFlow's wire) pays it in full.
-const SECOND_CONNECT_FIRST_WAIT: Duration = Duration::from_secs(3);
+pub(crate) const SECOND_CONNECT_FIRST_WAIT: Duration = Duration::from_secs(3);
+
+/// Where and how this party meets the SecretFlow party.
+pub(crate) struct SfLink<'a> {
+    /// `link_config.id`.
+    pub(crate) link_id: &'a str,
+    /// This party's rank.
+    pub(crate) rank: usize,
+    /// The two parties' ids and addresses.
+    pub(crate) parties: &'a crate::spec::Parties,
+    /// How long to wait for the peer to connect.
+    pub(crate) connect_timeout: Duration,
+    /// How long to wait for one message.
+    pub(crate) recv_timeout: Duration,
+    /// `enable_ssl`.
+    pub(crate) tls: Option<&'a crate::spec::SfTls>,
+}
+
+/// One run on SecretFlow's link: the connect step, then `work`, then yacl's close sequence. When
+/// `work` fails the link is dropped instead: without the close sequence a wheel peer waits for
+/// its receive timeout, while a peer that is gone makes it fail fast.
+///
+/// # Errors
+/// The link's start and close, and `work`'s own.
+pub(crate) fn on_secretflow_link<T, E: From<blindjoin_link::LinkError>>(
+    link: &SfLink<'_>,
+    cancel: &Cancel,
+    work: impl FnOnce(&Session, &mut Context) -> Result<T, E>,
+) -> Result<T, E> {
+    let mut opts = Options::new(
+        link.link_id,
+        link.rank,
+        &link.parties.self_addr,
+        &link.parties.peer_addr,
+    );
+    opts.peer_name = link.parties.peer_id.clone();
+    opts.connect_timeout = link.connect_timeout;
+    opts.recv_timeout = link.recv_timeout;
+    opts.tls = link.tls.map(crate::spec::SfTls::to_link);
+    let (session, mut ctx) = Session::start(&opts, cancel)?;
+    match work(&session, &mut ctx) {
+        Ok(t) => {
+            session.stop()?;
+            Ok(t)
+        }
+        Err(e) => {
+            drop(session);
+            Err(e)
+        }
+    }
+}
 
 /// The input, read as SecretFlow reads it.
 pub(crate) struct Table {
@@ -296,31 +346,21 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress, cancel: &Cancel) -> Result<R
     let read_s = start.elapsed().as_secs_f64();
 
     progress.stage("connecting to the SecretFlow party", 0);
-    let mut opts = Options::new(
-        &w.link_id,
-        w.self_rank,
-        &spec.parties.self_addr,
-        &spec.parties.peer_addr,
-    );
-    opts.peer_name = spec.parties.peer_id.clone();
-    opts.connect_timeout = spec.connect_timeout;
-    opts.recv_timeout = spec.recv_timeout;
-    opts.tls = w.tls.as_ref().map(crate::spec::SfTls::to_link);
-    let (session, mut ctx) = Session::start(&opts, cancel)?;
-    let connect_s = start.elapsed().as_secs_f64() - read_s;
-    let result = session_steps(spec, w, &table, &mut ctx, progress);
-    let (found, peer_rows, protocol_s) = match result {
-        Ok(r) => r,
-        Err(e) => {
-            // Without the close sequence a wheel peer waits for its receive timeout; a peer
-            // that is gone makes it fail fast.
-            drop(session);
-            return Err(e);
-        }
+    let link = SfLink {
+        link_id: &w.link_id,
+        rank: w.self_rank,
+        parties: &spec.parties,
+        connect_timeout: spec.connect_timeout,
+        recv_timeout: spec.recv_timeout,
+        tls: w.tls.as_ref(),
     };
-    // The close sequence's few bytes (ACKs and FIN) are left out.
-    let (bytes_sent, bytes_received) = session.traffic();
-    session.stop()?;
+    let (found, peer_rows, protocol_s, connect_s, (bytes_sent, bytes_received)) =
+        on_secretflow_link(&link, cancel, |session, ctx| {
+            let connect_s = start.elapsed().as_secs_f64() - read_s;
+            let (found, peer_rows, protocol_s) = session_steps(spec, w, &table, ctx, progress)?;
+            // The close sequence's few bytes (ACKs and FIN) are left out.
+            Ok::<_, DataError>((found, peer_rows, protocol_s, connect_s, session.traffic()))
+        })?;
 
     let t = Instant::now();
     let learns = spec.role == Role::Receiver || spec.broadcast_result;

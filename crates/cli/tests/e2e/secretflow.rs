@@ -172,7 +172,7 @@ fn bj_config(
     p
 }
 
-fn bj_party(config: &Path) -> Child {
+pub(crate) fn bj_party(config: &Path) -> Child {
     Command::new(BIN)
         .args(["run", "--quiet", "--config"])
         .arg(config)
@@ -479,23 +479,28 @@ fn a_secretflow_peer_killed_mid_run_is_a_clear_link_error() {
     );
 }
 
-#[test]
-fn a_peer_that_sends_garbage_is_refused_without_a_panic() {
-    let dir = tmp("sf-garbage", "g");
-    let ins = inputs(&dir);
-    let ports = [free_port(), free_port()];
-    let listener = std::net::TcpListener::bind(("127.0.0.1", ports[1])).unwrap();
-    let t = std::thread::spawn(move || {
+/// A peer listening at `port` that answers the first connection's bytes with a baidu_std header
+/// announcing a huge body, then noise.
+pub(crate) fn garbage_peer(port: u16) -> std::thread::JoinHandle<()> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    std::thread::spawn(move || {
         listener.set_nonblocking(false).unwrap();
         if let Ok((mut s, _)) = listener.accept() {
             let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
             let mut buf = [0u8; 64];
             let _ = s.read(&mut buf);
-            // A baidu_std header announcing a huge body, then noise.
             let _ = s.write_all(b"PRPC\xff\xff\xff\xf0\x00\x00\x00\x10garbage-garbage");
             std::thread::sleep(Duration::from_millis(500));
         }
-    });
+    })
+}
+
+#[test]
+fn a_peer_that_sends_garbage_is_refused_without_a_panic() {
+    let dir = tmp("sf-garbage", "g");
+    let ins = inputs(&dir);
+    let ports = [free_port(), free_port()];
+    let t = garbage_peer(ports[1]);
     let out = dir.join("out0.csv");
     let cfg = bj_config(&dir, 0, ports, &ins[0], &out, &CASE);
     let (ok, err) = wait(bj_party(&cfg), LIMIT);

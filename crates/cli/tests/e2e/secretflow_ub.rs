@@ -9,7 +9,7 @@
 //! writes in the same seat of a SecretFlow ↔ SecretFlow run on the same inputs, and its row
 //! count the plaintext answer.
 
-use super::secretflow::{python, tail, wait_sf};
+use super::secretflow::{bj_party, garbage_peer, python, tail, wait_sf};
 use crate::support::{BIN, free_port, tmp, wait};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -224,16 +224,6 @@ fn bj_config(
     let p = dir.join(format!("bj{rank}-{mode}.json"));
     std::fs::write(&p, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
     p
-}
-
-fn bj_party(config: &Path) -> Child {
-    Command::new(BIN)
-        .args(["run", "--quiet", "--config"])
-        .arg(config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 /// A seat: SecretFlow's wheel or blindjoin.
@@ -689,21 +679,11 @@ fn a_damaged_client_cache_is_refused_before_connecting_naming_the_file() {
 
 #[test]
 fn a_peer_that_sends_garbage_is_refused_without_a_panic() {
-    use std::io::{Read, Write};
     let dir = tmp("sfub", "garbage");
     let ins = inputs(&dir, &BOTH);
     let io = seat_files(&dir, &ins, false, false);
     let ports = [free_port(), free_port()];
-    let listener = std::net::TcpListener::bind(("127.0.0.1", ports[0])).unwrap();
-    let t = std::thread::spawn(move || {
-        if let Ok((mut s, _)) = listener.accept() {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut buf = [0u8; 64];
-            let _ = s.read(&mut buf);
-            let _ = s.write_all(b"PRPC\xff\xff\xff\xf0\x00\x00\x00\x10garbage-garbage");
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    });
+    let t = garbage_peer(ports[0]);
     let cfg = bj_config(&dir, 1, ports, "MODE_FULL", &io[1], &BOTH);
     let (ok, err) = wait(bj_party(&cfg), LIMIT);
     let _ = t.join();

@@ -181,6 +181,39 @@ pub struct SfUbWire {
     pub tls: Option<crate::spec::SfTls>,
 }
 
+impl UbReport {
+    /// A report for `spec`'s run on `curve`, every count "not known yet" (-1).
+    pub(crate) fn begin(spec: &UbSpec, curve: &str) -> Self {
+        UbReport {
+            version: env!("CARGO_PKG_VERSION").into(),
+            party: spec.link.self_id(),
+            role: spec.role.config_name().into(),
+            mode: spec.mode.config_name().into(),
+            curve: curve.into(),
+            original_count: -1,
+            original_key_count: -1,
+            intersection_key_count: -1,
+            intersection_count: -1,
+            ..UbReport::default()
+        }
+    }
+
+    /// The wall time since `start` and the peak memory, then the report file if `spec` names
+    /// one.
+    pub(crate) fn finish(
+        mut self,
+        spec: &UbSpec,
+        start: std::time::Instant,
+    ) -> Result<Self, UbError> {
+        self.total_s = start.elapsed().as_secs_f64();
+        self.peak_rss_bytes = crate::pipeline::report::peak_rss_bytes();
+        if let Some(p) = &spec.report {
+            crate::pipeline::report::write_json(p, &self)?;
+        }
+        Ok(self)
+    }
+}
+
 /// Largest client cache accepted by default: 16 GiB (2^30 server items at 16 bytes).
 pub const DEFAULT_MAX_CACHE_BYTES: u64 = 16 << 30;
 

@@ -43,18 +43,7 @@ pub fn run_ub(
     cancel: &Cancel,
 ) -> Result<UbReport, UbError> {
     let start = Instant::now();
-    let mut report = UbReport {
-        version: env!("CARGO_PKG_VERSION").into(),
-        party: spec.link.self_id(),
-        role: spec.role.config_name().into(),
-        mode: spec.mode.config_name().into(),
-        curve: spec.curve.config_name().into(),
-        original_count: -1,
-        original_key_count: -1,
-        intersection_key_count: -1,
-        intersection_count: -1,
-        ..UbReport::default()
-    };
+    let mut report = UbReport::begin(spec, spec.curve.config_name());
     let connect = match spec.mode {
         UbMode::GenCache => None,
         _ => Some(Connect::tcp(spec.link.tcp_options().ok_or(
@@ -71,12 +60,7 @@ pub fn run_ub(
         }
         Ok::<(), UbError>(())
     })?;
-    report.total_s = start.elapsed().as_secs_f64();
-    report.peak_rss_bytes = crate::pipeline::report::peak_rss_bytes();
-    if let Some(p) = &spec.report {
-        crate::pipeline::report::write_json(p, &report)?;
-    }
-    Ok(report)
+    report.finish(spec, start)
 }
 
 /// The run's link to its peer.
