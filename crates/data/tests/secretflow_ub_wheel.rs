@@ -105,7 +105,10 @@ fn wheel_cache_values_are_our_oprf() {
         .chain(items.iter().cloned())
         .map(|l| l + "\n")
         .collect();
-    std::fs::write(dir.join("in.csv"), csv).unwrap();
+    // One copy per wheel: two wheel servers started together on one input file have failed to
+    // read it ("Empty CSV file").
+    std::fs::write(dir.join("in0.csv"), &csv).unwrap();
+    std::fs::write(dir.join("in1.csv"), &csv).unwrap();
 
     // GEN_CACHE talks to no one but still connects: a second wheel server is the peer.
     let ports = format!("{},{}", free_port(), free_port());
@@ -116,7 +119,7 @@ fn wheel_cache_values_are_our_oprf() {
             .args(["--rank", &rank.to_string(), "--ports", &ports])
             .args(["--mode", "MODE_OFFLINE_GEN_CACHE", "--role", "server"])
             .arg("--input")
-            .arg(dir.join("in.csv"))
+            .arg(dir.join(format!("in{rank}.csv")))
             .arg("--cache")
             .arg(dir.join(format!("cache{rank}")))
             .arg("--key-file")
