@@ -138,17 +138,25 @@ pub(crate) fn run(
             recv_timeout: spec.link.recv_timeout,
             tls: wire.tls.as_ref(),
         };
-        on_secretflow_link(&link, cancel, |session, ctx| -> Result<(), UbError> {
+        let done = on_secretflow_link(&link, cancel, |session, ctx| -> Result<_, UbError> {
             ctx.connect_to_mesh_again(spec.link.connect_timeout, SECOND_CONNECT_FIRST_WAIT)?;
             let mut online = ctx.spawn();
             let run = Run {
                 spec,
-                wire,
                 session,
                 progress,
             };
             run.steps(ctx, &mut online, &mut report, local)
         })?;
+        // Written once the session has closed: a peer that fails at the end leaves no cache
+        // and no output behind.
+        if let Some(cache) = &done.client_cache {
+            write_client_cache(&spec.cache_path, cache)?;
+        }
+        if let (Some(r), Some(out)) = (&done.result, &spec.output) {
+            progress.stage("writing output", 0);
+            write_result(spec, wire, r, out, &mut report)?;
+        }
     }
     report.finish(spec, start)
 }
@@ -193,10 +201,25 @@ fn load_local(spec: &UbSpec, report: &mut UbReport) -> Result<Local, UbError> {
     Ok(local)
 }
 
+/// What a run writes after its session has closed.
+#[derive(Default)]
+struct Done {
+    /// The client's copy of the server's cache (modes that transfer).
+    client_cache: Option<PeerCache>,
+    /// This party's matched keys (online, when it learns the result).
+    result: Option<Matched>,
+}
+
+/// This party's matched keys, with its table and the peer's row count for an outer join.
+struct Matched {
+    table: Table,
+    matched: Vec<Match>,
+    peer_rows: u64,
+}
+
 /// A run's fixed parts.
 struct Run<'a> {
     spec: &'a UbSpec,
-    wire: &'a SfUbWire,
     session: &'a Session,
     progress: &'a dyn Progress,
 }
@@ -209,8 +232,9 @@ impl Run<'_> {
         online: &mut Context,
         report: &mut UbReport,
         mut local: Local,
-    ) -> Result<(), UbError> {
-        let (spec, wire, session, progress) = (self.spec, self.wire, self.session, self.progress);
+    ) -> Result<Done, UbError> {
+        let mut done = Done::default();
+        let (spec, session, progress) = (self.spec, self.session, self.progress);
         let clock = |session: &Session| (Instant::now(), session.traffic());
         let phase = |session: &Session, (t, (s0, r0)): (Instant, (u64, u64))| {
             let (s, r) = session.traffic();
@@ -238,7 +262,6 @@ impl Run<'_> {
                     UbRole::Client => {
                         let max = spec.max_cache_bytes / OPRF_LEN as u64;
                         let cache = ub::recv_cache(ctx, max)?;
-                        write_client_cache(&spec.cache_path, &cache)?;
                         report.cache_count = cache.values.len() as u64;
                         let rows = cache.extra.iter().map(|&e| u64::from(e) + 1).sum();
                         local.client_cache = Some((cache, rows));
@@ -268,28 +291,31 @@ impl Run<'_> {
         if spec.mode.queries() {
             let c = clock(session);
             progress.stage("querying with the SecretFlow party", 0);
-            ctx.sync_wait(|| match spec.role {
+            done.result = ctx.sync_wait(|| match spec.role {
                 UbRole::Server => {
                     let state = match local.server.take() {
                         Some(s) => s,
                         None => server_state(spec, report)?,
                     };
-                    server_online(spec, wire, online, report, state)
+                    server_online(spec, online, report, state)
                 }
                 UbRole::Client => {
                     let (Some(table), Some(cache)) =
-                        (local.client_table.take(), local.client_cache.take())
+                        (local.client_table.take(), local.client_cache.as_ref())
                     else {
                         return Err(UbError::from(ProtocolError::Unreachable(
                             "a client query without its input or cache",
                         )));
                     };
-                    client_online(spec, wire, online, report, &table, cache)
+                    client_online(spec, online, report, table, cache)
                 }
             })??;
             report.online = Some(phase(session, c));
         }
-        Ok(())
+        if spec.role == UbRole::Client && spec.mode.transfers() {
+            done.client_cache = local.client_cache.take().map(|(c, _)| c);
+        }
+        Ok(done)
     }
 }
 
@@ -631,11 +657,10 @@ fn server_state(
 /// positions to its sorted input's keys and write its rows.
 fn server_online(
     spec: &UbSpec,
-    wire: &SfUbWire,
     online: &mut Context,
     report: &mut UbReport,
     (cache, table): (ServerCache, Option<Table>),
-) -> Result<(), UbError> {
+) -> Result<Option<Matched>, UbError> {
     let outcome = ub::server_online(
         online,
         &cache.key,
@@ -645,8 +670,8 @@ fn server_online(
         spec.max_query_items,
     )?;
     report.client_key_count = Some(outcome.peer_unique);
-    let (Some(matches), Some(table), Some(out)) = (outcome.matches, table, &spec.output) else {
-        return Ok(());
+    let (Some(matches), Some(table), Some(_)) = (outcome.matches, table, &spec.output) else {
+        return Ok(None);
     };
     let matched: Vec<Match> = matches
         .iter()
@@ -665,38 +690,33 @@ fn server_online(
             REGENERATE,
         ));
     }
-    write_result(
-        spec,
-        wire,
-        &table,
-        &matched,
-        outcome.peer_total,
-        out,
-        report,
-    )
+    Ok(Some(Matched {
+        table,
+        matched,
+        peer_rows: outcome.peer_total,
+    }))
 }
 
 /// The client's `Online`: query with its sorted unique keys, then (with `client_get_result`)
 /// write its rows.
 fn client_online(
     spec: &UbSpec,
-    wire: &SfUbWire,
     online: &mut Context,
     report: &mut UbReport,
-    table: &Table,
-    (cache, server_rows): (PeerCache, u64),
-) -> Result<(), UbError> {
+    table: Table,
+    (cache, server_rows): &(PeerCache, u64),
+) -> Result<Option<Matched>, UbError> {
     let items: Vec<&[u8]> = table.groups.iter().map(|g| g.item.as_slice()).collect();
     let extra: Vec<u32> = table
         .groups
         .iter()
         .map(|g| g.rows.len().saturating_sub(1) as u32)
         .collect();
-    let found = ub::client_online(online, &items, &extra, &cache, spec.server_get_result)?;
+    let found = ub::client_online(online, &items, &extra, cache, spec.server_get_result)?;
     report.client_key_count = Some(items.len() as u64);
-    let Some(out) = spec.output.as_ref().filter(|_| spec.client_get_result) else {
-        return Ok(());
-    };
+    if spec.output.is_none() || !spec.client_get_result {
+        return Ok(None);
+    }
     let matched: Vec<Match> = found
         .iter()
         .map(|m| Match {
@@ -704,20 +724,26 @@ fn client_online(
             peer_extra: m.peer_extra,
         })
         .collect();
-    write_result(spec, wire, table, &matched, server_rows, out, report)
+    Ok(Some(Matched {
+        table,
+        matched,
+        peer_rows: *server_rows,
+    }))
 }
 
 fn write_result(
     spec: &UbSpec,
     wire: &SfUbWire,
-    table: &Table,
-    matched: &[Match],
-    peer_rows: u64,
+    Matched {
+        table,
+        matched,
+        peer_rows,
+    }: &Matched,
     out: &Path,
     report: &mut UbReport,
 ) -> Result<(), UbError> {
     let how = join_output(spec, wire);
-    write_join(table, matched, Some(peer_rows), out, &how)?;
+    write_join(table, matched, Some(*peer_rows), out, &how)?;
     // SecretFlow's report: this party's matched rows and keys.
     report.intersection_key_count = matched.len() as i64;
     report.intersection_count = matched

@@ -413,9 +413,15 @@ fn client(
             }
             .into());
         }
-        w.commit()?;
         report.transfer_cache = Some(clock.stop(Some(l)));
         drop(transfer_span);
+        // A transfer-only run ends its session before the cache appears: a failed close (the
+        // server gone at the end) leaves no cache behind, as a failed online run leaves no
+        // output. MODE_FULL keeps the link for its query and closes before its output.
+        if !spec.mode.queries() {
+            peer.close()?;
+        }
+        w.commit()?;
         // MODE_FULL goes on to query: from the file, in place, as MODE_ONLINE.
         if spec.mode.queries() {
             let _span = crate::trace::span("check cache");
