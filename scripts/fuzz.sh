@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../fuzz"
 
 secs="${1:-30}"
 shift || true
-all=(link_frames link_reader link_bulk link_greeting link_secretflow secretflow_psi hello positions join_counts
+all=(link_frames link_reader link_bulk link_greeting link_secretflow link_secretflow_h2 secretflow_psi hello positions join_counts
     bucket_count resume_point check_digest key_sets_equal psi_rr22 psi_kkrt psi_ecdh psi_3pc ub_oprf
     apsi dp_psi npc worker_messages apsi_rounds config_v1)
 targets=("$@")

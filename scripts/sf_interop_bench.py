@@ -53,7 +53,7 @@ def gen(d, n, seed=40):
     return paths
 
 
-def bj_config(d, rank, ports, inp, out, curve, batch):
+def bj_config(d, rank, ports, inp, out, curve, batch, channel):
     role = "ROLE_RECEIVER" if rank == 0 else "ROLE_SENDER"
     cfg = {
         "psi_config": {
@@ -70,7 +70,8 @@ def bj_config(d, rank, ports, inp, out, curve, batch):
         },
         "link_config": {"parties": [{"id": "party0", "host": f"127.0.0.1:{ports[0]}"},
                                     {"id": "party1", "host": f"127.0.0.1:{ports[1]}"}],
-                        "recv_timeout_ms": 3600000},
+                        "recv_timeout_ms": 3600000,
+                        **({"brpc_channel_protocol": channel} if channel else {})},
         "self_link_party": f"party{rank}",
         "blindjoin": {"peer_wire": "secretflow", "report_path": out + ".report.json"},
     }
@@ -80,10 +81,10 @@ def bj_config(d, rank, ports, inp, out, curve, batch):
     return p
 
 
-def sf_cmd(py, rank, ports, inp, out, curve, batch):
+def sf_cmd(py, rank, ports, inp, out, curve, batch, channel):
     return [py, PEER, "--rank", str(rank), "--ports", f"{ports[0]},{ports[1]}", "--input", inp,
             "--output", out, "--curve", curve, "--batch", str(batch),
-            "--recv-timeout-ms", "3600000"]
+            "--recv-timeout-ms", "3600000", "--channel", channel]
 
 
 def sf_bytes(args, curve):
@@ -109,10 +110,12 @@ def run_pair(args, d, kind, curve, ins):
     for rank in range(2):
         bj = (kind == "bj-recv" and rank == 0) or (kind == "bj-send" and rank == 1)
         if bj:
-            cfg = bj_config(d, rank, ports, ins[rank], outs[rank], curve, args.batch)
+            cfg = bj_config(d, rank, ports, ins[rank], outs[rank], curve, args.batch,
+                            args.channel)
             cmd = [args.blindjoin, "run", "--quiet", "--config", cfg]
         else:
-            cmd = sf_cmd(args.python, rank, ports, ins[rank], outs[rank], curve, args.batch)
+            cmd = sf_cmd(args.python, rank, ports, ins[rank], outs[rank], curve, args.batch,
+                         args.channel)
         procs.append((bj, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
     report = None
     for bj, p in procs:
@@ -139,6 +142,9 @@ def main():
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--blindjoin", default=os.path.join(ROOT, "target/release/blindjoin"))
     ap.add_argument("--python", default=os.path.join(ROOT, "target/spuenv/bin/python"))
+    # link_config.brpc_channel_protocol for every party ("": baidu_std). SecretFlow <->
+    # SecretFlow's bytes always come from the peers' script, which runs baidu_std.
+    ap.add_argument("--channel", default="")
     args = ap.parse_args()
     d = tempfile.mkdtemp(prefix="sf-bench-")
     ins = gen(d, args.n)

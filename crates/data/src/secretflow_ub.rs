@@ -137,6 +137,7 @@ pub(crate) fn run(
             connect_timeout: spec.link.connect_timeout,
             recv_timeout: spec.link.recv_timeout,
             tls: wire.tls.as_ref(),
+            channel: wire.channel,
         };
         let done = on_secretflow_link(&link, cancel, |session, ctx| -> Result<_, UbError> {
             ctx.connect_to_mesh_again(spec.link.connect_timeout, SECOND_CONNECT_FIRST_WAIT)?;

@@ -52,6 +52,8 @@ pub(crate) struct SfLink<'a> {
     pub(crate) recv_timeout: Duration,
     /// `enable_ssl`.
     pub(crate) tls: Option<&'a crate::spec::SfTls>,
+    /// `brpc_channel_protocol`.
+    pub(crate) channel: crate::spec::SfChannel,
 }
 
 /// One run on SecretFlow's link: the connect step, then `work`, then yacl's close sequence. When
@@ -75,6 +77,7 @@ pub(crate) fn on_secretflow_link<T, E: From<blindjoin_link::LinkError>>(
     opts.connect_timeout = link.connect_timeout;
     opts.recv_timeout = link.recv_timeout;
     opts.tls = link.tls.map(crate::spec::SfTls::to_link);
+    opts.channel_protocol = link.channel.to_link();
     let (session, mut ctx) = Session::start(&opts, cancel)?;
     match work(&session, &mut ctx) {
         Ok(t) => {
@@ -353,6 +356,7 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress, cancel: &Cancel) -> Result<R
         connect_timeout: spec.connect_timeout,
         recv_timeout: spec.recv_timeout,
         tls: w.tls.as_ref(),
+        channel: w.channel,
     };
     let (found, peer_rows, protocol_s, connect_s, (bytes_sent, bytes_received)) =
         on_secretflow_link(&link, cancel, |session, ctx| {

@@ -89,3 +89,29 @@ pub struct SecretflowOutcome {
 pub fn secretflow_pushes(stream: &[u8]) -> SecretflowOutcome {
     crate::secretflow::fuzz_pushes(stream, 64 << 10, 4 << 10, 16 << 10)
 }
+
+/// What [`secretflow_h2`] saw.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SecretflowH2Outcome {
+    /// Pushes whose request (headers, gRPC prefix and body) was complete and well formed.
+    pub pushes: usize,
+    /// Pushes the channel answered OK.
+    pub accepted: usize,
+    /// Bytes the server wrote back (SETTINGS, acknowledgements, answers, GOAWAY).
+    pub written: usize,
+}
+
+/// Runs the SecretFlow link's HTTP/2 (`h2:grpc`) server side over `stream`, bytes as they came
+/// off the peer's connection (the client preface first): frames, HPACK, flow-control windows,
+/// the gRPC length prefix and the `PushRequest` decoder, each Push handed to the yacl channel
+/// (bodies up to 64 KiB, messages up to 4 KiB, 16 KiB held at most). Stops where the
+/// connection would be closed.
+pub fn secretflow_h2(stream: &[u8]) -> SecretflowH2Outcome {
+    crate::secretflow::fuzz_h2(stream, 64 << 10, 4 << 10, 16 << 10)
+}
+
+/// The bytes an `h2:grpc` client sends to push each of `requests` (encoded `PushRequest`s),
+/// one stream each, for fuzz seeds.
+pub fn secretflow_h2_conversation(requests: &[Vec<u8>]) -> Vec<u8> {
+    crate::secretflow::h2::client_conversation(requests)
+}

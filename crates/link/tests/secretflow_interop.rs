@@ -10,7 +10,9 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use blindjoin_link::secretflow::{Context, Options, Session, SslOptions, TlsOptions};
+use blindjoin_link::secretflow::{
+    ChannelProtocol, Context, Options, Session, SslOptions, TlsOptions,
+};
 use blindjoin_link::{Cancel, LinkError};
 use std::fs::File;
 use std::net::TcpListener;
@@ -181,7 +183,15 @@ fn exchange(ctx: &mut Context) -> Result<(), LinkError> {
 }
 
 fn run_full(id: &str, rust_rank: usize, rust_first: bool, rust_chunk: usize, wheel_args: &[&str]) {
-    run_full_with(id, rust_rank, rust_first, rust_chunk, wheel_args, None);
+    run_full_with(
+        id,
+        rust_rank,
+        rust_first,
+        rust_chunk,
+        wheel_args,
+        None,
+        ChannelProtocol::BaiduStd,
+    );
 }
 
 fn run_full_with(
@@ -191,6 +201,7 @@ fn run_full_with(
     rust_chunk: usize,
     wheel_args: &[&str],
     tls: Option<TlsOptions>,
+    protocol: ChannelProtocol,
 ) {
     let py = python();
     let (rust_port, py_port) = (free_port(), free_port());
@@ -211,6 +222,7 @@ fn run_full_with(
     let mut o = opts(id, rust_rank, rust_port, py_port);
     o.http_max_payload_size = rust_chunk;
     o.tls = tls;
+    o.channel_protocol = protocol;
     let rust = std::thread::spawn(move || -> Result<(), LinkError> {
         let (session, mut ctx) = Session::start(&o, &Cancel::new())?;
         exchange(&mut ctx)?;
@@ -266,6 +278,67 @@ fn other_chunk_sizes_and_pooled_connections() {
         false,
         100_000,
         &["--payload", "16384", "--connection-type", "pooled"],
+    );
+}
+
+/// `brpc_channel_protocol` h2:grpc on both sides: HTTP/2 with gRPC framing each way, with 16
+/// KiB wheel payloads (12 KiB h2 chunks, as yacl keeps 4 KiB for headers) and 100 kB of ours,
+/// so values are chunked, spread over many DATA frames and held back by flow control.
+#[test]
+fn the_full_exchange_over_h2_grpc_with_the_wheel() {
+    run_full_with(
+        "h2both",
+        0,
+        false,
+        100_000,
+        &["--protocol", "h2:grpc", "--payload", "16384"],
+        None,
+        ChannelProtocol::H2Grpc,
+    );
+}
+
+/// Each side frames its requests its own way and serves the other's: the wheel sends h2:grpc
+/// to our server, we send baidu_std to its; then the other way round. Blindjoin starts first.
+#[test]
+fn mixed_protocols_each_way_with_the_wheel() {
+    run_full_with(
+        "h2mixed",
+        1,
+        true,
+        1 << 20,
+        &["--protocol", "h2:grpc"],
+        None,
+        ChannelProtocol::BaiduStd,
+    );
+    run_full_with(
+        "h2mixed2",
+        0,
+        false,
+        1 << 20,
+        &[],
+        None,
+        ChannelProtocol::H2Grpc,
+    );
+}
+
+/// h2:grpc inside mutual TLS, both sides.
+#[test]
+fn h2_grpc_over_mutual_tls_with_the_wheel() {
+    let certs = Certs::new("h2tls");
+    let ca = certs.ca("shared");
+    certs.leaf("wheel", &ca);
+    certs.leaf("blindjoin", &ca);
+    let mut args = certs.wheel("wheel", "shared");
+    args.extend(["--protocol".to_string(), "h2:grpc".to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_full_with(
+        "h2tls",
+        0,
+        false,
+        1 << 20,
+        &args,
+        Some(certs.ours("blindjoin", "shared")),
+        ChannelProtocol::H2Grpc,
     );
 }
 
@@ -392,6 +465,7 @@ fn the_full_exchange_over_mutual_tls_with_the_wheel() {
         1 << 20,
         &args,
         Some(certs.ours("blindjoin", "shared")),
+        ChannelProtocol::BaiduStd,
     );
 }
 
@@ -417,7 +491,15 @@ fn the_full_exchange_over_tls_without_verification_with_the_wheel() {
     }
     ours.client_ssl_opts.certificate_path = None;
     ours.client_ssl_opts.private_key_path = None;
-    run_full_with("tlsnoverify", 1, true, 1 << 20, &args, Some(ours));
+    run_full_with(
+        "tlsnoverify",
+        1,
+        true,
+        1 << 20,
+        &args,
+        Some(ours),
+        ChannelProtocol::BaiduStd,
+    );
 }
 
 /// Starts the wheel with `wheel_args` and our party with `tls`, both verifying; returns our

@@ -320,6 +320,27 @@ fn main() -> std::io::Result<()> {
         }
         s.extend(push(20, b"FIN\x01\x02", b"2", None));
         write(&dir, "link_secretflow", "chunked", &s)?;
+
+        // The same Pushes over h2:grpc, one stream each.
+        let body = |key: &[u8], value: &[u8]| {
+            let req = PushRequest {
+                sender_rank: 1,
+                key,
+                value,
+                trans_type: 0,
+                chunk_info: None,
+            };
+            let mut o = Vec::with_capacity(req.encoded_len_bound());
+            req.encode(&mut o);
+            o
+        };
+        let s = blindjoin_link::fuzzing::secretflow_h2_conversation(&[
+            body(b"connect_1\x01\x020", b""),
+            body(b"root:P2P-1:1->0\x01\x021", b"hello"),
+            body(b"ACK\x01\x02", b"1"),
+            body(b"FIN\x01\x02", b"2"),
+        ]);
+        write(&dir, "link_secretflow_h2", "pushes", &s)?;
     }
 
     // Reader: a program (u8, u32, str, records) then a message.

@@ -52,6 +52,8 @@ struct Case {
     join: &'static str,
     receiver_rank: usize,
     left_rank: usize,
+    /// `link_config.brpc_channel_protocol` ("": SecretFlow's default, baidu_std).
+    channel: &'static str,
 }
 
 impl Case {
@@ -124,6 +126,7 @@ fn sf_party(
         .args(["--join", case.join])
         .args(["--receiver-rank", &case.receiver_rank.to_string()])
         .args(["--left-rank", &case.left_rank.to_string()])
+        .args(["--channel", case.channel])
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -142,6 +145,13 @@ fn bj_config(
     case: &Case,
 ) -> PathBuf {
     let left = case.role(case.left_rank);
+    let mut link = serde_json::json!({"parties": [
+        {"id": "party0", "host": format!("127.0.0.1:{}", ports[0])},
+        {"id": "party1", "host": format!("127.0.0.1:{}", ports[1])}
+    ]});
+    if !case.channel.is_empty() {
+        link["brpc_channel_protocol"] = serde_json::json!(case.channel);
+    }
     let cfg = serde_json::json!({
         "psi_config": {
             "protocol_config": {
@@ -160,10 +170,7 @@ fn bj_config(
             "check_hash_digest": true,
             "output_attr": {"csv_null_rep": "NULL"}
         },
-        "link_config": {"parties": [
-            {"id": "party0", "host": format!("127.0.0.1:{}", ports[0])},
-            {"id": "party1", "host": format!("127.0.0.1:{}", ports[1])}
-        ]},
+        "link_config": link,
         "self_link_party": format!("party{rank}"),
         "blindjoin": {"peer_wire": "secretflow"}
     });
@@ -321,8 +328,25 @@ fn curve25519_broadcast_inner_join() {
             join: "inner",
             receiver_rank: 0,
             left_rank: 0,
+            channel: "",
         },
         "25519",
+    );
+}
+
+/// `brpc_channel_protocol` h2:grpc in both launch configs (HTTP/2 with gRPC framing each way).
+#[test]
+fn curve25519_over_h2_grpc() {
+    check(
+        Case {
+            curve: "CURVE_25519",
+            broadcast: true,
+            join: "full",
+            receiver_rank: 1,
+            left_rank: 0,
+            channel: "h2:grpc",
+        },
+        "h2grpc",
     );
 }
 
@@ -335,6 +359,7 @@ fn fourq_broadcast_left_join_with_the_receiver_on_rank_1() {
             join: "left",
             receiver_rank: 1,
             left_rank: 0,
+            channel: "",
         },
         "fourq",
     );
@@ -349,6 +374,7 @@ fn sm2_without_broadcast_only_the_receiver_learns() {
             join: "inner",
             receiver_rank: 1,
             left_rank: 1,
+            channel: "",
         },
         "sm2",
     );
@@ -363,6 +389,7 @@ fn secp256k1_broadcast_full_join() {
             join: "full",
             receiver_rank: 0,
             left_rank: 1,
+            channel: "",
         },
         "k1",
     );
@@ -377,6 +404,7 @@ fn elligator2_without_broadcast_receiver_on_rank_0() {
             join: "inner",
             receiver_rank: 0,
             left_rank: 0,
+            channel: "",
         },
         "ell2",
     );
@@ -388,6 +416,7 @@ const CASE: Case = Case {
     join: "inner",
     receiver_rank: 0,
     left_rank: 0,
+    channel: "",
 };
 
 /// blindjoin in seat 0 against a SecretFlow party given `sf_extra`; returns blindjoin's

@@ -46,6 +46,8 @@ def main():
     ap.add_argument("--disable-alignment", type=int, default=0)
     ap.add_argument("--die-after", type=float, default=0.0)
     ap.add_argument("--recv-timeout-ms", type=int, default=60000)
+    # brpc_channel_protocol: how the wheel frames its requests (baidu_std or h2:grpc).
+    ap.add_argument("--channel", default="")
     a = ap.parse_args()
 
     import spu.psi as psi
@@ -58,6 +60,8 @@ def main():
     desc.recv_timeout_ms = a.recv_timeout_ms
     desc.connect_retry_times = 60
     desc.connect_retry_interval_ms = 1000
+    if a.channel:
+        desc.brpc_channel_protocol = a.channel
     lctx = link.create_brpc(desc, a.rank)
     if a.die_after > 0:
         def die():

@@ -40,6 +40,8 @@ def main():
     ap.add_argument("--tls-cert", default="")
     ap.add_argument("--tls-key", default="")
     ap.add_argument("--tls-ca", default="")
+    # brpc_channel_protocol: how the wheel frames its requests (baidu_std or h2:grpc).
+    ap.add_argument("--channel", default="")
     a = ap.parse_args()
 
     import spu.psi as psi
@@ -52,6 +54,8 @@ def main():
     desc.recv_timeout_ms = a.recv_timeout_ms
     desc.connect_retry_times = 60
     desc.connect_retry_interval_ms = 1000
+    if a.channel:
+        desc.brpc_channel_protocol = a.channel
     if a.tls_cert:
         desc.enable_ssl = True
         for opts in (desc.server_ssl_opts, desc.client_ssl_opts):

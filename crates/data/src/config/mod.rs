@@ -774,6 +774,33 @@ fn secretflow_tls(
     }))
 }
 
+/// `link_config.brpc_channel_protocol` on SecretFlow's link.
+///
+/// # Errors
+/// A value that is not a string, or a protocol SecretFlow's link does not use here.
+fn secretflow_channel(link: &LinkConfig) -> Result<crate::spec::SfChannel, ConfigError> {
+    const FIELD: &str = "link_config.brpc_channel_protocol";
+    let name = match &link.brpc_channel_protocol {
+        None | Some(Value::Null) => return Ok(crate::spec::SfChannel::BaiduStd),
+        Some(Value::String(s)) => s.trim(),
+        Some(other) => {
+            return Err(invalid(
+                FIELD,
+                &format!("{other} is not a string; use \"baidu_std\" or \"h2:grpc\""),
+            ));
+        }
+    };
+    match blindjoin_link::secretflow::ChannelProtocol::parse(name) {
+        Ok(blindjoin_link::secretflow::ChannelProtocol::BaiduStd) => {
+            Ok(crate::spec::SfChannel::BaiduStd)
+        }
+        Ok(blindjoin_link::secretflow::ChannelProtocol::H2Grpc) => {
+            Ok(crate::spec::SfChannel::H2Grpc)
+        }
+        Err(message) => Err(invalid(FIELD, &message)),
+    }
+}
+
 fn tls_config(
     client: Option<&SslOpts>,
     server: Option<&SslOpts>,

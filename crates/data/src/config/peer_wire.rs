@@ -104,6 +104,7 @@ pub(super) fn secretflow(
             .and_then(|a| a.keys_unique)
             .unwrap_or(false),
         tls: super::secretflow_tls(link, resolve)?,
+        channel: super::secretflow_channel(link)?,
     })
 }
 

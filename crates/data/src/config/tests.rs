@@ -616,3 +616,42 @@ fn a_launch_is_parsed_once_whatever_its_kind() {
         assert_eq!(envelope::parses() - before, 1, "{kind}");
     }
 }
+
+#[test]
+fn brpc_channel_protocol_sets_secretflows_framing_and_unsupported_ones_are_named() {
+    let with = |value: &str| {
+        seed_config("ROLE_SENDER", "sender")
+            .replacen(
+                "\"link_config\": {",
+                &format!("\"link_config\": {{ \"brpc_channel_protocol\": {value},"),
+                1,
+            )
+            .replacen(
+                "\"self_link_party\"",
+                "\"blindjoin\": { \"peer_wire\": \"secretflow\" }, \"self_link_party\"",
+                1,
+            )
+    };
+    let channel = |text: &str| parse(text).unwrap().peer_wire.unwrap().channel;
+    assert_eq!(
+        channel(&with("\"h2:grpc\"")),
+        crate::spec::SfChannel::H2Grpc
+    );
+    assert_eq!(
+        channel(&with("\"baidu_std\"")),
+        crate::spec::SfChannel::BaiduStd
+    );
+    assert_eq!(channel(&with("\"\"")), crate::spec::SfChannel::BaiduStd);
+    for (bad, says) in [
+        ("\"http\"", "fails to start"),
+        ("\"h2\"", "without gRPC"),
+        ("\"thrift\"", "not a brpc channel protocol"),
+        ("7", "not a string"),
+    ] {
+        let e = parse(&with(bad)).unwrap_err().to_string();
+        assert!(
+            e.contains("link_config.brpc_channel_protocol") && e.contains(says),
+            "{bad}: {e}"
+        );
+    }
+}

@@ -409,10 +409,12 @@ pub(crate) fn unbalanced(env: &Envelope) -> Result<UbSpec, ConfigError> {
             .and_then(|a| a.csv_null_rep.clone())
             .unwrap_or_default(),
         tls: None,
+        channel: crate::spec::SfChannel::BaiduStd,
     });
     let peer_wire = match (peer_wire, &cfg.link_config) {
         (Some(mut w), Some(l)) => {
             w.tls = super::secretflow_tls(l, &resolve)?;
+            w.channel = super::secretflow_channel(l)?;
             Some(w)
         }
         (w, _) => w,

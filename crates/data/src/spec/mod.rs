@@ -201,6 +201,30 @@ pub struct SecretflowWire {
     pub keys_unique: bool,
     /// `link_config.enable_ssl`: TLS on SecretFlow's link.
     pub tls: Option<SfTls>,
+    /// `link_config.brpc_channel_protocol`.
+    #[serde(default)]
+    pub channel: SfChannel,
+}
+
+/// `link_config.brpc_channel_protocol` on SecretFlow's link
+/// ([`blindjoin_link::secretflow::ChannelProtocol`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SfChannel {
+    /// `baidu_std` (SecretFlow's default).
+    #[default]
+    BaiduStd,
+    /// `h2:grpc`.
+    H2Grpc,
+}
+
+impl SfChannel {
+    /// The link's form.
+    pub fn to_link(self) -> blindjoin_link::secretflow::ChannelProtocol {
+        match self {
+            SfChannel::BaiduStd => blindjoin_link::secretflow::ChannelProtocol::BaiduStd,
+            SfChannel::H2Grpc => blindjoin_link::secretflow::ChannelProtocol::H2Grpc,
+        }
+    }
 }
 
 /// `link_config.enable_ssl` with `server_ssl_opts` / `client_ssl_opts` on SecretFlow's link

@@ -179,6 +179,8 @@ pub struct SfUbWire {
     pub csv_null_rep: String,
     /// `link_config.enable_ssl`: TLS on SecretFlow's link.
     pub tls: Option<crate::spec::SfTls>,
+    /// `link_config.brpc_channel_protocol`.
+    pub channel: crate::spec::SfChannel,
 }
 
 impl UbReport {

@@ -6,7 +6,9 @@
 //! The connection is dialled lazily, on the first request, like brpc's channel; if it breaks it is
 //! dialled again on the next request. A broken connection fails every request still waiting on it.
 
+use super::ChannelProtocol;
 use super::frame::{FrameError, encode_frame, read_frame};
+use super::h2::{self, ClientReader, H2Conn};
 use super::proto::{PushRequest, PushResponse, RpcMeta};
 use super::tls::{Tls, TlsFailure};
 use crate::tls::{Shared, TlsReader, TlsWriter};
@@ -78,9 +80,18 @@ struct Calls {
     waiting: HashMap<u64, (u64, Outcome)>,
 }
 
+/// Where requests are written: the socket (or TLS on it) for baidu_std; under h2:grpc the
+/// HTTP/2 connection, which the response reader writes on too, and the next stream id.
+enum Writer {
+    Baidu(Box<dyn Write + Send>),
+    H2 { conn: Arc<H2Conn>, next_stream: u32 },
+}
+
+/// The last client stream id HTTP/2 allows (odd, below 2^31); past it the link redials.
+const LAST_STREAM_ID: u32 = (1 << 31) - 1;
+
 struct Conn {
-    /// Where requests are written: the socket, or TLS on it.
-    out: Box<dyn Write + Send>,
+    out: Writer,
     /// The socket, to shut down.
     stream: TcpStream,
     generation: u64,
@@ -92,6 +103,7 @@ struct Inner {
     max_body: usize,
     write_timeout: Duration,
     cancel: Cancel,
+    protocol: ChannelProtocol,
     /// TLS on every connection (yacl `enable_ssl`), or plaintext.
     tls: Option<Arc<Tls>>,
     conn: Mutex<Option<Conn>>,
@@ -139,6 +151,7 @@ impl RpcClient {
         write_timeout: Duration,
         cancel: Cancel,
         tls: Option<Arc<Tls>>,
+        protocol: ChannelProtocol,
     ) -> RpcClient {
         RpcClient {
             inner: Arc::new(Inner {
@@ -147,6 +160,7 @@ impl RpcClient {
                 max_body,
                 write_timeout,
                 cancel,
+                protocol,
                 tls,
                 conn: Mutex::new(None),
                 calls: Mutex::new(Calls::default()),
@@ -191,26 +205,55 @@ impl RpcClient {
         req: &PushRequest<'_>,
         dial_timeout: Duration,
     ) -> Result<u64, Failure> {
-        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let frame = encode_frame(&RpcMeta::push_request(id), req.encoded_len_bound(), |o| {
-            req.encode(o)
-        });
         let mut conn = lock(&self.inner.conn);
         if conn.is_none() {
             *conn = Some(self.dial(dial_timeout)?);
         }
-        let generation = conn.as_ref().map_or(0, |c| c.generation);
-        {
-            let mut calls = lock(&self.inner.calls);
-            calls.waiting.insert(id, (generation, None));
-        }
-        let written = match conn.as_mut() {
-            Some(c) => c.out.write_all(&frame),
-            None => Err(std::io::Error::from(std::io::ErrorKind::NotConnected)),
+        let Some(c) = conn.as_mut() else {
+            return Err(Failure::Closed("not connected".into()));
         };
-        if written.is_ok() {
-            self.count(frame.len() as u64, 0);
-        }
+        let generation = c.generation;
+        let register = |id: u64| {
+            lock(&self.inner.calls)
+                .waiting
+                .insert(id, (generation, None));
+        };
+        let (id, written) = match &mut c.out {
+            Writer::Baidu(out) => {
+                let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+                let frame =
+                    encode_frame(&RpcMeta::push_request(id), req.encoded_len_bound(), |o| {
+                        req.encode(o)
+                    });
+                register(id);
+                (id, out.write_all(&frame).map(|()| frame.len()))
+            }
+            Writer::H2 {
+                conn: h,
+                next_stream,
+            } => {
+                let stream = *next_stream;
+                if stream > LAST_STREAM_ID {
+                    if let Some(c) = conn.take() {
+                        let _ = c.stream.shutdown(Shutdown::Both);
+                    }
+                    return Err(Failure::Closed(
+                        "HTTP/2 stream ids used up; the connection is dialled again".into(),
+                    ));
+                }
+                *next_stream += 2;
+                let id = h2_call_id(generation, stream);
+                register(id);
+                let body = h2::grpc_message(|o| req.encode(o), req.encoded_len_bound());
+                let deadline = Instant::now() + self.inner.write_timeout;
+                let cancel = &self.inner.cancel;
+                (
+                    id,
+                    h.send(stream, &body, deadline, &|| cancel.is_cancelled()),
+                )
+            }
+        };
+        let written = written.map(|n| self.count(n as u64, 0));
         if let Err(e) = written {
             if let Some(c) = conn.take() {
                 let _ = c.stream.shutdown(Shutdown::Both);
@@ -326,11 +369,31 @@ impl RpcClient {
             ),
         };
         let generation = self.inner.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let out = match self.inner.protocol {
+            ChannelProtocol::BaiduStd => Writer::Baidu(out),
+            ChannelProtocol::H2Grpc => {
+                let (conn, n) =
+                    H2Conn::open(out, self.inner.addr.to_string(), self.inner.write_timeout)
+                        .map_err(|e| Failure::Closed(format!("HTTP/2 preface: {e}")))?;
+                self.count(n as u64, 0);
+                Writer::H2 {
+                    conn: Arc::new(conn),
+                    next_stream: 1,
+                }
+            }
+        };
         *lock(&self.inner.lost_at) = None;
         let inner = Arc::clone(&self.inner);
+        let h2 = match &out {
+            Writer::H2 { conn, .. } => Some(Arc::clone(conn)),
+            Writer::Baidu(_) => None,
+        };
         std::thread::Builder::new()
             .name("sf-link-client".into())
-            .spawn(move || read_responses(&inner, reader, &reader_socket, generation))
+            .spawn(move || match h2 {
+                None => read_responses(&inner, reader, &reader_socket, generation),
+                Some(h2) => read_h2_responses(&inner, reader, &reader_socket, generation, &h2),
+            })
             .map_err(|e| Failure::Dial(format!("cannot start the response reader: {e}")))?;
         Ok(Conn {
             out,
@@ -389,6 +452,58 @@ fn read_responses(
         drop(calls);
         inner.answered.notify_all();
     };
+    connection_ended(inner, socket, generation, end);
+}
+
+/// A request's id under h2:grpc: its connection's generation and its stream.
+fn h2_call_id(generation: u64, stream: u32) -> u64 {
+    (generation << 32) | u64::from(stream)
+}
+
+/// The response reader under h2:grpc: one frame at a time, each finished stream's outcome to
+/// its waiter.
+fn read_h2_responses(
+    inner: &Inner,
+    mut stream: Box<dyn Read + Send>,
+    socket: &TcpStream,
+    generation: u64,
+    h2: &H2Conn,
+) {
+    let ca = inner.tls.as_ref().and_then(|t| t.client_ca());
+    let mut reader = ClientReader::new(inner.max_body);
+    let end = loop {
+        let step = reader.next(&mut stream, h2);
+        inner
+            .sent
+            .fetch_add(h2.take_control_sent(), Ordering::Relaxed);
+        match step {
+            Ok(Some((len, done))) => {
+                inner.received.fetch_add(len as u64, Ordering::Relaxed);
+                if let Some((s, outcome)) = done {
+                    let mut calls = lock(&inner.calls);
+                    if let Some((_, slot)) = calls.waiting.get_mut(&h2_call_id(generation, s)) {
+                        *slot = Some(outcome);
+                    }
+                    drop(calls);
+                    inner.answered.notify_all();
+                }
+            }
+            Ok(None) => break Failure::Closed("the peer closed the connection".into()),
+            Err(h2::ReadError::Io(e)) => match TlsFailure::inside(&e, ca) {
+                Some(t) => break Failure::Tls(t),
+                None => break Failure::Closed(e.to_string()),
+            },
+            Err(h2::ReadError::Protocol(_, what)) => {
+                break Failure::Malformed(format!("HTTP/2: {what}"));
+            }
+        }
+    };
+    h2.close();
+    connection_ended(inner, socket, generation, end);
+}
+
+/// Fails the requests still waiting on a connection that ended, and marks it gone.
+fn connection_ended(inner: &Inner, socket: &TcpStream, generation: u64, end: Failure) {
     let _ = socket.shutdown(Shutdown::Both);
     {
         let mut conn = lock(&inner.conn);

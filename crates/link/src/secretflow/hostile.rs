@@ -147,6 +147,7 @@ fn lone_channel(max_message: usize, max_buffered: usize) -> Channel {
         Duration::from_secs(1),
         cancel.clone(),
         None,
+        super::ChannelProtocol::BaiduStd,
     );
     let limits = Limits {
         chunk: 1000,

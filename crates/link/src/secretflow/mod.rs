@@ -2,7 +2,7 @@
 //!
 //! A party that talks to an unmodified SecretFlow party (PyPI `spu==0.9.5`: yacl link over brpc)
 //! on the wire, so SecretFlow's PSI protocols can be run against it. Only the transport is
-//! here; the PSI sessions on top are separate work (issue #40).
+//! here; the PSI sessions on top are in `blindjoin-data` (`secretflow_wire`, `secretflow_ub`).
 //!
 //! Layers, bottom up, each in its own module and each mirroring one part of yacl@f724366 /
 //! brpc 1.11 (the full wire description with byte captures is the research brief
@@ -34,6 +34,15 @@
 //! [`PEER_GONE_GRACE`] of its connections closing (or [`LinkError::RecvTimeout`] if it
 //! hangs with them open); a peer that breaks the protocol as [`LinkError::BadFrame`].
 //!
+//! **h2:grpc** (yacl `brpc_channel_protocol: "h2:grpc"`, [`ChannelProtocol`]): the `h2` module
+//! replaces layer 2 for the requests this side sends — HTTP/2 frames (RFC 9113), one stream per
+//! Push, HPACK header blocks (RFC 7541; we encode literals without Huffman, `loona-hpack`
+//! decodes), gRPC's 5-byte length prefix, and flow control both ways (we wait on the peer's
+//! windows and replenish the ones we give). The server tells the two framings apart by the
+//! first four bytes of each connection (`PRI ` is the HTTP/2 preface), so it accepts either.
+//! Frames, header blocks, streams and windows are all bounded (see the constants in `h2`); a
+//! peer that breaks HTTP/2 gets GOAWAY and is reported as [`LinkError::BadFrame`].
+//!
 //! **TLS** (yacl `enable_ssl`): [`Options::tls`] ([`TlsOptions`], yacl's `server_ssl_opts` and
 //! `client_ssl_opts`) puts both connections inside TLS (rustls): the server handshakes each
 //! accepted connection on its own thread, the client each connection it dials (its writer and
@@ -58,6 +67,7 @@ mod chunks;
 mod client;
 mod context;
 pub mod frame;
+pub(crate) mod h2;
 pub mod proto;
 mod seqs;
 mod server;
@@ -77,6 +87,56 @@ use std::time::Duration;
 
 /// Room for the key and protobuf overhead of one Push above its value.
 const PUSH_OVERHEAD: usize = 64 * 1024;
+
+/// `link_config.brpc_channel_protocol`: how this party's requests are framed. This party's
+/// server accepts both whatever this says, as a brpc server does on one port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChannelProtocol {
+    /// `baidu_std`, brpc's (and the wheel's) default.
+    #[default]
+    BaiduStd,
+    /// `h2:grpc`: HTTP/2 with gRPC framing (the `h2` module). As yacl does, chunks are
+    /// `http_max_payload_size` − 4096 bytes.
+    H2Grpc,
+}
+
+impl ChannelProtocol {
+    /// The protocol a `brpc_channel_protocol` value names.
+    ///
+    /// # Errors
+    /// A name this link does not speak, with what to use instead.
+    pub fn parse(name: &str) -> Result<ChannelProtocol, String> {
+        match name {
+            "" | "baidu_std" => Ok(ChannelProtocol::BaiduStd),
+            "h2:grpc" => Ok(ChannelProtocol::H2Grpc),
+            "http" => Err(concat!(
+                "\"http\" is not supported: SecretFlow 0.9.5's own channel fails to start ",
+                "with it (brpc error -1); use \"baidu_std\" (the default) or \"h2:grpc\""
+            )
+            .into()),
+            "h2" => Err(concat!(
+                "\"h2\" (HTTP/2 without gRPC framing) is not supported; use \"h2:grpc\" ",
+                "or \"baidu_std\" (the default)"
+            )
+            .into()),
+            other => Err(format!(
+                "{other:?} is not a brpc channel protocol SecretFlow's link uses; use \"baidu_std\" (the default) or \"h2:grpc\""
+            )),
+        }
+    }
+
+    /// The chunk size for values longer than `http_max_payload_size` (yacl
+    /// `InterconnectionLink::MakeOptions` keeps 4 KiB for headers under h2).
+    fn chunk(self, http_max_payload_size: usize) -> usize {
+        match self {
+            ChannelProtocol::BaiduStd => http_max_payload_size,
+            ChannelProtocol::H2Grpc => http_max_payload_size - H2_CHUNK_RESERVE,
+        }
+    }
+}
+
+/// What yacl keeps of `http_max_payload_size` for the headers of an h2 Push.
+const H2_CHUNK_RESERVE: usize = 4096;
 
 /// How this party joins a SecretFlow link. Field names follow yacl's `ContextDesc`.
 #[derive(Debug, Clone)]
@@ -122,6 +182,8 @@ pub struct Options {
     /// (plaintext, the wheel's default). Both parties must agree: with TLS on, this party's
     /// server refuses plaintext peers (a brpc server would accept both on one port).
     pub tls: Option<TlsOptions>,
+    /// `brpc_channel_protocol`: how this party's requests are framed. Default `baidu_std`.
+    pub channel_protocol: ChannelProtocol,
 }
 
 impl Options {
@@ -143,6 +205,7 @@ impl Options {
             max_message_len: 256 << 20,
             max_buffered_bytes: 1 << 30,
             tls: None,
+            channel_protocol: ChannelProtocol::BaiduStd,
         }
     }
 
@@ -160,6 +223,17 @@ impl Options {
         }
         if self.http_max_payload_size == 0 {
             return bad("http_max_payload_size", "must be at least 1".into());
+        }
+        if self.channel_protocol == ChannelProtocol::H2Grpc
+            && self.http_max_payload_size <= H2_CHUNK_RESERVE
+        {
+            return bad(
+                "http_max_payload_size",
+                format!(
+                    "{} must exceed {H2_CHUNK_RESERVE} with brpc_channel_protocol h2:grpc (yacl keeps that much for headers)",
+                    self.http_max_payload_size
+                ),
+            );
         }
         if self.max_push_body > u32::MAX as usize {
             return bad(
@@ -237,9 +311,10 @@ impl Session {
             opts.rpc_timeout,
             cancel.clone(),
             tls.clone(),
+            opts.channel_protocol,
         );
         let limits = Limits {
-            chunk: opts.http_max_payload_size,
+            chunk: opts.channel_protocol.chunk(opts.http_max_payload_size),
             parallel: opts.chunk_parallel_send_size,
             max_message: opts.max_message_len,
             max_buffered: opts.max_buffered_bytes,
@@ -333,6 +408,7 @@ pub(crate) fn fuzz_pushes(
         Duration::from_secs(1),
         cancel.clone(),
         None,
+        ChannelProtocol::BaiduStd,
     );
     let limits = Limits {
         chunk: 1024,
@@ -357,6 +433,94 @@ pub(crate) fn fuzz_pushes(
     // One push may take the channel past its bound before it refuses the next.
     assert!(out.buffered <= max_buffered + max_body);
     out
+}
+
+/// The fuzz hook behind [`crate::fuzzing::secretflow_h2`]: the HTTP/2 server loop over
+/// `stream` (bytes as they came off the peer's connection, the preface included), each Push
+/// handed to a yacl channel whose peer is never dialled.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_h2(
+    stream: &[u8],
+    max_body: usize,
+    max_message: usize,
+    max_buffered: usize,
+) -> crate::fuzzing::SecretflowH2Outcome {
+    use std::io::{Cursor, Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The peer's bytes in, ours counted.
+    struct Pipe<'a> {
+        input: Cursor<&'a [u8]>,
+        written: usize,
+    }
+    impl Read for Pipe<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.input.read(buf)
+        }
+    }
+    impl Write for Pipe<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.written += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    /// Counts the Pushes and their answers, then hands each to the channel.
+    struct Counting {
+        chan: Channel,
+        pushes: AtomicUsize,
+        accepted: AtomicUsize,
+    }
+    impl server::PushHandler for Counting {
+        fn on_push(&self, req: &proto::PushRequest<'_>) -> proto::PushResponse {
+            self.pushes.fetch_add(1, Ordering::Relaxed);
+            let r = self.chan.on_push(req);
+            if r.error_code == 0 {
+                self.accepted.fetch_add(1, Ordering::Relaxed);
+            }
+            r
+        }
+        fn on_connection(&self, _open: bool) {}
+        fn on_bad_frame(&self, _reason: String) {}
+    }
+
+    let cancel = Cancel::new();
+    let addr = SocketAddr::from(([127, 0, 0, 1], 9));
+    let client = RpcClient::new(
+        "fuzz-peer",
+        addr,
+        max_body,
+        Duration::from_secs(1),
+        cancel.clone(),
+        None,
+        ChannelProtocol::H2Grpc,
+    );
+    let limits = Limits {
+        chunk: 1024,
+        parallel: 2,
+        max_message,
+        max_buffered,
+        rpc_timeout: Duration::from_secs(1),
+    };
+    let handler = Counting {
+        chan: Channel::new(0, 1, "fuzz-peer", client, limits, cancel),
+        pushes: AtomicUsize::new(0),
+        accepted: AtomicUsize::new(0),
+    };
+    let mut pipe = Pipe {
+        input: Cursor::new(stream),
+        written: 0,
+    };
+    h2::serve(&mut pipe, max_body, &handler);
+    let buffered = handler.chan.buffered();
+    assert!(buffered <= max_buffered + max_body);
+    crate::fuzzing::SecretflowH2Outcome {
+        pushes: handler.pushes.into_inner(),
+        accepted: handler.accepted.into_inner(),
+        written: pipe.written,
+    }
 }
 
 #[cfg(test)]

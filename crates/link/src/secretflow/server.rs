@@ -193,13 +193,13 @@ fn serve_connection(
                         .into(),
                 ));
             } else {
-                serve(&mut stream, max_body, handler);
+                serve_any(&mut stream, max_body, handler);
             }
         }
         Some(tls) => match tls.accept(&mut stream, HANDSHAKE_TIMEOUT) {
             Ok(conn) => {
                 let mut tls_stream = rustls::StreamOwned::new(conn, stream);
-                serve(&mut tls_stream, max_body, handler);
+                serve_any(&mut tls_stream, max_body, handler);
                 stream = tls_stream.sock;
             }
             Err(failure) => {
@@ -216,7 +216,54 @@ fn serve_connection(
     let _ = stream.shutdown(Shutdown::Both);
 }
 
-/// Answers requests on one connection until it closes.
+/// Answers requests on one connection until it closes, in the protocol its first bytes show:
+/// HTTP/2's preface (`h2:grpc`) or baidu_std's `PRPC`.
+fn serve_any(stream: &mut (impl Read + Write), max_body: usize, handler: &dyn PushHandler) {
+    let mut first = [0u8; 4];
+    if stream.read_exact(&mut first).is_err() {
+        return;
+    }
+    let mut s = Prefixed {
+        prefix: first,
+        at: 0,
+        inner: stream,
+    };
+    if &first == b"PRI " {
+        super::h2::serve(&mut s, max_body, handler);
+    } else {
+        serve(&mut s, max_body, handler);
+    }
+}
+
+/// A stream whose first bytes were already read: they come back first.
+struct Prefixed<'a, S> {
+    prefix: [u8; 4],
+    at: usize,
+    inner: &'a mut S,
+}
+
+impl<S: Read> Read for Prefixed<'_, S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.at < self.prefix.len() {
+            let n = buf.len().min(self.prefix.len() - self.at);
+            buf[..n].copy_from_slice(&self.prefix[self.at..self.at + n]);
+            self.at += n;
+            return Ok(n);
+        }
+        self.inner.read(buf)
+    }
+}
+
+impl<S: Write> Write for Prefixed<'_, S> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Answers baidu_std requests on one connection until it closes.
 fn serve(stream: &mut (impl Read + Write), max_body: usize, handler: &dyn PushHandler) {
     loop {
         let frame = match read_frame(stream, max_body) {

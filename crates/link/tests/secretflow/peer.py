@@ -43,6 +43,8 @@ def main():
     # The wheel's http_max_payload_size (chunk size) and brpc_channel_connection_type.
     ap.add_argument("--payload", type=int, default=0)
     ap.add_argument("--connection-type", default="")
+    # brpc_channel_protocol: how the wheel frames its requests (baidu_std or h2:grpc).
+    ap.add_argument("--protocol", default="")
     ap.add_argument("--tls-cert", default="")
     ap.add_argument("--tls-key", default="")
     ap.add_argument("--tls-ca", default="")
@@ -60,6 +62,8 @@ def main():
         desc.http_max_payload_size = a.payload
     if a.connection_type:
         desc.brpc_channel_connection_type = a.connection_type
+    if a.protocol:
+        desc.brpc_channel_protocol = a.protocol
     if a.tls_cert:
         desc.enable_ssl = True
         for opts in (desc.server_ssl_opts, desc.client_ssl_opts):
