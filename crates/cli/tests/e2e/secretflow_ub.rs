@@ -284,14 +284,23 @@ fn seat_files(dir: &Path, ins: &[PathBuf; 2], key: bool, tls: bool) -> [Io; 2] {
 
 /// `MODE_FULL` with `seats`; returns each seat's output bytes (`None`: it wrote none).
 fn run_full(case: &Case, seats: [Seat; 2], tag: &str) -> [Option<Vec<u8>>; 2] {
-    run_full_tls(case, seats, tag, false)
+    run_full_with(case, seats, tag, false, None)
 }
 
-/// [`run_full`], over TLS when `tls`.
-fn run_full_tls(case: &Case, seats: [Seat; 2], tag: &str, tls: bool) -> [Option<Vec<u8>>; 2] {
+/// [`run_full`], over TLS when `tls`, with `brpc_channel_protocol` `channel` in both configs.
+fn run_full_with(
+    case: &Case,
+    seats: [Seat; 2],
+    tag: &str,
+    tls: bool,
+    channel: Option<&'static str>,
+) -> [Option<Vec<u8>>; 2] {
     let dir = tmp("sfub", tag);
     let ins = inputs(&dir, case);
-    let io = seat_files(&dir, &ins, false, tls);
+    let mut io = seat_files(&dir, &ins, false, tls);
+    for s in &mut io {
+        s.channel = channel;
+    }
     run_mode(&dir, "MODE_FULL", seats, &io, case, tag);
     io.map(|s| std::fs::read(&s.output).ok())
 }
@@ -469,7 +478,7 @@ fn full_mode_over_mutual_tls_in_each_seat() {
     };
     let reference = run_full(&case, [Seat::Sf, Seat::Sf], "tls-sf");
     for (bj, seats) in [(0, [Seat::Bj, Seat::Sf]), (1, [Seat::Sf, Seat::Bj])] {
-        let got = run_full_tls(&case, seats, &format!("tls-bj{bj}"), true);
+        let got = run_full_with(&case, seats, &format!("tls-bj{bj}"), true, None);
         assert!(got == reference, "blindjoin in seat {bj} over TLS differs");
     }
 }
@@ -485,17 +494,9 @@ fn full_mode_over_h2_grpc_in_each_seat() {
         left_rank: 1,
         server_rank: 0,
     };
-    let reference = run_full(&case, [Seat::Sf, Seat::Sf], "h2-sf");
+    let reference = run_full_with(&case, [Seat::Sf, Seat::Sf], "h2-sf", false, Some("h2:grpc"));
     for (bj, seats) in [(0, [Seat::Bj, Seat::Sf]), (1, [Seat::Sf, Seat::Bj])] {
-        let tag = format!("h2-bj{bj}");
-        let dir = tmp("sfub", &tag);
-        let ins = inputs(&dir, &case);
-        let mut io = seat_files(&dir, &ins, false, false);
-        for s in &mut io {
-            s.channel = Some("h2:grpc");
-        }
-        run_mode(&dir, "MODE_FULL", seats, &io, &case, &tag);
-        let got = io.map(|s| std::fs::read(&s.output).ok());
+        let got = run_full_with(&case, seats, &format!("h2-bj{bj}"), false, Some("h2:grpc"));
         assert!(
             got == reference,
             "blindjoin in seat {bj} over h2:grpc differs"

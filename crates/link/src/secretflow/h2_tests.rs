@@ -8,6 +8,7 @@ use super::*;
 use crate::Cancel;
 use crate::secretflow::ChannelProtocol;
 use crate::secretflow::client::RpcClient;
+use crate::secretflow::hostile::Rng;
 use crate::secretflow::proto::PushRequest;
 use crate::secretflow::server::RpcServer;
 use std::net::{TcpListener, TcpStream};
@@ -271,20 +272,6 @@ fn our_client_waits_for_the_peers_windows() {
     let msg = grpc_unwrap(&body).unwrap();
     let req = decode_push_request(msg).unwrap();
     assert_eq!(req.value, value.as_slice());
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
 }
 
 /// A valid client conversation: preface, SETTINGS, one request.

@@ -15,10 +15,11 @@ use std::io::Cursor;
 use std::net::TcpListener;
 use std::time::Duration;
 
-struct Rng(u64);
+/// xorshift64: the hostile tests' reproducible bytes (also used by the h2 tests).
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -27,7 +28,7 @@ impl Rng {
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
+    pub(super) fn bytes(&mut self, n: usize) -> Vec<u8> {
         (0..n).map(|_| self.next() as u8).collect()
     }
 }

@@ -390,15 +390,15 @@ impl Drop for Session {
     }
 }
 
-/// The fuzz hook behind [`crate::fuzzing::secretflow_pushes`]: a channel whose peer is never
-/// dialled (ACKs stay queued), fed every Push in `stream`.
+/// A channel for the fuzz hooks: rank 0 of two, its peer (a closed port) never dialled, so
+/// ACKs stay queued.
 #[cfg(feature = "fuzzing")]
-pub(crate) fn fuzz_pushes(
-    stream: &[u8],
+fn fuzz_channel(
+    protocol: ChannelProtocol,
     max_body: usize,
     max_message: usize,
     max_buffered: usize,
-) -> crate::fuzzing::SecretflowOutcome {
+) -> Channel {
     let cancel = Cancel::new();
     let addr = SocketAddr::from(([127, 0, 0, 1], 9));
     let client = RpcClient::new(
@@ -408,7 +408,7 @@ pub(crate) fn fuzz_pushes(
         Duration::from_secs(1),
         cancel.clone(),
         None,
-        ChannelProtocol::BaiduStd,
+        protocol,
     );
     let limits = Limits {
         chunk: 1024,
@@ -417,7 +417,24 @@ pub(crate) fn fuzz_pushes(
         max_buffered,
         rpc_timeout: Duration::from_secs(1),
     };
-    let chan = Channel::new(0, 1, "fuzz-peer", client, limits, cancel);
+    Channel::new(0, 1, "fuzz-peer", client, limits, cancel)
+}
+
+/// The fuzz hook behind [`crate::fuzzing::secretflow_pushes`]: a channel whose peer is never
+/// dialled (ACKs stay queued), fed every Push in `stream`.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_pushes(
+    stream: &[u8],
+    max_body: usize,
+    max_message: usize,
+    max_buffered: usize,
+) -> crate::fuzzing::SecretflowOutcome {
+    let chan = fuzz_channel(
+        ChannelProtocol::BaiduStd,
+        max_body,
+        max_message,
+        max_buffered,
+    );
     let mut out = crate::fuzzing::SecretflowOutcome::default();
     let mut r = stream;
     while let Ok(Some(f)) = frame::read_frame(&mut r, max_body) {
@@ -486,26 +503,8 @@ pub(crate) fn fuzz_h2(
         fn on_bad_frame(&self, _reason: String) {}
     }
 
-    let cancel = Cancel::new();
-    let addr = SocketAddr::from(([127, 0, 0, 1], 9));
-    let client = RpcClient::new(
-        "fuzz-peer",
-        addr,
-        max_body,
-        Duration::from_secs(1),
-        cancel.clone(),
-        None,
-        ChannelProtocol::H2Grpc,
-    );
-    let limits = Limits {
-        chunk: 1024,
-        parallel: 2,
-        max_message,
-        max_buffered,
-        rpc_timeout: Duration::from_secs(1),
-    };
     let handler = Counting {
-        chan: Channel::new(0, 1, "fuzz-peer", client, limits, cancel),
+        chan: fuzz_channel(ChannelProtocol::H2Grpc, max_body, max_message, max_buffered),
         pushes: AtomicUsize::new(0),
         accepted: AtomicUsize::new(0),
     };
