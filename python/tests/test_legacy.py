@@ -176,8 +176,9 @@ def test_whitepaper_unbalanced_offline_then_online(tmp_path: Path, caplog: pytes
     cd = cluster_def(["alice", "bob"])
     spu = blindjoin.SPU(cd, LINK_DESC)
     select_keys = {"alice": ["id"], "bob": ["id"]}
-    # Both parties share this folder, so each keeps its cache at its own path.
-    preprocess_path = {"alice": str(tmp_path / "alice_cache"), "bob": str(tmp_path / "bob_cache")}
+    # Both parties share this folder and, as in the whitepaper, one preprocess_path: the client
+    # keeps its cache there, the server its own beside it.
+    preprocess_path = str(tmp_path / "offline_psi.csv")
     secret_key_path = str(tmp_path / "secret_key.bin")
     with open(secret_key_path, "wb") as f:  # as the script writes it: mode 0644
         f.write(bytes.fromhex("000102030405060708090a0b0c0d0e0ff0e0d0c0b0a090807060504030201000"))
@@ -204,7 +205,9 @@ def test_whitepaper_unbalanced_offline_then_online(tmp_path: Path, caplog: pytes
         offline()
     os.chmod(secret_key_path, 0o600)
     offline()
-    assert (tmp_path / "alice_cache").exists() and (tmp_path / "bob_cache").exists()
+    assert (tmp_path / "offline_psi.csv").exists()
+    assert (tmp_path / "offline_psi.csv.server").exists()
+    assert any("offline_psi.csv.server" in r.getMessage() for r in caplog.records)
     assert not (tmp_path / "a_off.csv").exists()
     assert any("bucket_size" in r.getMessage() for r in caplog.records)
 

@@ -6,11 +6,12 @@ their addresses and paths changed. Nothing else in them differs from the whitepa
 ``spu.spu_pb2`` names, ``sf.init`` / ``sf.shutdown``, and the key written with ``open(path,
 'wb')``. Both parties run in the script's process on 127.0.0.1 (SecretFlow's one-driver mode).
 
-Two path changes are forced by running both parties on one machine: the unbalanced scripts give
-both parties one ``preprocess_path`` (on two machines, each keeps its own cache there), so here
-it is a per-party dict. The offline script writes its key file with the process umask; the test
-runs it under ``umask 077``, as ``python/README.md`` tells users to, since blindjoin refuses a
-key file others can read.
+The unbalanced scripts give both parties one ``preprocess_path`` and keep it so here: the
+client keeps the transferred cache there and blindjoin's server keeps its own beside it
+(``<preprocess_path>.server``), so both parties share one folder as they would under SecretFlow,
+whose server writes nothing there. The offline script writes its key file with the process
+umask; the test runs it under ``umask 077``, as ``python/README.md`` tells users to, since
+blindjoin refuses a key file others can read.
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def main(_):
         bob: "{d}/unbalanced_server_out.csv",
     }}
 
-    offline_preprocess_path = {{alice: "{d}/alice_cache", bob: "{d}/bob_cache"}}
+    offline_preprocess_path = "{d}/offline_psi0107.csv"
     secret_key = "000102030405060708090a0b0c0d0e0ff0e0d0c0b0a090807060504030201000"
     secret_key_path = "{d}/secret_key.bin"
     with open(secret_key_path, 'wb') as f:
@@ -192,7 +193,7 @@ def main(_):
     }}
     spu = sf.SPU(cluster_def, link_desc)
 
-    offline_preprocess_path = {{alice: "{d}/alice_cache", bob: "{d}/bob_cache"}}
+    offline_preprocess_path = "{d}/offline_psi0107.csv"
     secret_key_path = "{d}/secret_key.bin"
 
     print("=====online phase====")
@@ -263,7 +264,8 @@ def test_unbalanced_offline_then_online_scripts(tmp_path: Path) -> None:
     server = table(tmp_path / "unbalanced_server.csv", range(0, 20000))
     client = table(tmp_path / "unbalanced_client.csv", range(19900, 20100))
     run_script(tmp_path, "offline.py", OFFLINE, umask=0o077)
-    assert (tmp_path / "alice_cache").exists() and (tmp_path / "bob_cache").exists()
+    assert (tmp_path / "offline_psi0107.csv").exists()  # the client's
+    assert (tmp_path / "offline_psi0107.csv.server").exists()  # the server's, beside it
     run_script(tmp_path, "online.py", ONLINE)
     got = ids(tmp_path / "unbalanced_online_out.csv")
     assert got == sorted(server & client)  # sort=True

@@ -183,11 +183,13 @@ fn unbalanced_offline_then_online_from_v1_configs() {
         let (ok_a, err_a) = wait(a, LIMIT);
         let (ok_b, err_b) = wait(b, LIMIT);
         assert!(ok_a && ok_b, "{step}\nalice: {err_a}\nbob: {err_b}");
-        // Each keeps its own cache: the client the transferred copy, the server its own.
+        // Each keeps its own cache: the client the transferred copy at preprocess_path, the
+        // server its own beside it.
         assert!(
-            dir.join("a/cache").exists() && dir.join("b/cache").exists(),
+            dir.join("a/cache").exists() && dir.join("b/cache.server").exists(),
             "{step}"
         );
+        assert!(!dir.join("b/cache").exists(), "{step}");
         if step.ends_with("OFFLINE") {
             assert!(!dir.join("a/alice_out.csv").exists());
             // bucket_size has no meaning here, and says so.
@@ -246,7 +248,7 @@ fn unbalanced_gen_cache_transfer_cache_then_online_from_v1_configs() {
     );
     let (ok, err) = wait(start(&gen_cache), LIMIT);
     assert!(ok, "gen cache: {err}");
-    assert!(dir.join("b/cache").exists() && !dir.join("a/cache").exists());
+    assert!(dir.join("b/cache.server").exists() && !dir.join("a/cache").exists());
     for step in [
         "ECDH_OPRF_UB_PSI_2PC_TRANSFER_CACHE",
         "ECDH_OPRF_UB_PSI_2PC_ONLINE",
@@ -261,6 +263,54 @@ fn unbalanced_gen_cache_transfer_cache_then_online_from_v1_configs() {
     let got = sorted(out_ids(&dir.join("a/alice_out.csv")));
     assert_eq!(got, expected(&dir, "alice", &[&sets[1].1]));
     assert_eq!(got.len(), 200);
+}
+
+/// The whitepaper's unbalanced scripts give both parties one `preprocess_path`; SecretFlow's
+/// server writes nothing there, so both can run on one machine in one folder. Ours keeps its
+/// cache beside it (`cache.server`), so offline then online (and shuffle online) work there too.
+#[test]
+fn unbalanced_scripts_sharing_one_preprocess_path_on_one_machine() {
+    let dir = tmp("legacy", "ub-one-machine");
+    let sets = tables(&dir);
+    let ub = |step: &str, receiver: u32| {
+        format!(
+            r#""psi_type": "{step}", "receiver_rank": {receiver}, "curve_type": "CURVE_FOURQ",
+    "preprocess_path": "offline_out/offline_psi.csv", "ecdh_secret_key_path": "secret_key.bin""#
+        )
+    };
+    std::fs::create_dir_all(dir.join("offline_out")).unwrap();
+    let run = |fields: &str| {
+        let ports = [("alice", free_port()), ("bob", free_port())];
+        let a = start(&config(&dir, "alice", fields, &ports));
+        let b = start(&config(&dir, "bob", fields, &ports));
+        let (ok_a, err_a) = wait(a, LIMIT);
+        let (ok_b, err_b) = wait(b, LIMIT);
+        assert!(ok_a && ok_b, "{fields}\nalice: {err_a}\nbob: {err_b}");
+        err_b
+    };
+    let said = run(&ub("ECDH_OPRF_UB_PSI_2PC_OFFLINE", 0));
+    assert!(
+        said.contains("offline_psi.csv.server"),
+        "the server says where its cache is: {said}"
+    );
+    assert!(dir.join("offline_out/offline_psi.csv").exists());
+    assert!(dir.join("offline_out/offline_psi.csv.server").exists());
+    run(&ub("ECDH_OPRF_UB_PSI_2PC_ONLINE", 0));
+    let got = sorted(out_ids(&dir.join("alice_out.csv")));
+    assert_eq!(got, expected(&dir, "alice", &[&sets[1].1]));
+    assert!(
+        !dir.join("bob_out.csv").exists(),
+        "the server learns nothing"
+    );
+    // Shuffle online from the same files: bob, the receiver, is the server and learns.
+    std::fs::remove_file(dir.join("alice_out.csv")).unwrap();
+    run(&ub("ECDH_OPRF_UB_PSI_2PC_SHUFFLE_ONLINE", 1));
+    let got = sorted(out_ids(&dir.join("bob_out.csv")));
+    assert_eq!(got, expected(&dir, "bob", &[&sets[0].1]));
+    assert!(
+        !dir.join("alice_out.csv").exists(),
+        "the client gets no rows"
+    );
 }
 
 #[test]

@@ -291,7 +291,7 @@ pub(crate) fn legacy(env: &Envelope) -> Result<Plan, ConfigError> {
             TWO_PARTY_RENAMES,
         ),
         PsiType::Ub(step) => (
-            unbalanced(step, &common, link, ext, &mut warnings)?,
+            unbalanced(step, &common, link, ext, &mut warnings, env.base_dir())?,
             UB_RENAMES,
         ),
     };
@@ -825,6 +825,31 @@ fn n_party(
     Ok(psi_launch(c, pc, link, ext))
 }
 
+/// Where the server keeps its cache when the v1 config names `preprocess_path`.
+///
+/// In SecretFlow's v1 steps `preprocess_path` is the *client's* cache (transfer, offline,
+/// online); its server writes nothing there (its online step needs only the key), so the
+/// whitepaper's scripts give both parties one path and both may share a machine. Our server
+/// keeps a cache of its own in every step, so it keeps it at `<preprocess_path>.server`, where
+/// the client's cannot overwrite it. A step that only reads (transfer, online) takes
+/// `preprocess_path` itself when no `.server` file exists beside it, which is where a server
+/// cache made elsewhere (v2 `cache_path`, or `output_params.path` of gen cache) is pointed.
+/// Returns the path and a note for the run's warnings saying which was taken.
+fn server_cache_beside(given: &str, writes: bool, base_dir: &Path) -> (String, String) {
+    let beside = format!("{given}.server");
+    let take_beside = writes || base_dir.join(&beside).exists();
+    let path = if take_beside {
+        beside
+    } else {
+        given.to_string()
+    };
+    let note = format!(
+        "{KEY}.preprocess_path: the server's cache is {path:?} (the client keeps its own at \
+         {given:?}; SecretFlow's server keeps none there)"
+    );
+    (path, note)
+}
+
 /// The `ECDH_OPRF_UB_PSI_2PC_*` steps: a v2 `ub_psi_config`. Where SecretFlow keeps a file the
 /// v1 way, it is accepted there too: the generated cache at `output_params.path` (gen cache) and
 /// the server's cache at `input_params.path` (transfer cache), when `preprocess_path` is unset.
@@ -834,6 +859,7 @@ fn unbalanced(
     link: Option<Value>,
     ext: Option<Value>,
     warnings: &mut Vec<String>,
+    base_dir: &Path,
 ) -> Result<Value, ConfigError> {
     let self_id = c.self_link_party.clone();
     let field = |f: &str| format!("{KEY}.{f}");
@@ -867,25 +893,38 @@ fn unbalanced(
         _ => (false, false),
     };
     let learns = if server { server_gets } else { client_gets };
+    // The server's cache beside preprocess_path (`server_cache_beside`), else where
+    // SecretFlow keeps one (gen cache writes output_params.path, transfer reads
+    // input_params.path).
+    let mut beside = |writes: bool| {
+        c.preprocess_path.as_ref().map(|given| {
+            let (path, note) = server_cache_beside(given, writes, base_dir);
+            warnings.push(note);
+            path
+        })
+    };
     let cache = match (step, server) {
-        (UbStep::GenCache, _) => c.preprocess_path.clone().or_else(|| c.output.clone()),
-        (UbStep::TransferCache, true) => c.preprocess_path.clone().or_else(|| c.input.clone()),
+        (UbStep::GenCache, _) => beside(true).or_else(|| c.output.clone()),
+        (UbStep::TransferCache, true) => beside(false).or_else(|| c.input.clone()),
+        (UbStep::Offline, true) => beside(true),
+        (UbStep::Online | UbStep::ShuffleOnline, true) => beside(false),
         _ => c.preprocess_path.clone(),
     };
     let Some(cache) = cache else {
         let why = match (step, server) {
             (UbStep::GenCache, _) => {
-                "missing; the server writes its cache there (SecretFlow's place for it, \
-                 output_params.path, is read too)"
+                "missing; the server writes its cache to <preprocess_path>.server (or, without \
+                 preprocess_path, to output_params.path, SecretFlow's place for it)"
             }
             (UbStep::TransferCache, true) => {
-                "missing; the server sends the cache from there (SecretFlow's place for it, \
-                 input_params.path, is read too)"
+                "missing; the server sends the cache from <preprocess_path>.server (or, without \
+                 preprocess_path, from input_params.path, SecretFlow's place for it)"
             }
             (_, true) => {
-                "missing; on the server it is the server's own cache: blindjoin's server keeps \
-                 one (written by ECDH_OPRF_UB_PSI_2PC_GEN_CACHE or _OFFLINE) and checks each \
-                 query against it"
+                "missing; blindjoin's server keeps a cache of its own at \
+                 <preprocess_path>.server (written by ECDH_OPRF_UB_PSI_2PC_GEN_CACHE or _OFFLINE \
+                 with the same preprocess_path; preprocess_path itself is read when no .server \
+                 file is beside it) and checks each query against it"
             }
             (_, false) => "missing; on the client it is where the transferred cache is kept",
         };

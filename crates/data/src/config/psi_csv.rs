@@ -396,7 +396,8 @@ mod tests {
             panic!("not unbalanced")
         };
         assert_eq!(u.role, crate::ub::UbRole::Server);
-        assert_eq!(u.cache_path, Path::new("/tmp/bob.cache"));
+        // The server keeps its cache beside preprocess_path, the client's place.
+        assert_eq!(u.cache_path, Path::new("/tmp/bob.cache.server"));
         let mut c = ub("bob", "ECDH_OPRF_UB_PSI_2PC_ONLINE");
         c.recv_timeout = Some(Duration::from_millis(1500));
         c.connect_timeout = Some(Duration::from_secs(9));

@@ -235,10 +235,12 @@ fn unbalanced_steps_map_onto_the_unbalanced_run() {
         )
     };
     let pre = r#", "preprocess_path": "cache.bin", "ecdh_secret_key_path": "k.bin""#;
-    // Gen cache: the server alone; the cache at preprocess_path, or output_params.path.
+    // Gen cache: the server alone; the cache beside preprocess_path (the client's), or at
+    // output_params.path.
     let u = ub(&step("ECDH_OPRF_UB_PSI_2PC_GEN_CACHE", pre, "bob"));
     assert_eq!((u.mode, u.role), (UbMode::GenCache, UbRole::Server));
-    assert_eq!(u.cache_path, PathBuf::from("/base/cache.bin"));
+    assert_eq!(u.cache_path, PathBuf::from("/base/cache.bin.server"));
+    assert!(u.warnings.iter().any(|w| w.contains("cache.bin.server")));
     assert_eq!(u.secret_key_path, Some(PathBuf::from("/base/k.bin")));
     assert!(u.link.parties.is_none());
     let u = ub(&step(
@@ -255,13 +257,15 @@ fn unbalanced_steps_map_onto_the_unbalanced_run() {
         (u.role, u.cache_path),
         (UbRole::Server, PathBuf::from("/base/in.csv"))
     );
-    // Offline: server generates and sends.
+    // Offline: server generates and sends, keeping its cache beside the client's.
     let u = ub(&step("ECDH_OPRF_UB_PSI_2PC_OFFLINE", pre, "bob"));
     assert_eq!((u.mode, u.role), (UbMode::Offline, UbRole::Server));
+    assert_eq!(u.cache_path, PathBuf::from("/base/cache.bin.server"));
     assert_eq!(u.input, Some(PathBuf::from("/base/in.csv")));
     assert_eq!(u.curve, Curve::FourQ);
     let u = ub(&step("ECDH_OPRF_UB_PSI_2PC_OFFLINE", pre, "alice"));
     assert_eq!((u.role, u.input.as_ref()), (UbRole::Client, None));
+    assert_eq!(u.cache_path, PathBuf::from("/base/cache.bin"));
     // A key on the client is the server's: warned and dropped.
     assert!(
         u.warnings
@@ -279,6 +283,8 @@ fn unbalanced_steps_map_onto_the_unbalanced_run() {
         (u.role, u.output.as_ref(), u.input.as_ref()),
         (UbRole::Server, None, None)
     );
+    // No cache.bin.server under /base: preprocess_path itself names the server's cache.
+    assert_eq!(u.cache_path, PathBuf::from("/base/cache.bin"));
     let u = ub(&step(
         "ECDH_OPRF_UB_PSI_2PC_ONLINE",
         &format!(r#"{pre}, "broadcast_result": true"#),
@@ -622,4 +628,44 @@ fn the_dispatch_picks_this_parser_and_the_v2_parser_points_here() {
         "{:?}",
         s.warnings
     );
+}
+
+/// A server step that reads its cache takes `<preprocess_path>.server` when it exists beside
+/// the client's, else `preprocess_path` itself; a client always takes `preprocess_path`.
+#[test]
+fn the_server_reads_its_cache_beside_preprocess_path_when_there_is_one() {
+    let base = std::env::temp_dir().join(format!("bj-legacy-beside-{}", std::process::id()));
+    std::fs::create_dir_all(&base).unwrap();
+    let text = |step: &str, me: &str| {
+        cfg(
+            &format!(
+                r#""psi_type": "{step}", "receiver_rank": 0, "curve_type": "CURVE_FOURQ", {UB_IO},
+    "preprocess_path": "c.bin", "ecdh_secret_key_path": "k.bin""#
+            ),
+            me,
+        )
+    };
+    let at =
+        |step: &str, me: &str| match parse_legacy_launch_config(&text(step, me), "v1.json", &base)
+            .unwrap()
+        {
+            Plan::Unbalanced(u) => u.cache_path,
+            other => panic!("expected an unbalanced plan, got {}", other.kind()),
+        };
+    for step in [
+        "ECDH_OPRF_UB_PSI_2PC_ONLINE",
+        "ECDH_OPRF_UB_PSI_2PC_TRANSFER_CACHE",
+    ] {
+        assert_eq!(at(step, "bob"), base.join("c.bin"), "{step}");
+    }
+    std::fs::write(base.join("c.bin.server"), b"").unwrap();
+    for step in [
+        "ECDH_OPRF_UB_PSI_2PC_ONLINE",
+        "ECDH_OPRF_UB_PSI_2PC_TRANSFER_CACHE",
+        "ECDH_OPRF_UB_PSI_2PC_OFFLINE",
+    ] {
+        assert_eq!(at(step, "bob"), base.join("c.bin.server"), "{step}");
+        assert_eq!(at(step, "alice"), base.join("c.bin"), "{step}");
+    }
+    std::fs::remove_dir_all(&base).unwrap();
 }
