@@ -31,6 +31,17 @@ pub(crate) struct RunArgs {
         "broadcast_result", "no_align", "batch_size", "secret_key",
     ])]
     pub(crate) config: Option<PathBuf>,
+    /// A Kuscia task file (what Kuscia gives SecretFlow's launcher as `--kuscia`): runs this
+    /// party's launch config from its `task_input_config`, with the parties of
+    /// `task_cluster_def` and the port in `allocated_ports` as the link. Takes the same
+    /// overriding flags as --config.
+    #[arg(long, value_name = "FILE", conflicts_with_all = [
+        "config", "role", "input", "output", "keys", "self_addr", "peer_addr", "self_id",
+        "peer_id", "protocol", "curve", "rr22_mode", "bucket_size", "spill", "spill_dir",
+        "recovery_dir", "cardinality_only", "intersection_threshold", "count_path",
+        "min_intersection", "broadcast_result", "no_align", "batch_size", "secret_key",
+    ])]
+    pub(crate) kuscia: Option<PathBuf>,
     /// This party's role.
     #[arg(long, value_enum)]
     role: Option<RoleArg>,
@@ -205,26 +216,34 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
     if let Some(level) = args.log_level {
         log::set_level(level);
     }
-    if args.config.is_none() && args.peer_wire.as_deref() == Some("secretflow") {
+    if args.kuscia.is_some() && args.peer_wire.as_deref() == Some("secretflow") {
+        return Err(anyhow::anyhow!(
+            "--peer-wire secretflow with --kuscia: {}",
+            blindjoin_data::KUSCIA_SECRETFLOW_WIRE
+        ))
+        .context(UserError);
+    }
+    if args.config.is_none()
+        && args.kuscia.is_none()
+        && args.peer_wire.as_deref() == Some("secretflow")
+    {
         return Err(anyhow::anyhow!(
             "--peer-wire secretflow needs --config with SecretFlow's launch config (the peer \
              checks the whole psi_config); see docs/config.md, \"Running against SecretFlow\""
         ))
         .context(UserError);
     }
-    let (plan, mut ops) = match &args.config {
+    let envelope = match (&args.config, &args.kuscia) {
+        (Some(path), _) => Some(read_envelope(path, false)?),
+        (None, Some(path)) => Some(read_envelope(path, true)?),
+        (None, None) => None,
+    };
+    let (plan, mut ops) = match envelope {
         None => (
             Plan::TwoParty(Box::new(spec_from_args(&args).context(UserError)?)),
             Ops::default(),
         ),
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading the config file {}", path.display()))
-                .context(UserError)?;
-            let base = path.parent().map(PathBuf::from).unwrap_or_default();
-            let source = path.display().to_string();
-            // Parsed once; the plan and the process-wide settings read the same value.
-            let mut env = Envelope::parse(&text, &source, &base).context(UserError)?;
+        Some(mut env) => {
             if let Some(w) = &args.peer_wire {
                 env.set_extension("peer_wire", w.clone().into())
                     .context(UserError)?;
@@ -256,6 +275,33 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         level
     });
     run_plan(&plan, &ops)
+}
+
+/// The launch config in `path` (`kuscia`: a Kuscia task file, this party's config in it),
+/// parsed once: the plan and the process-wide settings read the same value.
+fn read_envelope(path: &std::path::Path, kuscia: bool) -> Result<Envelope> {
+    let what = if kuscia {
+        "Kuscia task file"
+    } else {
+        "config file"
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the {what} {}", path.display()))
+        .context(UserError)?;
+    let base = path.parent().map(PathBuf::from).unwrap_or_default();
+    let source = path.display().to_string();
+    if !kuscia {
+        return Envelope::parse(&text, &source, &base).context(UserError);
+    }
+    let task = blindjoin_data::parse_kuscia_task(&text, &source, &base).context(UserError)?;
+    log::emit(
+        Level::Info,
+        &format!(
+            "Kuscia task {:?}: running party {:?}",
+            task.task_id, task.self_party
+        ),
+    );
+    Ok(task.envelope)
 }
 
 /// Runs `plan` with `ops` applied (threads, level, trace): its warnings, then progress bars and

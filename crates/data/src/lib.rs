@@ -52,6 +52,7 @@ pub use config::{
     parse_port_range, parse_three_party_config, parse_ub_launch_config, protocol_choice,
     psi_csv_plan, psi_csv_protocol, psi_csv_spec,
 };
+pub use config::{KUSCIA_SECRETFLOW_WIRE, KusciaTask, parse_kuscia_task};
 pub use config::{N_PARTY_PROTOCOLS, NPartyProtocol, NPartySpec, parse_n_party_config};
 pub use error::{ConfigError, DataError, Fault};
 pub use pipeline::n_party::run_n_party;

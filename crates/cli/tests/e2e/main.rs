@@ -12,6 +12,7 @@ mod faults;
 #[cfg(unix)]
 mod file_modes;
 mod integration;
+mod kuscia;
 mod legacy;
 mod n_party;
 mod ops;

@@ -139,9 +139,14 @@ impl Envelope {
         &self.base_dir
     }
 
-    /// The warnings parsing gave (trailing commas).
+    /// The warnings parsing gave (trailing commas), and those added by [`Envelope::warn`].
     pub(crate) fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// Adds a warning for the run to print (a setting the config's source replaced).
+    pub(crate) fn warn(&mut self, warning: String) {
+        self.warnings.push(warning);
     }
 
     /// SecretFlow's `oneof runtime_config`: the one runtime config this launch holds (`None`

@@ -1056,6 +1056,8 @@ fn strip_trailing_commas(text: &str) -> (String, Vec<usize>) {
 }
 
 mod envelope;
+mod kuscia;
+pub use kuscia::{KUSCIA_SECRETFLOW_WIRE, KusciaTask, parse_kuscia_task};
 mod legacy;
 mod multi_party;
 pub use envelope::Envelope;
