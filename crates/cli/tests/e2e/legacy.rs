@@ -55,6 +55,18 @@ fn config(dir: &Path, me: &str, fields: &str, parties: &[(&str, u16)]) -> String
     path.display().to_string()
 }
 
+/// alice (in `dirs[0]`) and bob (in `dirs[1]`) run `fields` against each other; both must
+/// succeed. Their stderr.
+fn run_pair(dirs: [&Path; 2], fields: &str) -> (String, String) {
+    let ports = [("alice", free_port()), ("bob", free_port())];
+    let a = start(&config(dirs[0], "alice", fields, &ports));
+    let b = start(&config(dirs[1], "bob", fields, &ports));
+    let (ok_a, err_a) = wait(a, LIMIT);
+    let (ok_b, err_b) = wait(b, LIMIT);
+    assert!(ok_a && ok_b, "{fields}\nalice: {err_a}\nbob: {err_b}");
+    (err_a, err_b)
+}
+
 fn start(config: &str) -> Child {
     Command::new(BIN)
         .args(["run", "--quiet", "--config", config])
@@ -109,12 +121,7 @@ fn two_party_v1_types_give_the_plain_intersection() {
             true,
         ),
     ] {
-        let ports = [("alice", free_port()), ("bob", free_port())];
-        let a = start(&config(&dir, "alice", fields, &ports));
-        let b = start(&config(&dir, "bob", fields, &ports));
-        let (ok_a, err_a) = wait(a, LIMIT);
-        let (ok_b, err_b) = wait(b, LIMIT);
-        assert!(ok_a && ok_b, "{fields}\nalice: {err_a}\nbob: {err_b}");
+        run_pair([&dir, &dir], fields);
         let got_a = out_ids(&dir.join("alice_out.csv"));
         let mut unique_a = sorted(got_a.clone());
         unique_a.dedup();
@@ -177,12 +184,7 @@ fn unbalanced_offline_then_online_from_v1_configs() {
         "ECDH_OPRF_UB_PSI_2PC_OFFLINE",
         "ECDH_OPRF_UB_PSI_2PC_ONLINE",
     ] {
-        let ports = [("alice", free_port()), ("bob", free_port())];
-        let a = start(&config(&dir.join("a"), "alice", &ub(step), &ports));
-        let b = start(&config(&dir.join("b"), "bob", &ub(step), &ports));
-        let (ok_a, err_a) = wait(a, LIMIT);
-        let (ok_b, err_b) = wait(b, LIMIT);
-        assert!(ok_a && ok_b, "{step}\nalice: {err_a}\nbob: {err_b}");
+        let (_, err_b) = run_pair([&dir.join("a"), &dir.join("b")], &ub(step));
         // Each keeps its own cache: the client the transferred copy at preprocess_path, the
         // server its own beside it.
         assert!(
@@ -253,12 +255,7 @@ fn unbalanced_gen_cache_transfer_cache_then_online_from_v1_configs() {
         "ECDH_OPRF_UB_PSI_2PC_TRANSFER_CACHE",
         "ECDH_OPRF_UB_PSI_2PC_ONLINE",
     ] {
-        let ports = [("alice", free_port()), ("bob", free_port())];
-        let a = start(&config(&dir.join("a"), "alice", &ub(step), &ports));
-        let b = start(&config(&dir.join("b"), "bob", &ub(step), &ports));
-        let (ok_a, err_a) = wait(a, LIMIT);
-        let (ok_b, err_b) = wait(b, LIMIT);
-        assert!(ok_a && ok_b, "{step}\nalice: {err_a}\nbob: {err_b}");
+        run_pair([&dir.join("a"), &dir.join("b")], &ub(step));
     }
     let got = sorted(out_ids(&dir.join("a/alice_out.csv")));
     assert_eq!(got, expected(&dir, "alice", &[&sets[1].1]));
@@ -279,15 +276,7 @@ fn unbalanced_scripts_sharing_one_preprocess_path_on_one_machine() {
         )
     };
     std::fs::create_dir_all(dir.join("offline_out")).unwrap();
-    let run = |fields: &str| {
-        let ports = [("alice", free_port()), ("bob", free_port())];
-        let a = start(&config(&dir, "alice", fields, &ports));
-        let b = start(&config(&dir, "bob", fields, &ports));
-        let (ok_a, err_a) = wait(a, LIMIT);
-        let (ok_b, err_b) = wait(b, LIMIT);
-        assert!(ok_a && ok_b, "{fields}\nalice: {err_a}\nbob: {err_b}");
-        err_b
-    };
+    let run = |fields: &str| run_pair([&dir, &dir], fields).1;
     let said = run(&ub("ECDH_OPRF_UB_PSI_2PC_OFFLINE", 0));
     assert!(
         said.contains("offline_psi.csv.server"),
