@@ -90,3 +90,63 @@ def test_a_python_party_runs_against_secretflow_and_writes_what_secretflow_write
     assert got[1].read_bytes() == ref[1].read_bytes()
     assert report["protocol"] == "PROTOCOL_ECDH" and report["curve"] == "CURVE_FOURQ"
     assert report["bytes_sent"] > 0 and report["bytes_received"] > 0
+
+
+UB_PEER = ROOT / "crates/cli/tests/secretflow/ub_peer.py"
+
+
+def ub_sf(py: str, rank: int, p: List[int], role: str, inp: Path, out: Path, cache: Path) -> "subprocess.Popen[bytes]":
+    """A SecretFlow party of unbalanced PSI, MODE_FULL, both parties learning the result."""
+    return subprocess.Popen(
+        [py, str(UB_PEER), "--rank", str(rank), "--ports", f"{p[0]},{p[1]}", "--mode", "MODE_FULL",
+         "--role", role, "--input", str(inp), "--output", str(out), "--cache", str(cache),
+         "--server-result", "1", "--client-result", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+
+
+def ub_config(p: List[int], inp: Path, out: Path, cache: Path) -> dict:
+    """blindjoin's seat 0: the unbalanced server, as the wheel's `ub_peer.py` runs it."""
+    return {
+        "ub_psi_config": {
+            "mode": "MODE_FULL", "role": "ROLE_SERVER",
+            "input_config": {"type": "IO_TYPE_FILE_CSV", "path": str(inp)},
+            "output_config": {"type": "IO_TYPE_FILE_CSV", "path": str(out)},
+            "keys": ["id"], "cache_path": str(cache),
+            "server_get_result": True, "client_get_result": True,
+            "advanced_join_type": "ADVANCED_JOIN_TYPE_INNER_JOIN", "left_side": "ROLE_SERVER",
+        },
+        "link_config": {"parties": [{"id": "party0", "host": f"127.0.0.1:{p[0]}"},
+                                    {"id": "party1", "host": f"127.0.0.1:{p[1]}"}]},
+        "self_link_party": "party0",
+    }
+
+
+def test_a_python_unbalanced_server_runs_against_a_secretflow_client(tmp_path: Path) -> None:
+    py = spu_python()
+    server_in, client_in = tmp_path / "server.csv", tmp_path / "client.csv"
+    server_in.write_text("id,x\n" + "".join(f"k{i},{i}\n" for i in range(500)))
+    client_in.write_text("id,y\n" + "".join(f"k{i * 7 % 900},{i}\n" for i in range(60)))
+    # SecretFlow in both seats: the reference (each seat its own cache folder).
+    p = ports()
+    ref = [tmp_path / "ref0.csv", tmp_path / "ref1.csv"]
+    peers = [
+        ub_sf(py, 0, p, "server", server_in, ref[0], tmp_path / "ref_cache0"),
+        ub_sf(py, 1, p, "client", client_in, ref[1], tmp_path / "ref_cache1"),
+    ]
+    for q in peers:
+        out, _ = q.communicate(timeout=TIMEOUT_S)
+        assert q.returncode == 0, out.decode(errors="replace")[-3000:]
+    # blindjoin from Python as the server in seat 0, a SecretFlow client in seat 1.
+    p = ports()
+    got = [tmp_path / "bj0.csv", tmp_path / "sf1.csv"]
+    peer = ub_sf(py, 1, p, "client", client_in, got[1], tmp_path / "sf_cache1")
+    report = blindjoin.run(ub_config(p, server_in, got[0], tmp_path / "bj_cache0"), peer_wire="secretflow")
+    out, _ = peer.communicate(timeout=TIMEOUT_S)
+    assert peer.returncode == 0, out.decode(errors="replace")[-3000:]
+    assert got[0].read_bytes() == ref[0].read_bytes()
+    assert got[1].read_bytes() == ref[1].read_bytes()
+    assert report["role"] == "ROLE_SERVER" and report["mode"] == "MODE_FULL"
+    # Shared keys k0, k7, …: the client's 60 rows hit 0..500 where i*7 % 900 < 500.
+    want = sum(1 for i in range(60) if i * 7 % 900 < 500)
+    assert report["intersection_count"] == want
