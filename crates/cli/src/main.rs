@@ -9,6 +9,7 @@ mod demo;
 mod gen_cmd;
 mod progress;
 mod run_cmd;
+mod serve_cmd;
 mod shape_proxy;
 mod three_party;
 
@@ -35,6 +36,10 @@ enum Command {
     /// with three parties runs three-party ECDH-PSI (PROTOCOL_ECDH_3PC; `run --help` says who
     /// learns what).
     Run(Box<run_cmd::RunArgs>),
+    /// Serve many clients from one long-running server: unbalanced PSI's online phase, its
+    /// cache and key loaded once, sessions at once up to --max-sessions, a line per session,
+    /// and a clean stop on SIGTERM.
+    Serve(serve_cmd::ServeArgs),
     /// Write seeded, shuffled CSV tables with a given overlap, for tests and benchmarks.
     Gen(gen_cmd::GenArgs),
     /// Run both parties on loopback on a small built-in example and print the result.
@@ -81,6 +86,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run_cmd::run(*args),
+        Command::Serve(args) => serve_cmd::run(args),
         Command::Gen(args) => gen_cmd::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(args),

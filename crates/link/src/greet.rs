@@ -362,6 +362,39 @@ pub(crate) fn greet_as_listener_among(
     Ok((i, stream))
 }
 
+/// A serving listener's greeting (`blindjoin serve`): any client whose greeting expects this
+/// party (`template.self_id`) is answered as the peer it names; its id and the greeted stream.
+/// A client expecting another id is answered with ours (so it reports the mismatch too) and
+/// refused.
+pub(crate) fn greet_any_client(
+    stream: TcpStream,
+    template: &TcpOptions,
+) -> Result<(String, TcpStream), GreetError> {
+    let mut timed = Timed {
+        stream,
+        deadline: Instant::now() + GREETING_TIMEOUT,
+    };
+    let theirs = read_greeting(&mut timed)?;
+    let mut opts = template.clone();
+    opts.peer_id = theirs.their_id.clone();
+    let mut stream = timed.stream;
+    stream
+        .write_all(&greeting(&opts))
+        .map_err(|e| GreetError::NotBlindjoin(e.to_string()))?;
+    if theirs.their_id.is_empty() || theirs.their_id == template.self_id {
+        return Err(GreetError::Fatal(LinkError::WrongPeer(format!(
+            "a client greeted with the id {:?}; each client needs an id of its own",
+            theirs.their_id
+        ))));
+    }
+    let id = theirs.their_id.clone();
+    check_ids(theirs, &opts)?;
+    stream
+        .set_read_timeout(None)
+        .map_err(|e| GreetError::Fatal(io(&opts, e)))?;
+    Ok((id, stream))
+}
+
 pub(crate) fn greet_as_connector(
     stream: TcpStream,
     opts: &TcpOptions,

@@ -39,6 +39,8 @@ mod many;
 mod mem;
 mod patience;
 pub mod secretflow;
+mod serve;
+pub use serve::{Incoming, ServeListener};
 mod shape;
 mod tcp;
 mod three;

@@ -23,6 +23,7 @@ use crate::tls::{Shared, TlsConfig, TlsContext, TlsReader, TlsWriter};
 use crate::{Link, LinkError, LinkStats, truncate_reason};
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -168,8 +169,82 @@ impl TcpLink {
     ///
     /// # Errors
     /// As [`TcpLink::establish`], plus [`LinkError::Cancelled`].
+    ///
+    /// The listener also dials the peer's address meanwhile ([`TcpLink::establish_listening`]),
+    /// so it reaches a peer that always listens: a serving sender (`blindjoin serve`).
     pub fn establish_with_cancel(opts: &TcpOptions, cancel: &Cancel) -> Result<TcpLink, LinkError> {
-        Self::establish_as(opts, Self::is_listener(opts), cancel)
+        if Self::is_listener(opts) {
+            Self::establish_listening(opts, cancel)
+        } else {
+            Self::establish_as(opts, false, cancel)
+        }
+    }
+
+    /// The listener's side of a two-party link: it listens on `self_addr` and at the same time
+    /// dials `peer_addr`, and the first connection to greet as the peer is the link. A peer
+    /// run by `blindjoin run` never listens when its id sorts second, so the dial finds a closed
+    /// port until that peer's own connection arrives; a serving sender (`blindjoin serve`)
+    /// always listens and answers every client, so a client reaches it whatever the order of
+    /// their ids, with no setting of its own. On a dialled connection this party is the TLS
+    /// client (presenting the same certificate). A blindjoin party at the peer's address with
+    /// other ids is the same configuration error as on the listening side.
+    ///
+    /// # Errors
+    /// As [`TcpLink::establish`].
+    fn establish_listening(opts: &TcpOptions, cancel: &Cancel) -> Result<TcpLink, LinkError> {
+        check_distinct_ids(opts)?;
+        let deadline = Instant::now() + opts.connect_timeout;
+        let (tls_listen, tls_dial) = match &opts.tls {
+            Some(cfg) => (
+                Some(TlsContext::load(cfg, &opts.peer_id, true)?),
+                Some(TlsContext::load(cfg, &opts.peer_id, false)?),
+            ),
+            None => (None, None),
+        };
+        let listener = bind(opts)?;
+        // Cancelled when the caller cancels, when the dial wins, or when the wait ends.
+        let local = Cancel::new();
+        let done = Arc::new(AtomicBool::new(false));
+        let dialled: Arc<Mutex<Option<Result<TcpStream, LinkError>>>> = Arc::default();
+        spawn_forwarder(cancel, &local, &done)?;
+        {
+            let (o, local, dialled) = (opts.clone(), local.clone(), Arc::clone(&dialled));
+            std::thread::Builder::new()
+                .name("link-dial".into())
+                .spawn(move || match connect_peer(&o, deadline, &local) {
+                    Ok(stream) => {
+                        *lock_slot(&dialled) = Some(Ok(stream));
+                        local.cancel("the peer answered at its address");
+                    }
+                    // A blindjoin party there with other ids: the configuration error.
+                    Err(e @ LinkError::WrongPeer(_)) => {
+                        *lock_slot(&dialled) = Some(Err(e));
+                        local.cancel("the party at the peer's address has other ids");
+                    }
+                    // Nothing (or no blindjoin party) there: the listening side reports.
+                    Err(_) => {}
+                })
+                .map_err(|e| io(opts, e))?;
+        }
+        let accepted = accept_peer(&listener, opts, deadline, &local);
+        done.store(true, Ordering::SeqCst);
+        local.cancel("the link is up");
+        let credit = Credit::new();
+        match accepted {
+            Ok(stream) => Self::from_greeted(stream, opts, tls_listen, cancel, credit),
+            Err(LinkError::Cancelled { reason }) => match lock_slot(&dialled).take() {
+                Some(Ok(stream)) => Self::from_greeted(stream, opts, tls_dial, cancel, credit),
+                Some(Err(e)) => Err(e),
+                None => Err(LinkError::Cancelled {
+                    reason: if cancel.is_cancelled() {
+                        cancel.reason()
+                    } else {
+                        reason
+                    },
+                }),
+            },
+            Err(e) => Err(e),
+        }
     }
 
     /// [`TcpLink::establish_with_cancel`] with the side given: `listener` listens on
@@ -194,12 +269,7 @@ impl TcpLink {
         cancel: &Cancel,
         credit: Arc<Credit>,
     ) -> Result<TcpLink, LinkError> {
-        if opts.self_id == opts.peer_id {
-            return Err(LinkError::WrongPeer(format!(
-                "both parties have the id {:?}; give each party its own id in link_config.parties",
-                opts.self_id
-            )));
-        }
+        check_distinct_ids(opts)?;
         let deadline = Instant::now() + opts.connect_timeout;
         // Certificate problems are reported before any waiting for the peer.
         let tls = match &opts.tls {
@@ -403,6 +473,49 @@ pub(crate) fn io(opts: &TcpOptions, source: std::io::Error) -> LinkError {
         peer: opts.peer_id.clone(),
         source,
     }
+}
+
+/// Two parties with one id cannot tell each other apart.
+fn check_distinct_ids(opts: &TcpOptions) -> Result<(), LinkError> {
+    if opts.self_id == opts.peer_id {
+        return Err(LinkError::WrongPeer(format!(
+            "both parties have the id {:?}; give each party its own id in link_config.parties",
+            opts.self_id
+        )));
+    }
+    Ok(())
+}
+
+fn lock_slot<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// How often the forwarder looks at the caller's cancel while a link comes up.
+const FORWARD_POLL: Duration = Duration::from_millis(5);
+
+/// Cancels `local` when `outer` is cancelled, until `done`.
+fn spawn_forwarder(
+    outer: &Cancel,
+    local: &Cancel,
+    done: &Arc<AtomicBool>,
+) -> Result<(), LinkError> {
+    let (outer, local, done) = (outer.clone(), local.clone(), Arc::clone(done));
+    std::thread::Builder::new()
+        .name("link-cancel".into())
+        .spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                if outer.is_cancelled() {
+                    local.cancel(&outer.reason());
+                    return;
+                }
+                std::thread::sleep(FORWARD_POLL);
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| LinkError::Io {
+            peer: String::new(),
+            source: e,
+        })
 }
 
 /// `Err(Cancelled)` once `cancel` is cancelled: the connect loops poll it between attempts.

@@ -19,6 +19,7 @@ mod ops;
 mod recovery;
 mod secretflow;
 mod secretflow_ub;
+mod serve;
 #[cfg(unix)]
 mod soak;
 mod three_party;

@@ -11,6 +11,7 @@ pub mod key;
 mod label_runs;
 pub mod labels;
 mod run;
+pub mod serve;
 mod server_rows;
 mod sort_runs;
 

@@ -431,3 +431,94 @@ mod bounds;
 mod cancel;
 mod greet;
 mod tls;
+
+/// A peer that always listens (as `blindjoin serve` does), reached by a party whose id sorts
+/// first and so listens itself: its dial of the peer's address is the link, both ways.
+#[test]
+fn a_listener_reaches_a_peer_that_always_listens() {
+    let (pa, pz) = (free_port(), free_port());
+    // "z-server" would connect by the ids' order; it listens instead, on its own address.
+    let server = std::thread::spawn(move || {
+        TcpLink::establish_as(&opts("z-server", pz, "a-client", pa), true, &Cancel::new()).unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    let mut client = TcpLink::establish(&opts("a-client", pa, "z-server", pz)).unwrap();
+    let mut server = server.join().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    client.send(b"query").unwrap();
+    assert_eq!(server.recv().unwrap(), b"query");
+    server.send(b"answer").unwrap();
+    assert_eq!(client.recv().unwrap(), b"answer");
+    let t = std::thread::spawn(move || server.close().unwrap());
+    client.close().unwrap();
+    t.join().unwrap();
+}
+
+/// The ordinary case with the dial in place: the listener's dial finds the connector's port
+/// closed, and the connector's own connection is the link, whichever party starts first.
+#[test]
+fn the_connectors_closed_port_leaves_the_listener_waiting_for_it() {
+    for connector_first in [false, true] {
+        let (pa, pb) = (free_port(), free_port());
+        let late = move || {
+            std::thread::sleep(Duration::from_millis(300));
+        };
+        let b = std::thread::spawn(move || {
+            if !connector_first {
+                late();
+            }
+            TcpLink::establish(&opts("bob", pb, "alice", pa)).unwrap()
+        });
+        if connector_first {
+            late();
+        }
+        let mut a = TcpLink::establish(&opts("alice", pa, "bob", pb)).unwrap();
+        let mut b = b.join().unwrap();
+        exchange(&mut a, &mut b);
+        let t = std::thread::spawn(move || b.close().unwrap());
+        a.close().unwrap();
+        t.join().unwrap();
+    }
+}
+
+/// A blindjoin party listening at the peer's address with other ids is the configuration
+/// error, found by the dial at once rather than at the connect deadline.
+#[test]
+fn a_listening_party_with_other_ids_at_the_peers_address_is_a_wrong_peer() {
+    let (pa, pz) = (free_port(), free_port());
+    let stranger = std::thread::spawn(move || {
+        TcpLink::establish_as(&opts("z-other", pz, "someone", pa), true, &Cancel::new())
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    let e = TcpLink::establish(&opts("a-client", pa, "z-server", pz))
+        .err()
+        .expect("a wrong peer");
+    assert!(matches!(e, LinkError::WrongPeer(_)), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "found by the dial"
+    );
+    assert!(stranger.join().unwrap().is_err());
+}
+
+/// A cancel while the listener also dials ends it with the caller's reason.
+#[test]
+fn a_cancel_while_listening_and_dialling_gives_the_callers_reason() {
+    let (pa, pz) = (free_port(), free_port());
+    let cancel = Cancel::new();
+    let c = cancel.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        c.cancel("the user pressed Ctrl-C");
+    });
+    let e = TcpLink::establish_with_cancel(&opts("a-client", pa, "z-server", pz), &cancel)
+        .err()
+        .expect("cancelled");
+    t.join().unwrap();
+    match e {
+        LinkError::Cancelled { reason } => assert!(reason.contains("Ctrl-C"), "{reason}"),
+        other => panic!("{other}"),
+    }
+}

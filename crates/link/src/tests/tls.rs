@@ -3,7 +3,7 @@
 //! with errors that say why.
 
 use crate::tests::{exchange, free_port, opts};
-use crate::{Link, LinkError, TcpLink, TlsConfig};
+use crate::{Cancel, Link, LinkError, TcpLink, TlsConfig};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, date_time_ymd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -349,4 +349,24 @@ fn tls_reaches_every_link_of_an_n_party_mesh() {
     for h in handles {
         h.join().unwrap();
     }
+}
+
+/// Over TLS, a listener that reaches an always-listening peer by dialling is the TLS client,
+/// with the same certificate, and the peer's name is still checked.
+#[test]
+fn tls_to_a_peer_that_always_listens() {
+    let (alice, bob) = pair_configs("serving");
+    let (pa, pb) = (free_port(), free_port());
+    let mut server = opts("bob", pb, "alice", pa);
+    server.tls = Some(bob);
+    let t = std::thread::spawn(move || TcpLink::establish_as(&server, true, &Cancel::new()));
+    std::thread::sleep(Duration::from_millis(100));
+    let mut client = opts("alice", pa, "bob", pb);
+    client.tls = Some(alice);
+    let mut c = TcpLink::establish(&client).unwrap();
+    let mut s = t.join().unwrap().unwrap();
+    exchange(&mut c, &mut s);
+    let t = std::thread::spawn(move || s.close());
+    let _ = c.close();
+    let _ = t.join().unwrap();
 }

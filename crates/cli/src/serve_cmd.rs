@@ -1,0 +1,74 @@
+//! `blindjoin serve`: a long-running server that answers many clients (unbalanced PSI online).
+
+use crate::UserError;
+use crate::run_cmd::cancel_on_signal;
+use anyhow::{Context, Result};
+use blindjoin_data::log::{self, Level};
+use blindjoin_data::ub::serve::{DEFAULT_DRAIN, ServeOptions, default_max_sessions, serve_ub};
+use blindjoin_data::{Envelope, Plan};
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// The server's launch config: `ub_psi_config` with role ROLE_SERVER in MODE_ONLINE, its
+    /// cache_path and server_secret_key_path, and link_config naming this server's address.
+    /// Clients run `blindjoin run` with their usual MODE_ONLINE client configs.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Sessions answered at once (default: one per core, at least 2); further clients wait in
+    /// the listen backlog until one ends.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    max_sessions: Option<u32>,
+    /// After SIGTERM or Ctrl-C, how long sessions in flight may finish before they are aborted.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_DRAIN.as_secs_f64())]
+    drain: f64,
+    /// Stop after this many sessions (for scripts and benchmarks).
+    #[arg(long, value_name = "N")]
+    sessions: Option<u64>,
+    /// Print only warnings and errors (not the line per session).
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+pub(crate) fn run(args: ServeArgs) -> Result<()> {
+    let path = &args.config;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the config file {}", path.display()))
+        .context(UserError)?;
+    let base = path.parent().map(PathBuf::from).unwrap_or_default();
+    let env = Envelope::parse(&text, &path.display().to_string(), &base).context(UserError)?;
+    let plan = Plan::from_envelope(&env).context(UserError)?;
+    let Plan::Unbalanced(spec) = plan else {
+        return Err(anyhow::anyhow!(
+            "{}: blindjoin serve answers unbalanced-PSI clients, from a ub_psi_config server \
+             config in MODE_ONLINE; this config is {} (serving labeled PSI is not built yet: \
+             run `blindjoin run` per receiver)",
+            path.display(),
+            plan.kind()
+        ))
+        .context(UserError);
+    };
+    if !(args.drain.is_finite() && args.drain >= 0.0) {
+        return Err(anyhow::anyhow!("--drain must be 0 or more seconds")).context(UserError);
+    }
+    if args.quiet {
+        log::set_level(Level::Warn);
+    }
+    for w in &spec.warnings {
+        log::emit(Level::Warn, &format!("warning: {w}"));
+    }
+    let opts = ServeOptions {
+        max_sessions: args
+            .max_sessions
+            .map_or_else(default_max_sessions, |n| n as usize),
+        drain: Duration::from_secs_f64(args.drain),
+        max_total_sessions: args.sessions,
+    };
+    let stop = cancel_on_signal();
+    let summary = serve_ub(&spec, &opts, &stop, &|line| log::emit(Level::Info, line))
+        .map_err(anyhow::Error::from)?;
+    println!("{}", serde_json::to_string(&summary)?);
+    Ok(())
+}
