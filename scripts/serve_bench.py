@@ -14,6 +14,7 @@ import concurrent.futures as cf
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -32,13 +33,14 @@ def free_port():
     return p
 
 
-def config(d, name, me, client, mode, server_port, body):
+def config(d, name, me, client, mode, server_port, body, client_port=None):
     role = "ROLE_SERVER" if me == "server" else "ROLE_CLIENT"
     cfg = {
         "ub_psi_config": {"mode": mode, "role": role, "server_get_result": False,
                           "client_get_result": True, **body},
         "link_config": {"parties": [{"id": "server", "host": f"127.0.0.1:{server_port}"},
-                                    {"id": client, "host": f"127.0.0.1:{free_port()}"}],
+                                    {"id": client,
+                                     "host": f"127.0.0.1:{client_port if client_port is not None else free_port()}"}],
                         "connect_retry_times": 60, "connect_retry_interval_ms": 1000},
         "self_link_party": me,
     }
@@ -95,10 +97,11 @@ def main():
     t = time.perf_counter()
     run(bj, d, config(d, "gen.json", "server", "client", "MODE_OFFLINE_GEN_CACHE", port,
                       server_body()))
+    cport = free_port()
     ts = config(d, "ts.json", "server", "client", "MODE_OFFLINE_TRANSFER_CACHE", port,
-                server_body())
+                server_body(), cport)
     tc = config(d, "tc.json", "client", "client", "MODE_OFFLINE_TRANSFER_CACHE", port,
-                client_body(0))
+                client_body(0), cport)
     s = subprocess.Popen([bj, "run", "--quiet", "--config", ts], cwd=d)
     run(bj, d, tc)
     s.wait(timeout=600)
@@ -113,11 +116,13 @@ def main():
             f.write("id\n")
             f.writelines(f"{k}\n" for k in keys)
         want[n] = sorted(str(k) for k in keys if k < a.server_n)
+        # Port 0: a client of a serving server is never connected to, so it listens anywhere
+        # (its id sorts before "server", so it listens while it dials the server).
         config(d, f"c{n}.json", f"client{n:05}", f"client{n:05}", "MODE_ONLINE", port,
-               client_body(n))
+               client_body(n), 0)
     serve_cfg = config(d, "serve.json", "server", "client", "MODE_ONLINE", port, server_body())
     server = subprocess.Popen([bj, "serve", "--quiet", "--config", serve_cfg, "--max-sessions",
-                               str(a.concurrency), "--sessions", str(a.queries)], cwd=d,
+                               str(a.concurrency)], cwd=d,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def one(n):
@@ -140,6 +145,7 @@ def main():
                 mem_early = mem(server.pid)
     wall = time.perf_counter() - t0
     mem_end = mem(server.pid)
+    server.send_signal(signal.SIGTERM)
     out, err = server.communicate(timeout=120)
     if server.returncode != 0:
         sys.exit(f"serve failed:\n{err[-3000:]}")
