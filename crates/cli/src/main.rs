@@ -36,9 +36,9 @@ enum Command {
     /// with three parties runs three-party ECDH-PSI (PROTOCOL_ECDH_3PC; `run --help` says who
     /// learns what).
     Run(Box<run_cmd::RunArgs>),
-    /// Serve many clients from one long-running server: unbalanced PSI's online phase, its
-    /// cache and key loaded once, sessions at once up to --max-sessions, a line per session,
-    /// and a clean stop on SIGTERM.
+    /// Serve many clients from one long-running server: unbalanced PSI's online phase (its
+    /// cache and key loaded once) or labeled PSI (its saved DB loaded once), sessions at once
+    /// up to --max-sessions, a line per session, and a clean stop on SIGTERM.
     Serve(serve_cmd::ServeArgs),
     /// Write seeded, shuffled CSV tables with a given overlap, for tests and benchmarks.
     Gen(gen_cmd::GenArgs),

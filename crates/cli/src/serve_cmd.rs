@@ -1,10 +1,13 @@
-//! `blindjoin serve`: a long-running server that answers many clients (unbalanced PSI online).
+//! `blindjoin serve`: a long-running server that answers many clients (unbalanced PSI online,
+//! labeled PSI from a saved DB).
 
 use crate::UserError;
 use crate::run_cmd::cancel_on_signal;
 use anyhow::{Context, Result};
+use blindjoin_data::apsi::serve::serve_apsi;
 use blindjoin_data::log::{self, Level};
-use blindjoin_data::ub::serve::{DEFAULT_DRAIN, ServeOptions, default_max_sessions, serve_ub};
+use blindjoin_data::serving::{DEFAULT_DRAIN, ServeOptions, default_max_sessions};
+use blindjoin_data::ub::serve::serve_ub;
 use blindjoin_data::{Envelope, Plan};
 use clap::Args;
 use std::path::PathBuf;
@@ -12,9 +15,10 @@ use std::time::Duration;
 
 #[derive(Args)]
 pub(crate) struct ServeArgs {
-    /// The server's launch config: `ub_psi_config` with role ROLE_SERVER in MODE_ONLINE, its
-    /// cache_path and server_secret_key_path, and link_config naming this server's address.
-    /// Clients run `blindjoin run` with their usual MODE_ONLINE client configs.
+    /// The server's launch config: `ub_psi_config` with role ROLE_SERVER in MODE_ONLINE (its
+    /// cache_path and server_secret_key_path), or `apsi_sender_config` loading its saved DB
+    /// (db_file); link_config names this server's address. Clients run `blindjoin run` with
+    /// their usual client / receiver configs.
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
     /// Sessions answered at once (default: one per core, at least 2); further clients wait in
@@ -40,23 +44,24 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
     let base = path.parent().map(PathBuf::from).unwrap_or_default();
     let env = Envelope::parse(&text, &path.display().to_string(), &base).context(UserError)?;
     let plan = Plan::from_envelope(&env).context(UserError)?;
-    let Plan::Unbalanced(spec) = plan else {
-        return Err(anyhow::anyhow!(
-            "{}: blindjoin serve answers unbalanced-PSI clients, from a ub_psi_config server \
-             config in MODE_ONLINE; this config is {} (serving labeled PSI is not built yet: \
-             run `blindjoin run` per receiver)",
-            path.display(),
-            plan.kind()
-        ))
-        .context(UserError);
-    };
+    match &plan {
+        Plan::Unbalanced(_) | Plan::Apsi(_) => {}
+        other => {
+            return Err(anyhow::anyhow!(
+                "{}: blindjoin serve answers unbalanced-PSI clients (a ub_psi_config server in                  MODE_ONLINE) and labeled-PSI receivers (an apsi_sender_config that loads its                  saved DB); this config is {}",
+                path.display(),
+                other.kind()
+            ))
+            .context(UserError);
+        }
+    }
     if !(args.drain.is_finite() && args.drain >= 0.0) {
         return Err(anyhow::anyhow!("--drain must be 0 or more seconds")).context(UserError);
     }
     if args.quiet {
         log::set_level(Level::Warn);
     }
-    for w in &spec.warnings {
+    for w in plan.warnings() {
         log::emit(Level::Warn, &format!("warning: {w}"));
     }
     let opts = ServeOptions {
@@ -67,8 +72,12 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         max_total_sessions: args.sessions,
     };
     let stop = cancel_on_signal();
-    let summary = serve_ub(&spec, &opts, &stop, &|line| log::emit(Level::Info, line))
-        .map_err(anyhow::Error::from)?;
+    let log_line = |line: &str| log::emit(Level::Info, line);
+    let summary = match &plan {
+        Plan::Unbalanced(spec) => serve_ub(spec, &opts, &stop, &log_line)?,
+        Plan::Apsi(spec) => serve_apsi(spec, &opts, &stop, &log_line)?,
+        _ => unreachable!("refused above"),
+    };
     println!("{}", serde_json::to_string(&summary)?);
     Ok(())
 }

@@ -36,6 +36,7 @@ mod plan;
 mod run_kind;
 mod secretflow_ub;
 mod secretflow_wire;
+pub mod serving;
 mod session;
 mod spec;
 mod table;

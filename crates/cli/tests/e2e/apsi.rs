@@ -69,7 +69,12 @@ fn tables(dir: &Path, labeled: bool) -> HashMap<String, String> {
 }
 
 fn check(dir: &Path, db: &HashMap<String, String>) {
-    let got = std::fs::read_to_string(dir.join("result.csv")).unwrap();
+    check_file(dir, db, "result.csv");
+}
+
+/// The receiver's output `name` against a plaintext lookup of the query in `db`.
+fn check_file(dir: &Path, db: &HashMap<String, String>, name: &str) {
+    let got = std::fs::read_to_string(dir.join(name)).unwrap();
     let mut want = String::from("key,value\n");
     for k in ["id3", "nope", "id499", "x,\"y\"", "id3", "id250", "other"] {
         if let Some(v) = db.get(k) {
@@ -235,4 +240,71 @@ fn a_damaged_db_file_is_refused_naming_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("sdb") && err.contains("sender DB"), "{err}");
+}
+
+/// `blindjoin serve` with the sender's online config: one sender process, its saved DB loaded
+/// once, answers three unchanged `blindjoin run` receivers (ids sorting before and after
+/// "sender"), two at a time; every result against the plaintext lookup.
+#[test]
+fn serve_answers_receivers_from_the_saved_db() {
+    let dir = tmp("apsi", "serve");
+    let db = tables(&dir, true);
+    write(
+        &dir,
+        "setup.json",
+        r#"{"apsi_sender_config": {"source_file": "db.csv", "params_file": "params.json",
+        "sdb_out_file": "sdb", "save_db_only": true}}"#,
+    );
+    let (ok, err) = wait(start(&dir, "setup.json"), LIMIT);
+    assert!(ok, "{err}");
+    let port = free_port();
+    write(
+        &dir,
+        "online.json",
+        &format!(
+            r#"{{"apsi_sender_config": {{"db_file": "sdb"}}, {}}}"#,
+            link((port, free_port()), "sender")
+        ),
+    );
+    let server = Command::new(BIN)
+        .current_dir(&dir)
+        .args([
+            "serve",
+            "--config",
+            "online.json",
+            "--max-sessions",
+            "2",
+            "--sessions",
+            "3",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let names = ["receiver", "r2", "zed"];
+    let receivers: Vec<Child> = names
+        .iter()
+        .map(|id| {
+            let cfg = format!(
+                r#"{{"apsi_receiver_config": {{"query_file": "query.csv",
+                "output_file": "result-{id}.csv", "params_file": "params.json"}},
+                "link_config": {{"parties": [{{"id": "sender", "host": "127.0.0.1:{port}"}},
+                {{"id": "{id}", "host": "127.0.0.1:0"}}]}}, "self_link_party": "{id}"}}"#
+            );
+            write(&dir, &format!("{id}.json"), &cfg);
+            start(&dir, &format!("{id}.json"))
+        })
+        .collect();
+    for (id, r) in names.iter().zip(receivers) {
+        let (ok, err) = wait(r, LIMIT);
+        assert!(ok, "{id}: {err}");
+        check_file(&dir, &db, &format!("result-{id}.csv"));
+    }
+    let out = server.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(summary["sessions_ok"], 3, "{stderr}");
+    assert!(stderr.contains("serving labeled PSI"), "{stderr}");
 }

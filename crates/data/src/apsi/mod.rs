@@ -14,6 +14,7 @@ pub(crate) mod run;
 pub mod source;
 
 pub use run::run_apsi;
+pub mod serve;
 
 use crate::spec::PeerLink;
 use blindjoin_apsi::sender_db::DbForm;

@@ -300,7 +300,7 @@ fn encode_rounds(bucket_count: usize, rounds: &[Round]) -> Vec<u8> {
 }
 
 /// The OPRF evaluations the plan asks of each bucket's key.
-fn evaluations_per_bucket(rounds: &[Round]) -> BTreeMap<usize, u64> {
+pub(crate) fn evaluations_per_bucket(rounds: &[Round]) -> BTreeMap<usize, u64> {
     let mut out = BTreeMap::new();
     for &(b, items) in rounds {
         *out.entry(b).or_insert(0u64) += items as u64;
