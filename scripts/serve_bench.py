@@ -125,6 +125,16 @@ def main():
                                str(a.concurrency)], cwd=d,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
+    # The server is up when its port accepts; a server that failed to start says why.
+    for _ in range(600):
+        if server.poll() is not None:
+            sys.exit(f"serve failed to start:\n{server.stderr.read()[-3000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+
     def one(n):
         t0 = time.perf_counter()
         run(bj, d, os.path.join(d, f"c{n}.json"))

@@ -46,7 +46,8 @@ pub struct ServeOptions {
     pub max_sessions: usize,
     /// How long sessions in flight may run on after `stop`.
     pub drain: Duration,
-    /// Stop after this many sessions (tests and benchmarks; `None`: until stopped).
+    /// Stop after this many sessions have ended (tests and benchmarks; port probes do not
+    /// count; `None`: until stopped).
     pub max_total_sessions: Option<u64>,
 }
 
@@ -112,8 +113,16 @@ pub fn serve(
             if stop.is_cancelled() {
                 break;
             }
-            if so.max_total_sessions.is_some_and(|m| next >= m) {
-                break;
+            // Sessions that ended count towards max_total_sessions; port probes do not.
+            if let Some(m) = so.max_total_sessions {
+                let ended = ok.load(Ordering::SeqCst) + failed.load(Ordering::SeqCst);
+                if ended >= m {
+                    break;
+                }
+                if ended + active.load(Ordering::SeqCst) as u64 >= m {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
             }
             if active.load(Ordering::SeqCst) >= so.max_sessions.max(1) {
                 std::thread::sleep(Duration::from_millis(5));
@@ -149,7 +158,9 @@ pub fn serve(
                             s.client, s.items, s.sent, s.received
                         ));
                     }
-                    Err((client, e)) => {
+                    // A port probe (connected and closed, nothing sent): not a client.
+                    Err((_, Failure::Probe)) => {}
+                    Err((client, Failure::Failed(e))) => {
                         failed.fetch_add(1, Ordering::SeqCst);
                         let who = client.map(|c| format!("client {c:?}")).unwrap_or_default();
                         log(&format!(
@@ -209,23 +220,31 @@ struct Done {
     received: u64,
 }
 
-/// Greets the client, answers it, closes. A failure is the client's id (once greeted) and what
-/// went wrong, for the log.
+/// Why a session ended without an answer.
+enum Failure {
+    /// The connection closed before its first byte: a port probe, not a client.
+    Probe,
+    /// What went wrong, for the log.
+    Failed(String),
+}
+
+/// Greets the client, answers it, closes. A failure comes with the client's id once greeted.
 fn session(
     template: &TcpOptions,
     answer: &dyn Answer,
     incoming: Incoming,
     cancel: &Cancel,
-) -> Result<Done, (Option<String>, String)> {
-    let (client, mut link) = incoming
-        .establish(template, cancel)
-        .map_err(|e| (None, e.to_string()))?;
+) -> Result<Done, (Option<String>, Failure)> {
+    let (client, mut link) = incoming.establish(template, cancel).map_err(|e| match e {
+        blindjoin_link::LinkError::PeerClosed { .. } => (None, Failure::Probe),
+        e => (None, Failure::Failed(e.to_string())),
+    })?;
     let done = answer
         .answer(&client, &mut link)
-        .map_err(|e| (Some(client.clone()), e))?;
+        .map_err(|e| (Some(client.clone()), Failure::Failed(e)))?;
     let stats = link.stats();
     link.close()
-        .map_err(|e| (Some(client.clone()), e.to_string()))?;
+        .map_err(|e| (Some(client.clone()), Failure::Failed(e.to_string())))?;
     Ok(Done {
         client,
         items: done.items,

@@ -97,13 +97,24 @@ impl Incoming {
     /// link.
     ///
     /// # Errors
-    /// Not a blindjoin client, a client expecting another party or with TLS set otherwise
+    /// [`LinkError::PeerClosed`] for a connection closed before its first byte (a port probe);
+    /// not a blindjoin client, a client expecting another party or with TLS set otherwise
     /// ([`LinkError::WrongPeer`]), a refused certificate, or I/O.
     pub fn establish(
         self,
         template: &TcpOptions,
         cancel: &Cancel,
     ) -> Result<(String, TcpLink), LinkError> {
+        // A connection closed before its first byte is a port probe (a health check, a
+        // scanner): told apart so the server need not log it as a failed client.
+        let _ = self
+            .stream
+            .set_read_timeout(Some(crate::greet::GREETING_TIMEOUT));
+        if matches!(self.stream.peek(&mut [0u8; 1]), Ok(0)) {
+            return Err(LinkError::PeerClosed {
+                peer: self.from.to_string(),
+            });
+        }
         let (id, stream) = match greet_any_client(self.stream, template) {
             Ok(x) => x,
             Err(GreetError::Fatal(e)) => return Err(e),
