@@ -11,37 +11,23 @@ usage: python3 scripts/serve_apsi_bench.py [--db-n 1048576] [--label-bytes 32]
 """
 
 import argparse
-import concurrent.futures as cf
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_load import drive, free_port, pct  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRESETS = os.path.join(ROOT, "..", "shared", "research", "secretflow_reference", "apsi_parameters")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
-def mem(pid):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(("VmRSS", "VmHWM")):
-                k, v = line.split(":")
-                out[k] = int(v.split()[0]) / 1024
-    return out
 
 
 def label(i, n):
@@ -95,19 +81,6 @@ def main():
                                                 "output_file": f"out{n}.csv",
                                                 "params_file": "params.json"},
                        "link_config": link(me), "self_link_party": me}, f)
-    server = subprocess.Popen([bj, "serve", "--quiet", "--config", "online.json",
-                               "--max-sessions", str(a.concurrency)], cwd=d,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    # The server is up when its port accepts; a server that failed to start says why.
-    for _ in range(600):
-        if server.poll() is not None:
-            sys.exit(f"serve failed to start:\n{server.stderr.read()[-3000:]}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
 
     def one(n):
         t0 = time.perf_counter()
@@ -122,27 +95,13 @@ def main():
             sys.exit(f"query {n}: wrong answer {got[:2]} want {want[n][:2]}")
         return secs
 
-    lat, mem_early = [], None
-    t0 = time.perf_counter()
-    with cf.ThreadPoolExecutor(a.concurrency) as ex:
-        for i, secs in enumerate(ex.map(one, range(a.queries))):
-            lat.append(secs)
-            if i == min(a.queries, 4 * a.concurrency) - 1:
-                mem_early = mem(server.pid)
-    wall = time.perf_counter() - t0
-    mem_end = mem(server.pid)
-    server.send_signal(signal.SIGTERM)
-    out, err = server.communicate(timeout=120)
-    if server.returncode != 0:
-        sys.exit(f"serve failed:\n{err[-3000:]}")
-    summary = json.loads(out.strip().splitlines()[-1])
-    lat.sort()
-    pq = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
+    lat, wall, mem_early, mem_end, summary = drive(bj, d, "online.json", port, a.queries,
+                                                   a.concurrency, one)
     print(f"{a.queries} queries of {a.query_n} keys, DB {a.db_n} x {a.label_bytes}-byte labels "
           f"({a.params}), {a.concurrency} at a time, {os.cpu_count()} cores, "
           f"{time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"  {a.queries / wall:.2f} queries/s; receiver run p50 {pq(0.5) * 1000:.0f} ms, "
-          f"p99 {pq(0.99) * 1000:.0f} ms")
+    print(f"  {a.queries / wall:.2f} queries/s; receiver run p50 {pct(lat, 0.5) * 1000:.0f} ms, "
+          f"p99 {pct(lat, 0.99) * 1000:.0f} ms")
     print(f"  sender RSS after {min(a.queries, 4 * a.concurrency)} queries "
           f"{mem_early['VmRSS']:.0f} MiB, at the end {mem_end['VmRSS']:.0f} MiB, "
           f"peak {mem_end['VmHWM']:.0f} MiB")

@@ -10,27 +10,21 @@ usage: python3 scripts/serve_bench.py [--server-n 1048576] [--client-n 16] [--qu
 """
 
 import argparse
-import concurrent.futures as cf
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_load import drive, free_port, pct  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def config(d, name, me, client, mode, server_port, body, client_port=None):
@@ -70,14 +64,6 @@ def run(bj, d, cfg):
         sys.exit(f"{cfg} failed:\n{p.stderr[-3000:]}")
 
 
-def mem(pid):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(("VmRSS", "VmHWM")):
-                k, v = line.split(":")
-                out[k] = int(v.split()[0]) / 1024
-    return out
 
 
 def main():
@@ -121,19 +107,6 @@ def main():
         config(d, f"c{n}.json", f"client{n:05}", f"client{n:05}", "MODE_ONLINE", port,
                client_body(n), 0)
     serve_cfg = config(d, "serve.json", "server", "client", "MODE_ONLINE", port, server_body())
-    server = subprocess.Popen([bj, "serve", "--quiet", "--config", serve_cfg, "--max-sessions",
-                               str(a.concurrency)], cwd=d,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    # The server is up when its port accepts; a server that failed to start says why.
-    for _ in range(600):
-        if server.poll() is not None:
-            sys.exit(f"serve failed to start:\n{server.stderr.read()[-3000:]}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
 
     def one(n):
         t0 = time.perf_counter()
@@ -145,27 +118,12 @@ def main():
             sys.exit(f"query {n}: wrong answer ({len(got)} keys, want {len(want[n])})")
         return secs
 
-    lat = []
-    mem_early = None
-    t0 = time.perf_counter()
-    with cf.ThreadPoolExecutor(a.concurrency) as ex:
-        for i, secs in enumerate(ex.map(one, range(a.queries))):
-            lat.append(secs)
-            if i == min(a.queries, 4 * a.concurrency) - 1:
-                mem_early = mem(server.pid)
-    wall = time.perf_counter() - t0
-    mem_end = mem(server.pid)
-    server.send_signal(signal.SIGTERM)
-    out, err = server.communicate(timeout=120)
-    if server.returncode != 0:
-        sys.exit(f"serve failed:\n{err[-3000:]}")
-    summary = json.loads(out.strip().splitlines()[-1])
-    lat.sort()
-    p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
+    lat, wall, mem_early, mem_end, summary = drive(bj, d, serve_cfg, port, a.queries,
+                                                   a.concurrency, one)
     print(f"{a.queries} queries of {a.client_n} keys against {a.server_n} keys, "
           f"{a.concurrency} at a time, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"  {a.queries / wall:.1f} queries/s; client run latency p50 {p(0.5) * 1000:.0f} ms, "
-          f"p99 {p(0.99) * 1000:.0f} ms, mean {statistics.mean(lat) * 1000:.0f} ms")
+    print(f"  {a.queries / wall:.1f} queries/s; client run latency p50 {pct(lat, 0.5) * 1000:.0f} ms, "
+          f"p99 {pct(lat, 0.99) * 1000:.0f} ms, mean {statistics.mean(lat) * 1000:.0f} ms")
     print(f"  server RSS after {4 * a.concurrency} queries {mem_early['VmRSS']:.1f} MiB, "
           f"at the end {mem_end['VmRSS']:.1f} MiB, peak {mem_end['VmHWM']:.1f} MiB")
     print(f"  server summary: {summary}")

@@ -191,16 +191,7 @@ fn server(
             cache::check_key(&spec.cache_path, &file.meta, &k.key_check_value()?, p)?;
             key = Some(k);
         }
-        if file.meta.curve != spec.curve {
-            return Err(UbError::Cache {
-                path: spec.cache_path.clone(),
-                problem: format!(
-                    "the cache was generated on {}, this run asks for {}",
-                    file.meta.curve, spec.curve
-                ),
-                fix: "set blindjoin.curve to the cache's curve, or regenerate the cache",
-            });
-        }
+        check_curve(spec, &file.meta)?;
     }
     let meta = &file.meta;
     report.cache_count = meta.count;
@@ -618,4 +609,22 @@ fn write_matches(
     report.intersection_count = written;
     report.output_path = Some(path.display().to_string());
     Ok(())
+}
+
+/// A cache made on another curve than the config's is refused, naming both.
+///
+/// # Errors
+/// [`UbError::Cache`] when they differ.
+pub(super) fn check_curve(spec: &UbSpec, meta: &CacheMeta) -> Result<(), UbError> {
+    if meta.curve == spec.curve {
+        return Ok(());
+    }
+    Err(UbError::Cache {
+        path: spec.cache_path.clone(),
+        problem: format!(
+            "the cache was generated on {}, this run asks for {}",
+            meta.curve, spec.curve
+        ),
+        fix: "set blindjoin.curve to the cache's curve, or regenerate the cache",
+    })
 }

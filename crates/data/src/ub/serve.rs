@@ -89,16 +89,7 @@ fn prepare(spec: &UbSpec) -> Result<Served, UbError> {
     let key = key::load_or_create(key_path, spec.curve, false)?.0;
     let key_check = key.key_check_value()?;
     cache::check_key(&spec.cache_path, &file.meta, &key_check, key_path)?;
-    if file.meta.curve != spec.curve {
-        return Err(UbError::Cache {
-            path: spec.cache_path.clone(),
-            problem: format!(
-                "the cache was generated on {}, this config asks for {}",
-                file.meta.curve, spec.curve
-            ),
-            fix: "set blindjoin.curve to the cache's curve, or regenerate the cache",
-        });
-    }
+    super::run::check_curve(spec, &file.meta)?;
     let template = spec.link.tcp_options().ok_or_else(|| {
         refuse(
             "link_config",
