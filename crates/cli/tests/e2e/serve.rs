@@ -353,3 +353,87 @@ fn configs_that_cannot_serve_exit_2_naming_why() {
         assert!(err.contains(says), "{file}: {err}");
     }
 }
+
+/// `link_config` TLS for `me`: its certificate `certs/<cert>` for both ssl opts, the CA's.
+fn with_tls(dir: &Path, name: &str, cert: &str) {
+    let path = dir.join(name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let opts = format!(
+        r#"{{"certificate_path": "certs/{cert}.crt", "private_key_path": "certs/{cert}.key",
+        "ca_file_path": "certs/ca.crt"}}"#
+    );
+    let text = text.replacen(
+        "\"connect_retry_times\"",
+        &format!(
+            "\"enable_ssl\": true, \"server_ssl_opts\": {opts}, \"client_ssl_opts\": {opts},\n    \"connect_retry_times\""
+        ),
+        1,
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+/// Over mutual TLS each client's certificate must name the id it greets with: a client with
+/// its own certificate is answered (its id sorts before the server's, so it reaches the server
+/// by dialling, as the TLS client), one presenting another party's certificate is refused, and
+/// the server serves on.
+#[test]
+fn over_tls_each_client_is_checked_against_its_certificate() {
+    let dir = tmp("serve", "tls");
+    let want = offline(&dir, 2);
+    let ca = crate::support::write_ca(&dir, "ca");
+    for name in ["server", "alice", "mallory"] {
+        crate::support::write_cert(&dir, name, &ca);
+    }
+    let port = free_port();
+    config(
+        &dir,
+        "serve.json",
+        "server",
+        "client",
+        "MODE_ONLINE",
+        (port, free_port()),
+        SERVER,
+    );
+    with_tls(&dir, "serve.json", "server");
+    let server = start(
+        &dir,
+        &["serve", "--config", "serve.json", "--sessions", "2"],
+    );
+    let tls_client = |n: usize, id: &str, cert: &str| {
+        let name = format!("oc{n}.json");
+        config(
+            &dir,
+            &name,
+            id,
+            id,
+            "MODE_ONLINE",
+            (port, free_port()),
+            &client_body(n),
+        );
+        with_tls(&dir, &name, cert);
+        start(&dir, &["run", "--quiet", "--config", &name])
+    };
+    let (ok, err) = wait(tls_client(0, "alice", "alice"), LIMIT);
+    assert!(ok, "alice: {err}");
+    assert_eq!(ids(&dir.join("client0_out.csv")), want[0]);
+    // "bob" shows mallory's certificate: the server refuses it.
+    let (ok, err) = wait(tls_client(1, "bob", "mallory"), LIMIT);
+    assert!(
+        !ok,
+        "a client with another party's certificate was answered"
+    );
+    assert!(!dir.join("client1_out.csv").exists(), "{err}");
+    let out = server.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(
+        (
+            summary["sessions_ok"].as_u64(),
+            summary["sessions_failed"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{stderr}"
+    );
+}
