@@ -467,6 +467,9 @@ impl Channel {
     ) -> Result<(), LinkError> {
         let req = self.request(key, &[]);
         let mut last = String::from("no attempt made");
+        // Under TLS: an attempt the peer accepted and then closed (its server refused our
+        // handshake or certificate; the alert can be lost to the close).
+        let mut closed_by_peer: Option<String> = None;
         for attempt in 0u64.. {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -475,7 +478,35 @@ impl Channel {
             let rpc = Duration::from_secs(2 + attempt % 11).min(left);
             match self.client.call(&req, rpc, rpc) {
                 Ok(Ok(())) => return Ok(()),
-                Ok(Err(f)) if f.is_transient() => last = f.text(),
+                // Accepted, closed, and now the port is shut: the peer refused us and gave up.
+                Ok(Err(Failure::Dial(refused)))
+                    if self.client.has_tls()
+                        && closed_by_peer.is_some()
+                        && refused.starts_with("cannot connect to") =>
+                {
+                    // What our own server found about the peer's TLS, if anything, says more.
+                    if let Some(f @ Failure::Tls(_)) = &self.lock().failure {
+                        return Err(f.clone().into_link_error(&self.peer));
+                    }
+                    return Err(LinkError::TlsHandshake {
+                        peer: self.peer.clone(),
+                        reason: format!(
+                            "{}, then stopped listening ({refused}): it refused this party's                              TLS or certificate; see its log",
+                            closed_by_peer.unwrap_or_default()
+                        ),
+                    });
+                }
+                Ok(Err(f)) if f.is_transient() => {
+                    last = f.text();
+                    let reached = match &f {
+                        Failure::Closed(_) => true,
+                        Failure::Dial(why) => !why.starts_with("cannot connect to"),
+                        _ => false,
+                    };
+                    if self.client.has_tls() && reached {
+                        closed_by_peer = Some(format!("the peer closed the connection ({last})"));
+                    }
+                }
                 Ok(Err(f)) => return Err(f.into_link_error(&self.peer)),
                 Err(LinkError::RpcTimeout { .. }) => last = "the peer did not answer".into(),
                 Err(e) => return Err(e),

@@ -176,6 +176,11 @@ impl RpcClient {
     }
 
     /// The peer's server address.
+    /// Whether requests go inside TLS.
+    pub(crate) fn has_tls(&self) -> bool {
+        self.inner.tls.is_some()
+    }
+
     pub(crate) fn addr(&self) -> SocketAddr {
         self.inner.addr
     }
