@@ -279,7 +279,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
 
 /// The launch config in `path` (`kuscia`: a Kuscia task file, this party's config in it),
 /// parsed once: the plan and the process-wide settings read the same value.
-fn read_envelope(path: &std::path::Path, kuscia: bool) -> Result<Envelope> {
+pub(crate) fn read_envelope(path: &std::path::Path, kuscia: bool) -> Result<Envelope> {
     let what = if kuscia {
         "Kuscia task file"
     } else {

@@ -2,13 +2,13 @@
 //! labeled PSI from a saved DB).
 
 use crate::UserError;
-use crate::run_cmd::cancel_on_signal;
+use crate::run_cmd::{cancel_on_signal, read_envelope};
 use anyhow::{Context, Result};
+use blindjoin_data::Plan;
 use blindjoin_data::apsi::serve::serve_apsi;
 use blindjoin_data::log::{self, Level};
 use blindjoin_data::serving::{DEFAULT_DRAIN, ServeOptions, default_max_sessions};
 use blindjoin_data::ub::serve::serve_ub;
-use blindjoin_data::{Envelope, Plan};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -38,11 +38,7 @@ pub(crate) struct ServeArgs {
 
 pub(crate) fn run(args: ServeArgs) -> Result<()> {
     let path = &args.config;
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the config file {}", path.display()))
-        .context(UserError)?;
-    let base = path.parent().map(PathBuf::from).unwrap_or_default();
-    let env = Envelope::parse(&text, &path.display().to_string(), &base).context(UserError)?;
+    let env = read_envelope(path, false)?;
     let plan = Plan::from_envelope(&env).context(UserError)?;
     match &plan {
         Plan::Unbalanced(_) | Plan::Apsi(_) => {}
